@@ -1,0 +1,44 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "tasker",
+    products: [
+        .executable(name: "tasker", targets: ["tasker"]),
+        .library(name: "TaskerCore", targets: ["TaskerCore"]),
+        .library(name: "TaskerLua", targets: ["TaskerLua"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+    ],
+    targets: [
+        // Lua 5.4 from the system (Debian: liblua5.4-dev).
+        .systemLibrary(
+            name: "CLua",
+            pkgConfig: "lua5.4",
+            providers: [.apt(["liblua5.4-dev"])]
+        ),
+        // The only code that may longjmp: macro wrappers, the trampoline, the
+        // engine-aware coroutine library and the interrupt hook.
+        .target(name: "CLuaShim", dependencies: ["CLua"]),
+        .target(
+            name: "TaskerCore",
+            dependencies: [.product(name: "Collections", package: "swift-collections")]
+        ),
+        .target(
+            name: "TaskerLua",
+            dependencies: ["TaskerCore", "CLuaShim", "CLua",
+                           .product(name: "Collections", package: "swift-collections")]
+        ),
+        .executableTarget(
+            name: "tasker",
+            dependencies: ["TaskerCore", "TaskerLua",
+                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
+        .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore"]),
+        .testTarget(name: "TaskerCLITests", dependencies: []),
+    ],
+    swiftLanguageModes: [.v6]
+)

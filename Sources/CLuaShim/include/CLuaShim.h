@@ -1,0 +1,84 @@
+// CLuaShim: the thin unsafe core between Swift and Lua 5.4.
+//
+// Rules (DESIGN.md §1):
+//  * This is the only code that may longjmp (lua_error, lua_yield, luaL_check*).
+//    A Swift function exposed to Lua returns a status to `tasker_trampoline`,
+//    which raises or yields after the Swift frame has returned.
+//  * Swift may call only functions that cannot raise except on out-of-memory.
+//    Deliberately NOT exposed as wrappers: lua_call, lua_callk, lua_error,
+//    lua_yield(k), lua_gettable, lua_settable, lua_getfield, lua_setfield,
+//    lua_arith, lua_compare, lua_concat, lua_len, luaL_check*, luaL_error.
+#ifndef TASKER_CLUASHIM_H
+#define TASKER_CLUASHIM_H
+
+#include <lua.h>
+#include <lualib.h>
+#include <lauxlib.h>
+#include <stdint.h>
+#include <signal.h>
+
+// ---- status codes a Swift function returns to the trampoline --------------
+/// The error value is on top of the stack: raise it.
+#define TASKER_RAISE (-1)
+/// Yield the top `n` values (the first of them is the engine mark).
+static inline int tasker_yield_status(int n) { return -2 - n; }
+
+typedef int (*tasker_SwiftFunction)(lua_State *L);
+
+/// Per-state data shared with the hook; reachable from any thread of the state.
+typedef struct tasker_Runtime {
+    /// Unretained pointer to the Swift owner (LuaRuntime).
+    void *owner;
+    /// Non-zero asks the hook to call `on_interrupt` (set from any thread).
+    volatile sig_atomic_t interrupt;
+    /// Monotonic deadline in ns for the code now running; 0 = none (loop thread only).
+    volatile uint64_t deadline_ns;
+    /// Swift: push an error value and return 1 to raise it, or 0 to go on.
+    int (*on_interrupt)(lua_State *L);
+} tasker_Runtime;
+
+/// Creates a state whose allocator userdata is `rt`, with all standard
+/// libraries, the engine-aware coroutine library and the interrupt hook.
+/// Returns NULL on failure (message written to `err`, up to `errlen`).
+lua_State *tasker_newstate(tasker_Runtime *rt, char *err, size_t errlen);
+tasker_Runtime *tasker_runtime(lua_State *L);
+
+/// Pushes a Lua function that calls `fn` through the trampoline. The `nup`
+/// values on top become upvalues 2...nup+1 (upvalue 1 holds `fn`).
+void tasker_pushfunction(lua_State *L, tasker_SwiftFunction fn, int nup);
+/// The light userdata that marks a yield as the engine's (not the user's).
+void *tasker_engine_mark(void);
+
+/// Engine threads carry their fiber pointer in the thread's extra space;
+/// user coroutines carry NULL (copied from the main thread).
+void tasker_setfiber(lua_State *L, void *fiber);
+void *tasker_getfiber(lua_State *L);
+
+uint64_t tasker_now_ns(void);
+void tasker_request_interrupt(tasker_Runtime *rt, int on);
+
+/// luaL_tolstring under lua_pcall: pushes the string (or the error) and
+/// returns the status. __tostring metamethods may raise, so never call it bare.
+int tasker_tostring_protected(lua_State *L, int idx);
+/// luaL_loadbufferx in text mode.
+int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chunkname);
+/// lua_pcall with luaL_traceback as the message handler.
+int tasker_pcall_traceback(lua_State *L, int nargs, int nresults);
+
+// ---- macro wrappers ----------------------------------------------------------
+static inline int tasker_registryindex(void) { return LUA_REGISTRYINDEX; }
+static inline int tasker_upvalueindex(int i) { return lua_upvalueindex(i); }
+static inline void tasker_pop(lua_State *L, int n) { lua_pop(L, n); }
+static inline void tasker_newtable(lua_State *L) { lua_createtable(L, 0, 0); }
+static inline const char *tasker_tostring(lua_State *L, int i, size_t *len) { return lua_tolstring(L, i, len); }
+static inline lua_Number tasker_tonumber(lua_State *L, int i, int *isnum) { return lua_tonumberx(L, i, isnum); }
+static inline lua_Integer tasker_tointeger(lua_State *L, int i, int *isnum) { return lua_tointegerx(L, i, isnum); }
+static inline int tasker_isnoneornil(lua_State *L, int i) { return lua_type(L, i) <= 0; }
+static inline void tasker_pushliteral(lua_State *L, const char *s) { lua_pushstring(L, s); }
+static inline void tasker_insert(lua_State *L, int i) { lua_rotate(L, i, 1); }
+static inline void tasker_remove(lua_State *L, int i) { lua_rotate(L, i, -1); lua_pop(L, 1); }
+static inline void tasker_replace(lua_State *L, int i) { lua_copy(L, -1, i); lua_pop(L, 1); }
+static inline void *tasker_newuserdata(lua_State *L, size_t size) { return lua_newuserdatauv(L, size, 0); }
+static inline int tasker_isinteger(lua_State *L, int i) { return lua_isinteger(L, i); }
+
+#endif

@@ -1,0 +1,97 @@
+import Foundation
+
+/// Attempts: starting a body, its report, timeouts and retries.
+extension Engine {
+    func beginAttempt(_ r: TaskRecord) {
+        running += 1
+        r.inSlot = true
+        r.attempts += 1
+        r.token = newToken()
+        r.state = .running
+        if r.attempts == 1 {
+            for o in observers { o.taskStarted(r.id, engine: self) }
+        }
+        let run = AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
+        if let timeout = r.timeout {
+            r.deadline = Monotonic.now() &+ Monotonic.nanos(timeout)
+            r.timeoutTimer = loop.schedule(at: r.deadline) { [weak self] in
+                self?.attemptTimedOut(run)
+            }
+        }
+        guard let body = r.body else {
+            complete(run, with: .success(NoValue()))
+            return
+        }
+        body.startAttempt(run, engine: self)
+    }
+
+    /// The body's report of an attempt. Stale reports (an aborted attempt)
+    /// are ignored.
+    public func complete(_ run: AttemptRun, with result: Result<any Sendable, TaskFailure>) {
+        guard let r = record(run.task), r.inSlot, r.token == run.token else { return }
+        endAttempt(r)
+        switch result {
+        case .success(let value): finishWork(r, .succeeded(value))
+        case .failure(let failure): attemptFailed(r, failure)
+        }
+    }
+
+    /// Frees the slot at once and disarms the attempt's timeout.
+    func endAttempt(_ r: TaskRecord) {
+        guard r.inSlot else { return }
+        r.inSlot = false
+        running -= 1
+        r.deadline = 0
+        r.timeoutTimer?.cancel()
+        r.timeoutTimer = nil
+        scheduleDispatch()
+    }
+
+    func currentRun(_ r: TaskRecord) -> AttemptRun {
+        AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
+    }
+
+    /// A timeout that fires while the body waits; a body busy in pure Lua is
+    /// stopped by the runtime's hook, which reports the same failure.
+    public func timeoutFailure(_ id: TaskID) -> TaskFailure {
+        let seconds = record(id)?.timeout ?? 0
+        return TaskFailure(.timeout, "task '\(name(id))' exceeded \(formatSeconds(seconds))")
+    }
+
+    private func attemptTimedOut(_ run: AttemptRun) {
+        guard let r = record(run.task), r.inSlot, r.token == run.token else { return }
+        let failure = timeoutFailure(r.id)
+        endAttempt(r)
+        r.body?.abortAttempt(run, reason: failure, engine: self)
+        attemptFailed(r, failure)
+    }
+
+    func attemptFailed(_ r: TaskRecord, _ failure: TaskFailure) {
+        guard r.retry.shouldRetry(failure, attempt: r.attempts), !r.state.isFinal else {
+            finishWork(r, .ending(with: failure))
+            return
+        }
+        let delay = r.retry.delay(after: r.attempts)
+        for o in observers {
+            o.taskRetrying(r.id, failedAttempt: r.attempts, failure: failure, delay: delay, engine: self)
+        }
+        guard !r.state.isFinal else { return }  // an observer may have cancelled it
+        r.timer = loop.schedule(after: delay) { [weak self] in
+            r.timer = nil
+            guard let self, !r.state.isFinal else { return }
+            self.enqueueReady(r)
+        }
+    }
+
+    /// Reports progress of a running task to the observers.
+    public func progress(_ id: TaskID, fraction: Double, message: String?) {
+        guard let r = record(id), r.outcome == nil else { return }
+        for o in observers { o.taskProgress(id, fraction: fraction, message: message, engine: self) }
+    }
+}
+
+/// `2` → "2s", `0.25` → "0.25s".
+public func formatSeconds(_ seconds: Double) -> String {
+    if seconds == seconds.rounded(), abs(seconds) < 1e15 { return "\(Int(seconds))s" }
+    return String(format: "%gs", seconds)
+}

@@ -1,0 +1,137 @@
+/// Final states: finishing work and handles, cancellation, dependencies.
+/// Every handle reaches exactly one outcome in `finishHandle`.
+extension Engine {
+    /// Cancels a handle unless it is final. A handle on shared (keyed) work
+    /// cancels the work only when it is the last one on it.
+    public func cancel(_ id: TaskID, reason: String? = nil) {
+        guard let r = record(id), r.outcome == nil else { return }
+        let failure = TaskFailure(.cancelled, reason.map { "task '\(r.name)' was cancelled: \($0)" }
+                                               ?? "task '\(r.name)' was cancelled")
+        cancel(r, failure)
+    }
+
+    func cancel(_ r: TaskRecord, _ failure: TaskFailure) {
+        guard r.outcome == nil else { return }
+        if case .follower(let leaderID) = r.role {
+            finishHandle(r, .cancelled(failure))
+            if let leader = record(leaderID) { releaseHandle(leader, failure) }
+            return
+        }
+        if r.liveHandles > 1 {
+            r.liveHandles -= 1
+            finishHandle(r, .cancelled(failure))
+            return
+        }
+        cancelWork(r, failure)
+    }
+
+    private func releaseHandle(_ leader: TaskRecord, _ failure: TaskFailure) {
+        leader.liveHandles -= 1
+        if leader.liveHandles == 0 { cancelWork(leader, failure) }
+    }
+
+    /// Stops the work wherever it is and ends it `cancelled` (or with the
+    /// failure's kind: `dependency`, `discarded`).
+    public func cancelWork(_ id: TaskID, _ failure: TaskFailure) {
+        guard let r = record(id) else { return }
+        cancelWork(r, failure)
+    }
+
+    func cancelWork(_ r: TaskRecord, _ failure: TaskFailure) {
+        guard !r.state.isFinal else { return }
+        r.timer?.cancel()
+        r.timer = nil
+        r.queued = false
+        if r.inSlot {
+            let run = currentRun(r)
+            endAttempt(r)
+            r.body?.abortAttempt(run, reason: failure, engine: self)
+        }
+        switch r.role {
+        case .group(let g):
+            finishWork(r, .ending(with: failure))
+            let memberFailure = TaskFailure(failure.kind == .cancelled ? .cancelled : .dependency,
+                                            "group '\(r.name)' was stopped: \(failure.message)")
+            for m in g.members { if let mr = record(m) { cancel(mr, memberFailure) } }
+        case .schedule(let s):
+            finishWork(r, .ending(with: failure))
+            s.current = nil
+        default:
+            finishWork(r, .ending(with: failure))
+        }
+    }
+
+    /// The work is done: set its state, then end its own handle and its
+    /// followers' handles with the same outcome.
+    func finishWork(_ r: TaskRecord, _ outcome: TaskOutcome) {
+        guard !r.state.isFinal else { return }
+        r.state = outcome.state
+        r.body = nil
+        r.retry.when = nil
+        r.timer?.cancel()
+        r.timer = nil
+        if let key = r.key, keyIndex[key] == r.id { keyIndex[key] = nil }
+        if r.outcome == nil { finishHandle(r, outcome) }
+        for f in r.followers {
+            if let fr = record(f), fr.outcome == nil { finishHandle(fr, outcome) }
+        }
+        if let parent = r.parent, let g = record(parent) { groupMemberFinished(g, r) }
+    }
+
+    /// The one place a handle becomes final: observers, waiters, dependents.
+    func finishHandle(_ r: TaskRecord, _ outcome: TaskOutcome) {
+        precondition(r.outcome == nil, "task \(r.id) finished twice")
+        r.outcome = outcome
+        unfinishedCount -= 1
+        for o in observers { o.taskFinished(r.id, outcome: outcome, engine: self) }
+        let waiters = r.waiters
+        r.waiters = []
+        for w in waiters { w.taskFinished(r.id, engine: self) }
+        let dependents = r.dependents
+        r.dependents = []
+        for d in dependents {
+            if let dr = record(d) { dependencyFinished(dr, r, outcome.state) }
+        }
+    }
+
+    private func dependencyFinished(_ r: TaskRecord, _ dep: TaskRecord, _ state: TaskState) {
+        guard !r.state.isFinal, r.outcome == nil else { return }
+        guard r.condition.isMet(by: state) else {
+            cancelWork(r, dependencyFailure(r, dep, state))
+            return
+        }
+        r.unmetDependencies -= 1
+        if r.unmetDependencies == 0 { tryMakeReady(r) }
+    }
+
+    func dependencyFailure(_ r: TaskRecord, _ dep: TaskRecord, _ state: TaskState) -> TaskFailure {
+        let what = switch state {
+        case .succeeded: "succeeded"
+        case .cancelled: "was cancelled"
+        default: "failed"
+        }
+        return TaskFailure(.dependency,
+                           "task '\(r.name)' did not run: dependency '\(dep.name)' \(what) (when = \"\(r.condition.rawValue)\")")
+    }
+
+    /// Cancels every handle that is not final (Ctrl-C, `tasker.exit`, a
+    /// failed main chunk).
+    public func cancelAll(reason: String) {
+        for case let r? in records where r.outcome == nil {
+            cancel(r, TaskFailure(.cancelled, "task '\(r.name)' was cancelled: \(reason)"))
+        }
+    }
+
+    /// Called when nothing else can happen: tasks that were never started
+    /// can never start now, so they end cancelled (and their dependents with
+    /// them). Returns whether anything changed.
+    @discardableResult
+    public func settleIdle() -> Bool {
+        var changed = false
+        for case let r? in records where r.outcome == nil && !r.startRequested && r.state == .waiting {
+            cancel(r, TaskFailure(.cancelled, "task '\(r.name)' was never started"))
+            changed = true
+        }
+        return changed
+    }
+}

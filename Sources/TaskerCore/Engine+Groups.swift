@@ -1,0 +1,122 @@
+/// Groups (`parallel`, `serial`) and schedules (`every`). Neither holds a
+/// concurrency slot: only their members and instances do.
+extension Engine {
+    /// Adds a group whose members run `concurrency` at a time. With
+    /// `failFast`, the first failure stops the rest and fails the group;
+    /// otherwise the group waits for all and fails with the first failure in
+    /// input order, if any. Its value is a `GroupValue`.
+    @discardableResult
+    public func addGroup(_ spec: TaskSpec, members: [TaskSpec], concurrency: Int, failFast: Bool) -> TaskID {
+        var groupSpec = spec
+        groupSpec.body = nil
+        groupSpec.key = nil
+        let g = newRecord(groupSpec)
+        var memberIDs: [TaskID] = []
+        memberIDs.reserveCapacity(members.count)
+        for var m in members {
+            m.start = false
+            m.key = nil
+            let mr = newRecord(m)
+            mr.parent = g.id
+            memberIDs.append(mr.id)
+        }
+        g.role = .group(GroupState(members: memberIDs, concurrency: concurrency, failFast: failFast))
+        for o in observers { o.taskAdded(g.id, engine: self) }
+        for m in memberIDs { for o in observers { o.taskAdded(m, engine: self) } }
+        for (m, spec) in zip(memberIDs, members) where !spec.after.isEmpty {
+            if let mr = record(m) { attachDependencies(mr, spec.after) }
+        }
+        attachDependencies(g, spec.after)
+        return g.id
+    }
+
+    func startGroup(_ r: TaskRecord) {
+        guard case .group(let g) = r.role else { return }
+        r.state = .running
+        r.attempts = 1
+        for o in observers { o.taskStarted(r.id, engine: self) }
+        if g.members.isEmpty {
+            finishWork(r, .succeeded(GroupValue(members: [])))
+            return
+        }
+        startMembers(r, g)
+    }
+
+    private func startMembers(_ r: TaskRecord, _ g: GroupState) {
+        while g.running < g.concurrency, g.nextToStart < g.members.count, !r.state.isFinal {
+            let m = g.members[g.nextToStart]
+            g.nextToStart += 1
+            guard let mr = record(m), mr.outcome == nil else { continue }
+            g.running += 1
+            start(m)
+        }
+    }
+
+    func groupMemberFinished(_ r: TaskRecord, _ member: TaskRecord) {
+        guard case .group(let g) = r.role else { return }
+        g.finished += 1
+        if member.startRequested { g.running -= 1 }
+        guard !r.state.isFinal else { return }
+        if let failure = member.outcome?.failure {
+            let index = g.members.firstIndex(of: member.id) ?? Int.max
+            if g.failFast {
+                finishWork(r, .ending(with: failure))
+                let stop = TaskFailure(.dependency, "group '\(r.name)' stopped: member '\(member.name)' \(member.outcome?.state == .cancelled ? "was cancelled" : "failed")")
+                for m in g.members { if let mr = record(m), mr.outcome == nil { cancel(mr, stop) } }
+                return
+            }
+            if g.firstFailure == nil || index < g.firstFailure!.index { g.firstFailure = (index, failure) }
+        }
+        if g.finished == g.members.count {
+            if let f = g.firstFailure {
+                finishWork(r, .ending(with: f.failure))
+            } else {
+                finishWork(r, .succeeded(GroupValue(members: g.members)))
+            }
+            return
+        }
+        startMembers(r, g)
+    }
+
+    /// Adds a schedule: a new instance every `interval` seconds, the first
+    /// at once; a tick is skipped while the previous instance runs. It lives
+    /// until cancelled.
+    @discardableResult
+    public func addSchedule(_ spec: TaskSpec, interval: Double, makeInstance: @escaping (Int) -> TaskSpec) -> TaskID {
+        var scheduleSpec = spec
+        scheduleSpec.body = nil
+        scheduleSpec.key = nil
+        let s = newRecord(scheduleSpec)
+        s.role = .schedule(ScheduleState(interval: interval, makeInstance: makeInstance))
+        for o in observers { o.taskAdded(s.id, engine: self) }
+        attachDependencies(s, spec.after)
+        return s.id
+    }
+
+    func startSchedule(_ r: TaskRecord) {
+        guard case .schedule(let s) = r.role else { return }
+        r.state = .running
+        r.attempts = 1
+        s.firstTick = Monotonic.now()
+        for o in observers { o.taskStarted(r.id, engine: self) }
+        tick(r, s)
+    }
+
+    private func tick(_ r: TaskRecord, _ s: ScheduleState) {
+        guard !r.state.isFinal else { return }
+        if s.current.map({ record($0)?.outcome == nil }) != true {
+            s.count += 1
+            var spec = s.makeInstance(s.count)
+            spec.name = "\(r.name)#\(s.count)"
+            s.current = add(spec)
+        }
+        // Fixed rate from the first tick; ticks missed while busy are skipped.
+        let interval = Monotonic.nanos(s.interval)
+        let now = Monotonic.now()
+        s.ticks = max(s.ticks + 1, interval > 0 ? (now - s.firstTick) / interval + 1 : s.ticks + 1)
+        r.timer = loop.schedule(at: s.firstTick &+ s.ticks &* max(interval, 1)) { [weak self] in
+            r.timer = nil
+            self?.tick(r, s)
+        }
+    }
+}

@@ -1,0 +1,251 @@
+import HeapModule
+
+/// The task engine: records, states, the ready queue, concurrency slots,
+/// dependencies, delays, retries, timeouts, cancellation, single flight,
+/// groups and schedules (DESIGN §2.2). It knows nothing of Lua.
+///
+/// Confinement: an `Engine` lives on one `EventLoop` and every method must
+/// be called on that loop's thread. Callouts (bodies, waiters, observers)
+/// happen synchronously; runtimes that run user code queue it instead of
+/// running it inside the callout.
+///
+///     let engine = Engine(loop: loop, concurrency: 4)
+///     let id = engine.add(TaskSpec(name: "fetch", body: myBody))
+///     engine.addWaiter(id, waiter)
+public final class Engine {
+    public let loop: EventLoop
+    public var concurrency: Int {
+        didSet { scheduleDispatch() }
+    }
+    public var observers: [EngineObserver] = []
+
+    var records: [TaskRecord?] = [nil]
+    private var ready = Heap<ReadyEntry>()
+    var running = 0
+    var keyIndex: [String: TaskID] = [:]
+    private var dispatchScheduled = false
+    private var nextToken: UInt64 = 0
+    /// Handles not yet final.
+    public internal(set) var unfinishedCount = 0
+    /// While positive, no new attempt starts (reactors with `suspend`).
+    public var suspended = 0 {
+        didSet { if suspended == 0 { scheduleDispatch() } }
+    }
+
+    public init(loop: EventLoop, concurrency: Int = 16) {
+        self.loop = loop
+        self.concurrency = max(1, concurrency)
+    }
+
+    // MARK: adding
+
+    /// Adds a task; returns its id. It starts when its spec allows.
+    @discardableResult
+    public func add(_ spec: TaskSpec) -> TaskID {
+        let r = newRecord(spec)
+        if let key = spec.key, let leaderID = keyIndex[key], let leader = record(leaderID), !leader.state.isFinal {
+            r.role = .follower(leader: leaderID)
+            r.body = nil
+            leader.followers.append(r.id)
+            leader.liveHandles += 1
+            notifyAdded(r.id)
+            return r.id
+        }
+        if let key = spec.key { keyIndex[key] = r.id }
+        notifyAdded(r.id)
+        attachDependencies(r, spec.after)
+        return r.id
+    }
+
+    func newRecord(_ spec: TaskSpec) -> TaskRecord {
+        let r = TaskRecord(id: records.count)
+        r.explicitName = spec.name
+        r.priority = spec.priority
+        r.timeout = spec.timeout
+        r.retry = spec.retry
+        r.condition = spec.when
+        r.startRequested = spec.start
+        r.delay = spec.delay
+        r.key = spec.key
+        r.body = spec.body
+        records.append(r)
+        unfinishedCount += 1
+        return r
+    }
+
+    private func notifyAdded(_ id: TaskID) {
+        for o in observers { o.taskAdded(id, engine: self) }
+    }
+
+    func attachDependencies(_ r: TaskRecord, _ after: [TaskID]) {
+        for depID in after {
+            guard let dep = record(depID) else { continue }
+            if let outcome = dep.outcome {
+                if !r.condition.isMet(by: outcome.state) {
+                    cancelWork(r, dependencyFailure(r, dep, outcome.state))
+                    return
+                }
+            } else {
+                r.unmetDependencies += 1
+                dep.dependents.append(r.id)
+            }
+        }
+        tryMakeReady(r)
+    }
+
+    // MARK: queries
+
+    @inline(__always)
+    func record(_ id: TaskID) -> TaskRecord? {
+        id > 0 && id < records.count ? records[id] : nil
+    }
+
+    public func exists(_ id: TaskID) -> Bool { record(id) != nil }
+
+    public var taskCount: Int { records.count - 1 }
+
+    public func name(_ id: TaskID) -> String { record(id)?.name ?? "task-\(id)" }
+
+    /// The handle's state (a follower shows its leader's work until it ends).
+    public func state(_ id: TaskID) -> TaskState {
+        guard let r = record(id) else { return .cancelled }
+        if let o = r.outcome { return o.state }
+        if case .follower(let leader) = r.role { return record(leader)?.state ?? .waiting }
+        return r.state
+    }
+
+    public func outcome(_ id: TaskID) -> TaskOutcome? { record(id)?.outcome }
+
+    public func attempts(_ id: TaskID) -> Int {
+        guard let r = record(id) else { return 0 }
+        if case .follower(let leader) = r.role { return record(leader)?.attempts ?? 0 }
+        return r.attempts
+    }
+
+    /// The monotonic deadline (ns) of the task's running attempt, or 0.
+    public func deadline(_ id: TaskID) -> UInt64 { record(id)?.deadline ?? 0 }
+
+    public func isCurrent(_ run: AttemptRun) -> Bool {
+        guard let r = record(run.task) else { return false }
+        return r.inSlot && r.token == run.token
+    }
+
+    public func parent(_ id: TaskID) -> TaskID? { record(id)?.parent }
+
+    public func groupMembers(_ id: TaskID) -> [TaskID]? {
+        guard let r = record(id), case .group(let g) = r.role else { return nil }
+        return g.members
+    }
+
+    /// Registers `waiter` to be told once when the handle is final. If it
+    /// already is, the waiter is told at once.
+    public func addWaiter(_ id: TaskID, _ waiter: TaskWaiter) {
+        guard let r = record(id) else { return }
+        if r.outcome != nil {
+            waiter.taskFinished(id, engine: self)
+        } else {
+            r.waiters.append(waiter)
+        }
+    }
+
+    public func removeWaiter(_ id: TaskID, _ waiter: TaskWaiter) {
+        guard let r = record(id) else { return }
+        r.waiters.removeAll { $0 === waiter }
+    }
+
+    /// Counts per final state, and the failed handles in id order.
+    public func summary() -> (counts: [TaskState: Int], failed: [TaskID]) {
+        var counts: [TaskState: Int] = [:]
+        var failed: [TaskID] = []
+        for case let r? in records {
+            let s = state(r.id)
+            counts[s, default: 0] += 1
+            if s == .failed { failed.append(r.id) }
+        }
+        return (counts, failed)
+    }
+
+    // MARK: starting
+
+    /// Starts a `start = false` task; no effect in any other state.
+    public func start(_ id: TaskID) {
+        guard let r = record(id), r.outcome == nil, !r.startRequested else { return }
+        r.startRequested = true
+        tryMakeReady(r)
+    }
+
+    func tryMakeReady(_ r: TaskRecord) {
+        guard r.state == .waiting, r.startRequested, r.unmetDependencies == 0, r.outcome == nil else { return }
+        if r.delay > 0 {
+            let delay = r.delay
+            r.delay = 0
+            r.timer = loop.schedule(after: delay) { [weak self] in
+                r.timer = nil
+                self?.tryMakeReady(r)
+            }
+            return
+        }
+        switch r.role {
+        case .work: enqueueReady(r)
+        case .group: startGroup(r)
+        case .schedule: startSchedule(r)
+        case .follower: break
+        }
+    }
+
+    func enqueueReady(_ r: TaskRecord) {
+        if r.attempts == 0 { r.state = .pending }
+        r.queued = true
+        ready.insert(ReadyEntry(priority: r.priority, id: r.id))
+        scheduleDispatch()
+    }
+
+    func scheduleDispatch() {
+        guard !dispatchScheduled else { return }
+        dispatchScheduled = true
+        loop.enqueue { [weak self] in self?.dispatch() }
+    }
+
+    /// Starts ready tasks, highest priority first, while slots are free.
+    public func dispatch() {
+        dispatchScheduled = false
+        while running < concurrency, suspended == 0, let entry = ready.popMax() {
+            guard let r = record(entry.id), r.queued, !r.state.isFinal else { continue }
+            r.queued = false
+            beginAttempt(r)
+        }
+    }
+
+    func newToken() -> UInt64 {
+        nextToken &+= 1
+        return nextToken
+    }
+}
+
+/// Ready-queue order: higher priority first, then add order.
+struct ReadyEntry: Comparable {
+    let priority: Int
+    let id: TaskID
+
+    static func < (a: ReadyEntry, b: ReadyEntry) -> Bool {
+        a.priority != b.priority ? a.priority < b.priority : a.id > b.id
+    }
+}
+
+extension Engine {
+    /// The task whose work a single-flight follower follows.
+    public func leader(of id: TaskID) -> TaskID? {
+        guard let r = record(id), case .follower(let leader) = r.role else { return nil }
+        return leader
+    }
+}
+
+extension Engine {
+    public func isGroupOrSchedule(_ id: TaskID) -> Bool {
+        guard let r = record(id) else { return false }
+        switch r.role {
+        case .group, .schedule: return true
+        default: return false
+        }
+    }
+}

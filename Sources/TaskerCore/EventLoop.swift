@@ -1,0 +1,213 @@
+import DequeModule
+import HeapModule
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One thread that owns the engine and the Lua state (DESIGN §1: one state,
+/// one thread). Other threads talk to it only through `execute(_:)`.
+///
+/// A turn: run jobs sent from other threads, fire due timers, then drain
+/// microtasks (work queued on the loop itself). When nothing is queued, no
+/// timer is armed and no outside operation is in flight, the loop is idle and
+/// calls `onIdle` — the engine uses that to settle tasks that can never start.
+///
+///     let loop = EventLoop()
+///     loop.execute { print("on the loop") }
+///     loop.run()            // blocks until loop.stop()
+public final class EventLoop: @unchecked Sendable {
+    // Safety: `inbox` and `stopRequested` are guarded by `lock`. Everything
+    // else is confined to the loop thread: entry points call `assertInLoop()`.
+    private let lock = ConditionLock()
+    private var inbox: [@Sendable () -> Void] = []
+    private var stopRequested = false
+    private var thread: pthread_t?
+
+    private var timers = Heap<TimerEntry>()
+    private var timerSequence: UInt64 = 0
+    private var microtasks = Deque<() -> Void>()
+    private var activity = 0
+
+    /// Called on the loop when it has nothing left to do (see type docs).
+    public var onIdle: (() -> Void)?
+
+    public init() {}
+
+    // MARK: any thread
+
+    /// Runs `job` on the loop thread in a later turn.
+    public func execute(_ job: @escaping @Sendable () -> Void) {
+        lock.lock()
+        inbox.append(job)
+        lock.signal()
+        lock.unlock()
+    }
+
+    /// Ends `run()` after the current turn.
+    public func stop() {
+        lock.lock()
+        stopRequested = true
+        lock.signal()
+        lock.unlock()
+    }
+
+    public var inLoop: Bool {
+        guard let thread else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
+
+    @inline(__always)
+    public func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        precondition(inLoop, "must run on the event loop thread", file: file, line: line)
+    }
+
+    // MARK: loop thread only
+
+    /// Queues `work` to run in this turn, after the work already queued.
+    @inline(__always)
+    public func enqueue(_ work: @escaping () -> Void) {
+        microtasks.append(work)
+    }
+
+    /// Runs `action` at `deadline` (monotonic ns) unless cancelled first.
+    @discardableResult
+    public func schedule(at deadline: UInt64, _ action: @escaping () -> Void) -> LoopTimer {
+        let timer = LoopTimer(deadline: deadline, action: action)
+        timerSequence &+= 1
+        timers.insert(TimerEntry(deadline: deadline, sequence: timerSequence, timer: timer))
+        return timer
+    }
+
+    @discardableResult
+    public func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
+        schedule(at: Monotonic.now() &+ Monotonic.nanos(seconds), action)
+    }
+
+    /// Marks an outside operation in flight (a Swift task, a request): the
+    /// loop is not idle until the matching `endActivity()`.
+    public func beginActivity() { activity += 1 }
+    public func endActivity() { activity -= 1 }
+
+    /// Runs the loop on the calling thread until `stop()`; `first` runs on
+    /// the loop before anything else (set-up that must happen on the loop).
+    public func run(startingWith first: () -> Void = {}) {
+        thread = pthread_self()
+        defer { thread = nil }
+        first()
+        drainMicrotasks()
+        while true {
+            lock.lock()
+            let jobs = inbox
+            inbox.removeAll(keepingCapacity: true)
+            let stopping = stopRequested
+            lock.unlock()
+            if stopping { return }
+            for job in jobs { job() }
+            fireDueTimers()
+            drainMicrotasks()
+            waitForWork()
+        }
+    }
+
+    private func drainMicrotasks() {
+        while let work = microtasks.popFirst() { work() }
+    }
+
+    private func fireDueTimers() {
+        guard !timers.isEmpty else { return }
+        let now = Monotonic.now()
+        while let first = timers.min, first.deadline <= now {
+            _ = timers.popMin()
+            if let action = first.timer.take() {
+                action()
+                drainMicrotasks()
+            }
+        }
+    }
+
+    private func nextDeadline() -> UInt64? {
+        while let first = timers.min {
+            if first.timer.isCancelled { _ = timers.popMin(); continue }
+            return first.deadline
+        }
+        return nil
+    }
+
+    private func waitForWork() {
+        let deadline = nextDeadline()
+        if deadline == nil && activity == 0, let onIdle {
+            lock.lock()
+            let quiet = inbox.isEmpty && !stopRequested
+            lock.unlock()
+            if quiet {
+                onIdle()
+                drainMicrotasks()
+                if !timers.isEmpty || activity > 0 { return }
+            }
+        }
+        lock.lock()
+        if inbox.isEmpty && !stopRequested && microtasks.isEmpty {
+            let next = nextDeadline()
+            if next == nil || next! > Monotonic.now() {
+                lock.wait(until: next)
+            }
+        }
+        lock.unlock()
+    }
+}
+
+/// A timer armed on an `EventLoop`; loop-confined.
+public final class LoopTimer {
+    public let deadline: UInt64
+    private var action: (() -> Void)?
+
+    init(deadline: UInt64, action: @escaping () -> Void) {
+        self.deadline = deadline
+        self.action = action
+    }
+
+    public var isCancelled: Bool { action == nil }
+
+    /// Disarms the timer and drops what it captured.
+    public func cancel() { action = nil }
+
+    fileprivate func take() -> (() -> Void)? {
+        defer { action = nil }
+        return action
+    }
+}
+
+private struct TimerEntry: Comparable {
+    let deadline: UInt64
+    let sequence: UInt64
+    let timer: LoopTimer
+
+    static func < (a: TimerEntry, b: TimerEntry) -> Bool {
+        a.deadline != b.deadline ? a.deadline < b.deadline : a.sequence < b.sequence
+    }
+
+    static func == (a: TimerEntry, b: TimerEntry) -> Bool {
+        a.deadline == b.deadline && a.sequence == b.sequence
+    }
+}
+
+/// A value that may only be touched on its loop's thread (like NIOLoopBound):
+/// lets loop-confined objects ride in `@Sendable` closures sent to the loop.
+public struct LoopBound<Value>: @unchecked Sendable {
+    // Safety: `_value` is reachable only through `value`, which traps unless
+    // called on `loop`'s thread, so it is never touched concurrently.
+    public let loop: EventLoop
+    private let _value: Value
+
+    public init(_ value: Value, loop: EventLoop) {
+        self.loop = loop
+        self._value = value
+    }
+
+    public var value: Value {
+        loop.assertInLoop()
+        return _value
+    }
+}

@@ -1,0 +1,53 @@
+/// `retry = {attempts, delay, backoff, factor, max_delay, jitter, when}` (DESIGN §2.2).
+/// `attempts` counts tries including the first; the delay before try k+1 is
+/// `delay * factor^(k-1)` capped at `maxDelay`, or uniform in [d/2, d] with jitter.
+public struct RetryPolicy {
+    public enum Backoff: String, Sendable { case exponential, fixed }
+
+    public var attempts: Int
+    public var delay: Double
+    public var backoff: Backoff
+    public var factor: Double
+    public var maxDelay: Double
+    public var jitter: Bool
+    /// Asked after a failed attempt (never after cancellation); `false` stops retrying.
+    public var when: ((TaskFailure, Int) -> Bool)?
+
+    public init(attempts: Int = 1, delay: Double = 0.5, backoff: Backoff = .exponential,
+                factor: Double = 2, maxDelay: Double = 60, jitter: Bool = false,
+                when: ((TaskFailure, Int) -> Bool)? = nil) {
+        self.attempts = attempts
+        self.delay = delay
+        self.backoff = backoff
+        self.factor = factor
+        self.maxDelay = maxDelay
+        self.jitter = jitter
+        self.when = when
+    }
+
+    public static var none: RetryPolicy { RetryPolicy() }
+
+    /// Seconds to wait before the attempt after `failedAttempt` (1-based).
+    public func delay(after failedAttempt: Int) -> Double {
+        var d = delay
+        if backoff == .exponential, failedAttempt > 1 {
+            d = delay * pow(factor, Double(failedAttempt - 1))
+        }
+        if !d.isFinite || d > maxDelay { d = maxDelay }
+        if d < 0 { d = 0 }
+        if jitter, d > 0 { d = Double.random(in: (d / 2)...d) }
+        return d
+    }
+
+    /// Whether a failure on attempt `attempt` gets another try.
+    public func shouldRetry(_ failure: TaskFailure, attempt: Int) -> Bool {
+        guard attempt < attempts, failure.kind != .cancelled, failure.kind != .discarded else { return false }
+        return when?(failure, attempt) ?? true
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif

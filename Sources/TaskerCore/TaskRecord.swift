@@ -1,0 +1,82 @@
+/// The engine's record of one task handle. Loop-confined, owned by `Engine`.
+///
+/// A record is a handle and, unless it follows another task's work (single
+/// flight), also that work. `state` is the work's state; `outcome` is the
+/// handle's final result, set exactly once.
+final class TaskRecord {
+    enum Role {
+        case work
+        case follower(leader: TaskID)
+        case group(GroupState)
+        case schedule(ScheduleState)
+    }
+
+    let id: TaskID
+    var explicitName: String?
+    var state: TaskState = .waiting
+    var role: Role = .work
+
+    // spec
+    var priority = 0
+    var timeout: Double?
+    var retry = RetryPolicy.none
+    var condition = DependencyCondition.success
+    var startRequested = true
+    var delay: Double = 0
+    var key: String?
+    var body: TaskBody?
+    var parent: TaskID?
+
+    // progress of the work
+    var unmetDependencies = 0
+    var attempts = 0
+    var token: UInt64 = 0
+    var inSlot = false
+    var queued = false
+    var timer: LoopTimer?
+    var timeoutTimer: LoopTimer?
+    var deadline: UInt64 = 0
+    var followers: [TaskID] = []
+    var liveHandles = 1
+
+    // the handle
+    var outcome: TaskOutcome?
+    var waiters: [TaskWaiter] = []
+    var dependents: [TaskID] = []
+
+    init(id: TaskID) { self.id = id }
+
+    var name: String { explicitName ?? "task-\(id)" }
+}
+
+/// A `parallel` or `serial` group: members start as the group allows.
+final class GroupState {
+    let members: [TaskID]
+    let concurrency: Int
+    let failFast: Bool
+    var nextToStart = 0
+    var finished = 0
+    var running = 0
+    var firstFailure: (index: Int, failure: TaskFailure)?
+
+    init(members: [TaskID], concurrency: Int, failFast: Bool) {
+        self.members = members
+        self.concurrency = max(1, concurrency)
+        self.failFast = failFast
+    }
+}
+
+/// An `every` schedule: a new instance per tick, never two at once.
+final class ScheduleState {
+    let interval: Double
+    let makeInstance: (Int) -> TaskSpec
+    var count = 0
+    var current: TaskID?
+    var firstTick: UInt64 = 0
+    var ticks: UInt64 = 0
+
+    init(interval: Double, makeInstance: @escaping (Int) -> TaskSpec) {
+        self.interval = interval
+        self.makeInstance = makeInstance
+    }
+}

@@ -1,0 +1,55 @@
+/// What a task body does; implemented by runtimes (Lua coroutines, Swift
+/// closures). Called on the engine's loop.
+public protocol TaskBody: AnyObject {
+    /// Runs one attempt. Report its end with `engine.complete(run, with:)`.
+    func startAttempt(_ run: AttemptRun, engine: Engine)
+    /// The attempt was cancelled or timed out: stop it. The engine already
+    /// moved on; a later `complete` for this run is ignored.
+    func abortAttempt(_ run: AttemptRun, reason: TaskFailure, engine: Engine)
+}
+
+/// Everything `add` needs to know about a task (DESIGN §2.2's spec table).
+public struct TaskSpec {
+    public var name: String?
+    public var priority: Int = 0
+    /// Seconds per attempt.
+    public var timeout: Double?
+    public var retry: RetryPolicy = .none
+    public var after: [TaskID] = []
+    public var when: DependencyCondition = .success
+    /// `false` keeps the task waiting until `start`.
+    public var start: Bool = true
+    /// Seconds before it becomes ready.
+    public var delay: Double = 0
+    /// Single-flight key.
+    public var key: String?
+    public var body: TaskBody?
+
+    public init(name: String? = nil, body: TaskBody?) {
+        self.name = name
+        self.body = body
+    }
+}
+
+/// Who is told when a task (handle) reaches its final state. Called once.
+public protocol TaskWaiter: AnyObject {
+    func taskFinished(_ id: TaskID, engine: Engine)
+}
+
+/// Lifecycle events, for the Lua runtime's `h:on`, the status line and the
+/// events file. All methods have empty defaults.
+public protocol EngineObserver: AnyObject {
+    func taskAdded(_ id: TaskID, engine: Engine)
+    func taskStarted(_ id: TaskID, engine: Engine)
+    func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine)
+    func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine)
+    func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine)
+}
+
+extension EngineObserver {
+    public func taskAdded(_ id: TaskID, engine: Engine) {}
+    public func taskStarted(_ id: TaskID, engine: Engine) {}
+    public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {}
+    public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {}
+    public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {}
+}

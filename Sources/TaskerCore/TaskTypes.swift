@@ -1,0 +1,99 @@
+/// A task's number: 1, 2, 3… in add order, unique per engine.
+public typealias TaskID = Int
+
+/// The states of DESIGN §2.2. Exactly one of the last three ends every task.
+public enum TaskState: String, Sendable, CaseIterable {
+    case waiting, pending, held, running, reacting, succeeded, failed, cancelled
+
+    public var isFinal: Bool { self == .succeeded || self == .failed || self == .cancelled }
+}
+
+/// Why a task (or an API call) failed. `kind == .error` is an error raised by
+/// user code, passed through unchanged; the others are raised by the engine.
+public struct TaskFailure: Error, Sendable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        case error, timeout, cancelled, discarded, dependency, http, exec, json
+        case interceptor, reactor, usage
+    }
+
+    public var kind: Kind
+    public var message: String
+    /// What a runtime attaches to find its own error value again (the Lua
+    /// runtime: the slot holding the raised Lua value).
+    public var payload: (any Sendable)?
+
+    public init(_ kind: Kind, _ message: String, payload: (any Sendable)? = nil) {
+        self.kind = kind
+        self.message = message
+        self.payload = payload
+    }
+
+    public var description: String { kind == .error ? message : "\(kind.rawValue): \(message)" }
+
+    /// Cancellation and discards end a task `cancelled`; everything else `failed`.
+    public var endsCancelled: Bool { kind == .cancelled || kind == .discarded || kind == .dependency }
+}
+
+/// The final result of a task.
+public enum TaskOutcome: Sendable {
+    case succeeded(any Sendable)
+    case failed(TaskFailure)
+    case cancelled(TaskFailure)
+
+    public var state: TaskState {
+        switch self {
+        case .succeeded: .succeeded
+        case .failed: .failed
+        case .cancelled: .cancelled
+        }
+    }
+
+    public var failure: TaskFailure? {
+        switch self {
+        case .succeeded: nil
+        case .failed(let f), .cancelled(let f): f
+        }
+    }
+
+    static func ending(with failure: TaskFailure) -> TaskOutcome {
+        failure.endsCancelled ? .cancelled(failure) : .failed(failure)
+    }
+}
+
+/// A task without a value (a no-op body, a group before it collects values).
+public struct NoValue: Sendable, Equatable {
+    public init() {}
+}
+
+/// The value of a group task: its members, in input order. A runtime turns it
+/// into its own list (the Lua runtime: a table of each member's first value).
+public struct GroupValue: Sendable {
+    public let members: [TaskID]
+}
+
+/// `after`/`when`: which outcomes of the dependencies let a task start.
+public enum DependencyCondition: String, Sendable {
+    case success, failure, always
+
+    func isMet(by state: TaskState) -> Bool {
+        switch self {
+        case .success: state == .succeeded
+        case .failure: state != .succeeded
+        case .always: true
+        }
+    }
+}
+
+/// One run of a task body. `token` tells a late report of an aborted attempt
+/// from the current one.
+public struct AttemptRun: Sendable, Hashable {
+    public let task: TaskID
+    public let attempt: Int
+    public let token: UInt64
+
+    public init(task: TaskID, attempt: Int, token: UInt64) {
+        self.task = task
+        self.attempt = attempt
+        self.token = token
+    }
+}

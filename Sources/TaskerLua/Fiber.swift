@@ -1,0 +1,97 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// One engine-driven coroutine: the main chunk or one attempt of a task body.
+/// Its thread carries a pointer to it in the thread's extra space, which is
+/// how the coroutine library tells engine threads from user coroutines.
+/// Loop-confined; kept alive by the runtime while its thread may run.
+final class Fiber: TaskWaiter {
+    enum Kind {
+        case main
+        case task(AttemptRun)
+    }
+
+    unowned let runtime: LuaRuntime
+    let kind: Kind
+    let thread: OpaquePointer
+    let anchor: Int32
+    /// Set when the attempt was cancelled or timed out: never resumed again.
+    var aborted: TaskFailure?
+    /// What the last engine yield asked for; the driver performs it.
+    var pending: PendingOp?
+    /// How a finished awaited task is handed back.
+    var awaitMode = AwaitMode.raising
+    var timer: LoopTimer?
+    var waitingOn: TaskID?
+    var finished = false
+
+    init(runtime: LuaRuntime, kind: Kind, thread: OpaquePointer, anchor: Int32) {
+        self.runtime = runtime
+        self.kind = kind
+        self.thread = thread
+        self.anchor = anchor
+        tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    var run: AttemptRun? {
+        if case .task(let run) = kind { return run }
+        return nil
+    }
+
+    var taskID: TaskID? { run?.task }
+
+    static func from(_ thread: OpaquePointer) -> Fiber? {
+        guard let p = tasker_getfiber(thread) else { return nil }
+        return Unmanaged<Fiber>.fromOpaque(p).takeUnretainedValue()
+    }
+
+    func taskFinished(_ id: TaskID, engine: Engine) {
+        guard waitingOn == id else { return }
+        waitingOn = nil
+        runtime.enqueue(.resume(self, .taskResult(id, awaitMode)))
+    }
+}
+
+enum AwaitMode {
+    /// `h:await()`: values, or raise the error.
+    case raising
+    /// `h:result()`: `true, values…` or `false, err`.
+    case result
+}
+
+/// An engine call that suspends the calling coroutine.
+enum PendingOp {
+    case sleep(Double)
+    case await(TaskID, AwaitMode)
+    case all([TaskID])
+    case any([TaskID])
+    case some([TaskID])
+    case exit
+}
+
+/// How a suspended fiber is resumed.
+enum Resumption {
+    case nothing
+    case taskResult(TaskID, AwaitMode)
+    case values([TaskID], compact: Bool)
+    case anyWinner(TaskID)
+    case failure(TaskFailure)
+    case luaFailureOf(TaskID)
+}
+
+/// Work the runtime runs from its drain loop, never nested in other Lua code.
+enum Work {
+    case start(AttemptRun)
+    case resume(Fiber, Resumption)
+    case close(Fiber)
+    case event(TaskID, TaskEvent)
+    case call(() -> Void)
+}
+
+enum TaskEvent {
+    case start
+    case progress(Double, String?)
+    case retry(Int, TaskFailure, Double)
+    case finish
+}

@@ -1,0 +1,103 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// Helpers for the Swift functions that Lua calls: usage errors at the
+/// caller's file:line, reading handles, and suspending the caller.
+/// Each returns a trampoline status (results, `TASKER_RAISE` or a yield).
+extension LuaRuntime {
+    /// Raises a `usage` error naming the caller's file:line.
+    func usage(_ L: OpaquePointer, _ message: String) -> Int32 {
+        pushErrorTable(L, kind: "usage", message: message, where: LuaStack(L).whereString(level: 1))
+        return TASKER_RAISE
+    }
+
+    /// "bad argument #2 to 'tasker.sleep' (number expected, got string)"
+    func argError(_ L: OpaquePointer, _ fn: String, _ arg: Int32, _ expected: String, index: Int32? = nil) -> Int32 {
+        usage(L, "bad argument #\(arg) to '\(fn)' (\(expected) expected, got \(LuaStack(L).typeName(index ?? arg)))")
+    }
+
+    /// Raises an error value built from a failure (not a usage error).
+    func raise(_ L: OpaquePointer, _ failure: TaskFailure) -> Int32 {
+        pushFailure(L, failure)
+        return TASKER_RAISE
+    }
+
+    /// The task id of the handle at `i`, or nil.
+    func handleID(_ L: OpaquePointer, _ i: Int32) -> TaskID? {
+        guard let p = luaL_testudata(L, i, HandleModule.metatableName) else { return nil }
+        return p.load(as: Int.self)
+    }
+
+    /// Reads a handle or a list of handles (for `after`, `all`, ...).
+    func handleList(_ L: OpaquePointer, _ i: Int32, allowSingle: Bool) -> [TaskID]? {
+        if let id = handleID(L, i) { return allowSingle ? [id] : nil }
+        guard lua_type(L, i) == LUA_TTABLE else { return nil }
+        let t = lua_absindex(L, i)
+        let n = Int(lua_rawlen(L, t))
+        var ids: [TaskID] = []
+        ids.reserveCapacity(n)
+        for k in 0..<n {
+            lua_rawgeti(L, t, lua_Integer(k + 1))
+            let id = handleID(L, -1)
+            tasker_pop(L, 1)
+            guard let id else { return nil }
+            ids.append(id)
+        }
+        return ids
+    }
+
+    /// The engine work behind a handle (a follower's leader).
+    func workOf(_ id: TaskID) -> TaskID {
+        var id = id
+        while let leader = engine.leader(of: id) { id = leader }
+        return id
+    }
+
+    /// Whether the calling task would wait on itself (or a group holding it).
+    func waitsOnItself(_ ids: [TaskID]) -> TaskID? {
+        guard let me = current?.taskID else { return nil }
+        var mine: Set<TaskID> = [workOf(me)]
+        var p = engine.parent(me)
+        while let g = p {
+            mine.insert(g)
+            p = engine.parent(g)
+        }
+        return ids.first { mine.contains(workOf($0)) }
+    }
+
+    /// Checks that the caller may suspend; returns a raise status if not.
+    func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32? {
+        guard current != nil else {
+            return usage(L, "\(fn): cannot yield in \(callContext ?? "this context")")
+        }
+        guard lua_isyieldable(L) != 0 else {
+            return usage(L, "\(fn): cannot yield inside a C function (a table.sort comparator, "
+                         + "a metamethod called from C such as __tostring, or a __gc/__close handler)")
+        }
+        return nil
+    }
+
+    /// Suspends the caller until the driver has performed `op`.
+    func suspend(_ L: OpaquePointer, _ op: PendingOp) -> Int32 {
+        current?.pending = op
+        lua_pushlightuserdata(L, tasker_engine_mark())
+        return tasker_yield_status(1)
+    }
+
+    /// Calls the function below `nargs` arguments on the main thread, outside
+    /// any coroutine, in a context that cannot yield (handlers, predicates).
+    /// Returns whether it succeeded; on error logs it and leaves nothing.
+    func callProtected(nargs: Int32, nresults: Int32, context: String) -> Bool {
+        let saved = callContext
+        callContext = context
+        defer { callContext = saved }
+        let status = tasker_pcall_traceback(L, nargs, nresults)
+        if status != LUA_OK {
+            options.diagnostics("tasker: error in \(context): \(LuaStack(L).describe(-1))")
+            tasker_pop(L, 1)
+            return false
+        }
+        return true
+    }
+}

@@ -1,0 +1,147 @@
+import CLua
+import CLuaShim
+import Foundation
+import TaskerCore
+
+/// Building the Lua environment and loading the pipeline.
+extension LuaRuntime {
+    func installModules() {
+        let s = LuaStack(L)
+        for keyPath in [\Refs.bodies, \Refs.values, \Refs.errors, \Refs.args, \Refs.tags,
+                        \Refs.handlers, \Refs.threads, \Refs.predicates] as [WritableKeyPath<Refs, Int32>] {
+            s.newTable()
+            refs[keyPath: keyPath] = s.ref()
+        }
+        installErrorMetatable()
+        HandleModule.install(self)
+        ContextModule.install(self)
+
+        let tasker = TaskerModule.install(self)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        let globals = lua_gettop(L)
+        lua_pushvalue(L, tasker)
+        s.rawSet(globals, "tasker")
+        // require("tasker") returns the same table
+        s.rawGet(globals, "package")
+        s.rawGet(-1, "loaded")
+        lua_pushvalue(L, tasker)
+        s.rawSet(-2, "tasker")
+        s.pop(2)
+        if options.output != nil {
+            s.push(LuaRuntime.printFunction)
+            s.rawSet(globals, "print")
+        }
+        lua_settop(L, 0)
+    }
+
+    private func installErrorMetatable() {
+        let s = LuaStack(L)
+        s.newTable(hash: 2)
+        s.push(LuaRuntime.errorToString)
+        s.rawSet(-2, "__tostring")
+        s.push("tasker.error")
+        s.rawSet(-2, "__name")
+        refs.errorMeta = s.ref()
+    }
+
+    /// `tostring(err)`: "[where ]kind: message".
+    static let errorToString: tasker_SwiftFunction = { L in
+        let L = L!
+        let s = LuaStack(L)
+        guard s.type(1) == LUA_TTABLE else { return 0 }
+        s.rawGet(1, "kind")
+        s.rawGet(1, "message")
+        s.rawGet(1, "where")
+        let kind = s.string(-3) ?? "error"
+        let message = s.string(-2) ?? ""
+        let position = s.string(-1).map { $0.isEmpty ? "" : $0 + " " } ?? ""
+        s.push("\(position)\(kind): \(message)")
+        return 1
+    }
+
+    /// `print` writing to `options.output` (tests); same format as Lua's.
+    static let printFunction: tasker_SwiftFunction = { L in
+        let L = L!
+        let rt = LuaRuntime.from(L)
+        let s = LuaStack(L)
+        let n = s.top
+        var parts: [String] = []
+        for i in stride(from: 1, through: n, by: 1) {
+            if tasker_tostring_protected(L, i) != LUA_OK { return TASKER_RAISE }
+            parts.append(s.string(-1) ?? "")
+            s.pop()
+        }
+        rt.options.output?(parts.joined(separator: "\t") + "\n")
+        return 0
+    }
+
+    /// Loads the pipeline and starts its main chunk as a coroutine. A file
+    /// that cannot be read or compiled ends the run with exit code 2.
+    public func start(path: String) {
+        scriptPath = path
+        let dir = (path as NSString).deletingLastPathComponent
+        setPackagePath(dir.isEmpty ? "." : dir)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            mainError = "tasker: cannot open \(path)"
+            mainDone = true
+            finish()
+            return
+        }
+        let status = data.withUnsafeBytes { raw in
+            tasker_loadbuffer(L, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count, "@" + path)
+        }
+        guard status == LUA_OK else {
+            mainError = LuaStack(L).string(-1) ?? "cannot load \(path)"
+            lua_settop(L, 0)
+            mainDone = true
+            finish()
+            return
+        }
+        startMain(lua_gettop(L))
+    }
+
+    private func setPackagePath(_ dir: String) {
+        let s = LuaStack(L)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "package")
+        s.rawGet(-1, "path")
+        let old = s.string(-1) ?? ""
+        s.pop()
+        s.push("\(dir)/?.lua;\(dir)/?/init.lua;\(old)")
+        s.rawSet(-2, "path")
+        s.pop(2)
+    }
+}
+
+/// Engine events become Lua `h:on` handler calls, run from the drain loop.
+extension LuaRuntime: EngineObserver {
+    public func taskStarted(_ id: TaskID, engine: Engine) {
+        if handlerTasks.contains(id) { enqueue(.event(id, .start)) }
+    }
+
+    public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
+        if handlerTasks.contains(id) { enqueue(.event(id, .progress(fraction, message))) }
+    }
+
+    public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
+        if handlerTasks.contains(id) { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
+    }
+
+    public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
+        if handlerTasks.contains(id) { enqueue(.event(id, .finish)) }
+        if !engine.isGroupOrSchedule(id) { dropParts(id) }
+    }
+}
+
+extension LuaRuntime {
+    /// Compiles `path` in a bare state; returns the error message, if any.
+    static func compileOnly(path: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: path) else { return "\(path): cannot open file" }
+        guard let L = luaL_newstate() else { return "\(path): out of memory" }
+        defer { lua_close(L) }
+        let status = data.withUnsafeBytes { raw in
+            tasker_loadbuffer(L, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count, "@" + path)
+        }
+        return status == LUA_OK ? nil : (LuaStack(L).string(-1) ?? "\(path): cannot compile")
+    }
+}

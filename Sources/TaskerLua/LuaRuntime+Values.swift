@@ -1,0 +1,193 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// Task values live in Lua (the values table, by task id); the engine holds
+/// this token. `slot` is the id of the task that produced them, so a
+/// follower of shared work reads its leader's values.
+struct LuaValues: Sendable {
+    let slot: TaskID
+    let count: Int32
+}
+
+/// A Lua error value raised by a task body, kept in the errors table.
+struct LuaErrorSlot: Sendable {
+    let slot: TaskID
+}
+
+extension LuaRuntime {
+    /// Moves the top `count` values of `co` into the values table.
+    func storeValues(_ co: OpaquePointer, count: Int32, slot: TaskID) -> any Sendable {
+        guard count > 0 else { return NoValue() }
+        let base = lua_gettop(co) - count
+        if count > 1 {
+            lua_createtable(co, count, 0)
+            for i in 1...count {
+                lua_pushvalue(co, base + i)
+                lua_rawseti(co, -2, lua_Integer(i))
+            }
+        }
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.values))
+        lua_rotate(co, -2, 1)
+        lua_rawseti(co, -2, lua_Integer(slot))
+        lua_settop(co, base)
+        return LuaValues(slot: slot, count: count)
+    }
+
+    /// Pushes a task's values; returns how many.
+    @discardableResult
+    func pushValues(_ co: OpaquePointer, _ value: any Sendable, firstOnly: Bool = false) -> Int32 {
+        if let v = value as? LuaValues {
+            lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.values))
+            lua_rawgeti(co, -1, lua_Integer(v.slot))
+            if v.count == 1 {
+                tasker_remove(co, -2)
+                return 1
+            }
+            // packed: {n = count, ...}
+            tasker_remove(co, -2)
+            let packed = lua_gettop(co)
+            let n = firstOnly ? 1 : v.count
+            _ = lua_checkstack(co, n)
+            for i in 1...n { lua_rawgeti(co, packed, lua_Integer(i)) }
+            tasker_remove(co, packed)
+            return n
+        }
+        if let g = value as? GroupValue {
+            lua_createtable(co, Int32(g.members.count), 0)
+            for (i, m) in g.members.enumerated() {
+                if case .succeeded(let v)? = engine.outcome(m), pushValues(co, v, firstOnly: true) == 1 {
+                    lua_rawseti(co, -2, lua_Integer(i + 1))
+                }
+            }
+            return 1
+        }
+        return 0
+    }
+
+    /// Pushes exactly one value: the first value of a task (nil if none).
+    func pushFirstValue(_ co: OpaquePointer, _ id: TaskID) {
+        if case .succeeded(let v)? = engine.outcome(id), pushValues(co, v, firstOnly: true) == 1 { return }
+        lua_pushnil(co)
+    }
+
+    /// Keeps the error on top of `co` in the errors table and describes it.
+    func storeError(_ co: OpaquePointer, slot: TaskID) -> TaskFailure {
+        let s = LuaStack(co)
+        var kind = TaskFailure.Kind.error
+        var message: String
+        if s.type(-1) == LUA_TTABLE, isErrorTable(co, -1) {
+            s.rawGet(-1, "kind")
+            kind = s.string(-1).flatMap(TaskFailure.Kind.init(rawValue:)) ?? .error
+            s.pop()
+            s.rawGet(-1, "message")
+            message = s.string(-1) ?? ""
+            s.pop()
+            s.rawGet(-1, "where")
+            if let w = s.string(-1), !w.isEmpty { message = "\(w) \(message)" }
+            s.pop()
+        } else {
+            message = s.describe(-1)
+        }
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.errors))
+        lua_rotate(co, -2, 1)
+        lua_rawseti(co, -2, lua_Integer(slot))
+        tasker_pop(co, 1)
+        return TaskFailure(kind, message, payload: LuaErrorSlot(slot: slot))
+    }
+
+    func isErrorTable(_ co: OpaquePointer, _ i: Int32) -> Bool {
+        guard lua_getmetatable(co, i) != 0 else { return false }
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.errorMeta))
+        let same = lua_rawequal(co, -1, -2) != 0
+        tasker_pop(co, 2)
+        return same
+    }
+
+    /// Pushes the Lua error value for a failure: the raised value itself, or
+    /// a new error table {kind, message} with tostring "kind: message".
+    func pushFailure(_ co: OpaquePointer, _ failure: TaskFailure) {
+        if let slot = failure.payload as? LuaErrorSlot {
+            lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.errors))
+            lua_rawgeti(co, -1, lua_Integer(slot.slot))
+            tasker_remove(co, -2)
+            return
+        }
+        pushErrorTable(co, kind: failure.kind.rawValue, message: failure.message, where: nil)
+    }
+
+    func pushErrorTable(_ co: OpaquePointer, kind: String, message: String, where position: String?) {
+        let s = LuaStack(co)
+        s.newTable(hash: 3)
+        s.push(kind)
+        s.rawSet(-2, "kind")
+        s.push(message)
+        s.rawSet(-2, "message")
+        if let position, !position.isEmpty {
+            s.push(position)
+            s.rawSet(-2, "where")
+        }
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.errorMeta))
+        lua_setmetatable(co, -2)
+    }
+
+    /// Pushes what a resumed fiber receives: `true, values…` or `false, err`.
+    func push(_ r: Resumption, onto co: OpaquePointer) -> Int32 {
+        _ = lua_checkstack(co, 8)
+        switch r {
+        case .nothing:
+            lua_pushboolean(co, 1)
+            return 1
+        case .failure(let failure):
+            lua_pushboolean(co, 0)
+            pushFailure(co, failure)
+            return 2
+        case .luaFailureOf(let id):
+            lua_pushboolean(co, 0)
+            pushFailure(co, engine.outcome(id)?.failure ?? TaskFailure(.cancelled, "cancelled"))
+            return 2
+        case .taskResult(let id, let mode):
+            guard let outcome = engine.outcome(id) else {
+                lua_pushboolean(co, 0)
+                pushFailure(co, TaskFailure(.cancelled, "task '\(engine.name(id))' was cancelled"))
+                return 2
+            }
+            return pushOutcome(co, outcome, mode: mode, leading: true)
+        case .anyWinner(let id):
+            lua_pushboolean(co, 1)
+            guard case .succeeded(let v)? = engine.outcome(id) else { return 1 }
+            return 1 + pushValues(co, v)
+        case .values(let ids, let compact):
+            lua_pushboolean(co, 1)
+            lua_createtable(co, Int32(ids.count), 0)
+            var n = 0
+            for id in ids {
+                if compact {
+                    guard engine.state(id) == .succeeded else { continue }
+                }
+                n += 1
+                pushFirstValue(co, id)
+                lua_rawseti(co, -2, lua_Integer(n))
+            }
+            return 2
+        }
+    }
+
+    /// `true, values…`, or for a failure `false, err` (raising mode) or
+    /// `true, false, err` (result mode: the call returns `false, err`).
+    func pushOutcome(_ co: OpaquePointer, _ outcome: TaskOutcome, mode: AwaitMode, leading: Bool) -> Int32 {
+        switch outcome {
+        case .succeeded(let v):
+            var n: Int32 = 0
+            if leading { lua_pushboolean(co, 1); n += 1 }
+            if mode == .result { lua_pushboolean(co, 1); n += 1 }
+            return n + pushValues(co, v)
+        case .failed(let f), .cancelled(let f):
+            var n: Int32 = 0
+            if leading { lua_pushboolean(co, mode == .result ? 1 : 0); n += 1 }
+            if mode == .result { lua_pushboolean(co, 0); n += 1 }
+            pushFailure(co, f)
+            return n + 1
+        }
+    }
+}

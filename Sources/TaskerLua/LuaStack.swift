@@ -1,0 +1,104 @@
+import CLua
+import CLuaShim
+
+/// A view of one Lua thread's stack for Swift code. Only non-raising calls
+/// (raw access, pushes) are used here; see CLuaShim.h for what is excluded.
+/// Valid only on the runtime's loop thread, during the call that got `L`.
+struct LuaStack {
+    let L: OpaquePointer
+
+    init(_ L: OpaquePointer) { self.L = L }
+
+    @inline(__always) var top: Int32 { lua_gettop(L) }
+    @inline(__always) func setTop(_ n: Int32) { lua_settop(L, n) }
+    @inline(__always) func pop(_ n: Int32 = 1) { tasker_pop(L, n) }
+    @inline(__always) func type(_ i: Int32) -> Int32 { lua_type(L, i) }
+    @inline(__always) func isNoneOrNil(_ i: Int32) -> Bool { lua_type(L, i) <= LUA_TNIL }
+    @inline(__always) func absolute(_ i: Int32) -> Int32 { lua_absindex(L, i) }
+
+    func typeName(_ i: Int32) -> String {
+        if lua_type(L, i) == LUA_TNONE { return "no value" }
+        return String(cString: lua_typename(L, lua_type(L, i)))
+    }
+
+    // MARK: reading
+
+    func string(_ i: Int32) -> String? {
+        guard lua_type(L, i) == LUA_TSTRING else { return nil }
+        var len = 0
+        guard let p = tasker_tostring(L, i, &len) else { return nil }
+        return String(decoding: UnsafeRawBufferPointer(start: p, count: len), as: UTF8.self)
+    }
+
+    func number(_ i: Int32) -> Double? {
+        guard lua_type(L, i) == LUA_TNUMBER else { return nil }
+        return tasker_tonumber(L, i, nil)
+    }
+
+    /// An integer, or a float with an integral value.
+    func integer(_ i: Int32) -> Int? {
+        guard lua_type(L, i) == LUA_TNUMBER else { return nil }
+        var ok: Int32 = 0
+        let v = tasker_tointeger(L, i, &ok)
+        return ok != 0 ? Int(v) : nil
+    }
+
+    func boolean(_ i: Int32) -> Bool { lua_toboolean(L, i) != 0 }
+
+    /// `tostring(v)` under pcall; the error text if __tostring raises.
+    func describe(_ i: Int32) -> String {
+        let status = tasker_tostring_protected(L, i)
+        defer { pop() }
+        let s = string(-1) ?? "?"
+        return status == LUA_OK ? s : "(error in __tostring: \(s))"
+    }
+
+    // MARK: raw table access (never runs metamethods)
+
+    /// Pushes t[key] for the table at `t`.
+    @inline(__always) func rawGet(_ t: Int32, _ key: String) {
+        let t = absolute(t)
+        lua_pushstring(L, key)
+        lua_rawget(L, t)
+    }
+
+    /// t[key] = top value (popped).
+    @inline(__always) func rawSet(_ t: Int32, _ key: String) {
+        let t = absolute(t)
+        lua_pushstring(L, key)
+        lua_rotate(L, -2, 1)
+        lua_rawset(L, t)
+    }
+
+    @inline(__always) func rawGet(_ t: Int32, _ n: Int) { lua_rawgeti(L, t, lua_Integer(n)) }
+    /// t[n] = top value (popped).
+    @inline(__always) func rawSet(_ t: Int32, _ n: Int) { lua_rawseti(L, t, lua_Integer(n)) }
+
+    func rawLength(_ t: Int32) -> Int { Int(lua_rawlen(L, t)) }
+
+    // MARK: pushing
+
+    @inline(__always) func push(_ s: String) { _ = s.withCString { lua_pushstring(L, $0) } }
+    @inline(__always) func push(_ n: Int) { lua_pushinteger(L, lua_Integer(n)) }
+    @inline(__always) func push(_ d: Double) { lua_pushnumber(L, d) }
+    @inline(__always) func push(_ b: Bool) { lua_pushboolean(L, b ? 1 : 0) }
+    @inline(__always) func pushNil() { lua_pushnil(L) }
+    @inline(__always) func pushValue(_ i: Int32) { lua_pushvalue(L, i) }
+    @inline(__always) func newTable(array: Int32 = 0, hash: Int32 = 0) { lua_createtable(L, array, hash) }
+    @inline(__always) func pushRegistry(_ ref: Int32) { lua_rawgeti(L, tasker_registryindex(), lua_Integer(ref)) }
+
+    /// Anchors the top value in the registry (popped); returns its ref.
+    func ref() -> Int32 { luaL_ref(L, tasker_registryindex()) }
+
+    /// Pushes a function implemented in Swift (through the C trampoline).
+    func push(_ fn: tasker_SwiftFunction, upvalues: Int32 = 0) {
+        tasker_pushfunction(L, fn, upvalues)
+    }
+
+    /// "chunk:line:" of the function `level` levels up, or "".
+    func whereString(level: Int32 = 1) -> String {
+        luaL_where(L, level)
+        defer { pop() }
+        return string(-1) ?? ""
+    }
+}

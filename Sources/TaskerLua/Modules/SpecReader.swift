@@ -1,0 +1,241 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// Reads a task spec (a function, or a table per DESIGN §2.2) with raw
+/// access, validating every field; the Lua parts (body, args, tags,
+/// retry predicate) are stored by id once the task exists.
+struct ParsedSpec {
+    var spec: TaskSpec
+    /// Stack indices of the Lua parts (0 = absent).
+    var body: Int32 = 0
+    var args: Int32 = 0
+    var tags: Int32 = 0
+    var predicate: Int32 = 0
+}
+
+enum SpecError: Error {
+    case usage(String)
+}
+
+struct SpecReader {
+    let runtime: LuaRuntime
+    let L: OpaquePointer
+    /// The API function, for messages ("tasker.add").
+    let function: String
+
+    static let fields: Set<String> = ["run", "name", "args", "tags", "priority", "timeout", "retry",
+                                      "after", "when", "start", "delay", "key"]
+    static let retryFields: Set<String> = ["attempts", "delay", "backoff", "factor", "max_delay", "jitter", "when"]
+
+    func read(_ index: Int32, argument: Int32) throws(SpecError) -> ParsedSpec {
+        let i = lua_absindex(L, index)
+        _ = lua_checkstack(L, 48)  // the fields read stay on the stack until committed
+        switch lua_type(L, i) {
+        case LUA_TFUNCTION:
+            var p = ParsedSpec(spec: TaskSpec(body: runtime.taskBody))
+            p.body = i
+            return p
+        case LUA_TTABLE:
+            return try readTable(i)
+        default:
+            throw .usage("bad argument #\(argument) to '\(function)' (function or table expected, got \(LuaStack(L).typeName(i)))")
+        }
+    }
+
+    private func fieldError(_ name: String, _ expected: String, _ i: Int32) -> SpecError {
+        .usage("bad field '\(name)' in '\(function)' spec (\(expected) expected, got \(LuaStack(L).typeName(i)))")
+    }
+
+    private func checkKeys(_ t: Int32, allowed: Set<String>, what: String) throws(SpecError) {
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {
+            let key = LuaStack(L).string(-2)
+            tasker_pop(L, 1)
+            guard let key, allowed.contains(key) else {
+                let shown = key.map { "'\($0)'" } ?? "of type \(LuaStack(L).typeName(-1))"
+                tasker_pop(L, 1)
+                throw .usage("unknown field \(shown) in '\(function)' \(what) (known: \(allowed.sorted().joined(separator: ", ")))")
+            }
+        }
+    }
+
+    /// Pushes t[name]; returns its absolute index (the caller keeps it).
+    private func field(_ t: Int32, _ name: String) -> Int32 {
+        LuaStack(L).rawGet(t, name)
+        return lua_gettop(L)
+    }
+
+    private func readTable(_ t: Int32) throws(SpecError) -> ParsedSpec {
+        try checkKeys(t, allowed: Self.fields, what: "spec")
+        let s = LuaStack(L)
+        var p = ParsedSpec(spec: TaskSpec(body: runtime.taskBody))
+
+        let run = field(t, "run")
+        guard s.type(run) == LUA_TFUNCTION else { throw fieldError("run", "function", run) }
+        p.body = run
+
+        let name = field(t, "name")
+        if !s.isNoneOrNil(name) {
+            guard let v = s.string(name) else { throw fieldError("name", "string", name) }
+            p.spec.name = v
+        }
+        let args = field(t, "args")
+        if !s.isNoneOrNil(args) {
+            guard s.type(args) == LUA_TTABLE else { throw fieldError("args", "table", args) }
+            p.args = args
+        }
+        let tags = field(t, "tags")
+        if !s.isNoneOrNil(tags) {
+            guard s.type(tags) == LUA_TTABLE else { throw fieldError("tags", "list of strings", tags) }
+            for k in stride(from: 1, through: s.rawLength(tags), by: 1) {
+                s.rawGet(tags, k)
+                defer { s.pop() }
+                guard s.type(-1) == LUA_TSTRING else { throw fieldError("tags", "list of strings", tags) }
+            }
+            p.tags = tags
+        }
+        let priority = field(t, "priority")
+        if !s.isNoneOrNil(priority) {
+            guard let v = s.integer(priority) else { throw fieldError("priority", "integer", priority) }
+            p.spec.priority = v
+        }
+        let timeout = field(t, "timeout")
+        if !s.isNoneOrNil(timeout) {
+            guard let v = s.number(timeout), v > 0, v.isFinite else { throw fieldError("timeout", "positive number", timeout) }
+            p.spec.timeout = v
+        }
+        let retry = field(t, "retry")
+        if !s.isNoneOrNil(retry) {
+            guard s.type(retry) == LUA_TTABLE else { throw fieldError("retry", "table", retry) }
+            try readRetry(retry, into: &p)
+        }
+        let after = field(t, "after")
+        if !s.isNoneOrNil(after) {
+            guard let ids = runtime.handleList(L, after, allowSingle: true) else {
+                throw fieldError("after", "handle or list of handles", after)
+            }
+            p.spec.after = ids
+        }
+        let when = field(t, "when")
+        if !s.isNoneOrNil(when) {
+            guard let v = s.string(when), let c = DependencyCondition(rawValue: v) else {
+                throw .usage("bad field 'when' in '\(function)' spec (\"success\", \"failure\" or \"always\" expected, got \(s.string(when).map { "\"\($0)\"" } ?? s.typeName(when)))")
+            }
+            p.spec.when = c
+        }
+        let start = field(t, "start")
+        if !s.isNoneOrNil(start) {
+            guard s.type(start) == LUA_TBOOLEAN else { throw fieldError("start", "boolean", start) }
+            p.spec.start = s.boolean(start)
+        }
+        let delay = field(t, "delay")
+        if !s.isNoneOrNil(delay) {
+            guard let v = s.number(delay), v >= 0, v.isFinite else { throw fieldError("delay", "non-negative number", delay) }
+            p.spec.delay = v
+        }
+        let key = field(t, "key")
+        if !s.isNoneOrNil(key) {
+            guard let v = s.string(key) else { throw fieldError("key", "string", key) }
+            p.spec.key = v
+        }
+        return p
+    }
+
+    private func readRetry(_ t: Int32, into p: inout ParsedSpec) throws(SpecError) {
+        try checkKeys(t, allowed: Self.retryFields, what: "retry table")
+        let s = LuaStack(L)
+        var r = RetryPolicy(attempts: 1)
+        func number(_ name: String, min: Double) throws(SpecError) -> Double? {
+            let i = field(t, name)
+            if s.isNoneOrNil(i) { return nil }
+            guard let v = s.number(i), v >= min, v.isFinite else {
+                throw fieldError("retry.\(name)", min > 0 ? "positive number" : "non-negative number", i)
+            }
+            return v
+        }
+        let attempts = field(t, "attempts")
+        if !s.isNoneOrNil(attempts) {
+            guard let v = s.integer(attempts), v >= 1 else { throw fieldError("retry.attempts", "integer >= 1", attempts) }
+            r.attempts = v
+        }
+        if let v = try number("delay", min: 0) { r.delay = v }
+        if let v = try number("factor", min: Double.leastNonzeroMagnitude) { r.factor = v }
+        if let v = try number("max_delay", min: 0) { r.maxDelay = v }
+        let backoff = field(t, "backoff")
+        if !s.isNoneOrNil(backoff) {
+            guard let v = s.string(backoff), let b = RetryPolicy.Backoff(rawValue: v) else {
+                throw fieldError("retry.backoff", "\"exponential\" or \"fixed\"", backoff)
+            }
+            r.backoff = b
+        }
+        let jitter = field(t, "jitter")
+        if !s.isNoneOrNil(jitter) {
+            guard s.type(jitter) == LUA_TBOOLEAN else { throw fieldError("retry.jitter", "boolean", jitter) }
+            r.jitter = s.boolean(jitter)
+        }
+        let when = field(t, "when")
+        if !s.isNoneOrNil(when) {
+            guard s.type(when) == LUA_TFUNCTION else { throw fieldError("retry.when", "function", when) }
+            p.predicate = when
+        }
+        p.spec.retry = r
+    }
+}
+
+extension LuaRuntime {
+    /// Stores a parsed spec's Lua parts under task `id`.
+    func commit(_ p: ParsedSpec, as id: TaskID, in L: OpaquePointer) {
+        store(p.body, in: refs.bodies, id, L)
+        store(p.args, in: refs.args, id, L)
+        store(p.tags, in: refs.tags, id, L)
+        store(p.predicate, in: refs.predicates, id, L)
+    }
+
+    /// Copies the Lua parts of task `from` to task `to` (schedule instances).
+    func copyParts(from: TaskID, to: TaskID, in L: OpaquePointer) {
+        for ref in [refs.bodies, refs.args, refs.tags, refs.predicates] {
+            lua_rawgeti(L, tasker_registryindex(), lua_Integer(ref))
+            lua_rawgeti(L, -1, lua_Integer(from))
+            lua_rawseti(L, -2, lua_Integer(to))
+            tasker_pop(L, 1)
+        }
+    }
+
+    private func store(_ index: Int32, in table: Int32, _ id: TaskID, _ L: OpaquePointer) {
+        guard index != 0 else { return }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(table))
+        lua_pushvalue(L, index)
+        lua_rawseti(L, -2, lua_Integer(id))
+        tasker_pop(L, 1)
+    }
+
+    /// Forgets the Lua parts a finished task no longer needs.
+    func dropParts(_ id: TaskID) {
+        for ref in [refs.bodies, refs.predicates] {
+            lua_rawgeti(L, tasker_registryindex(), lua_Integer(ref))
+            lua_pushnil(L)
+            lua_rawseti(L, -2, lua_Integer(id))
+            tasker_pop(L, 1)
+        }
+    }
+
+    /// The retry predicate closure for task `id`: calls retry.when(err, attempt).
+    func predicate(for id: TaskID) -> (TaskFailure, Int) -> Bool {
+        return { [unowned self] failure, attempt in
+            lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.predicates))
+            lua_rawgeti(L, -1, lua_Integer(id))
+            tasker_remove(L, -2)
+            guard lua_type(L, -1) == LUA_TFUNCTION else {
+                tasker_pop(L, 1)
+                return true
+            }
+            pushFailure(L, failure)
+            lua_pushinteger(L, lua_Integer(attempt))
+            guard callProtected(nargs: 2, nresults: 1,
+                                context: "the retry 'when' predicate of task '\(engine.name(id))'") else { return false }
+            defer { tasker_pop(L, 1) }
+            return lua_toboolean(L, -1) != 0
+        }
+    }
+}

@@ -1,0 +1,243 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// The `tasker` module (DESIGN §2.2, §2.7): one registration table, one
+/// small function per entry.
+enum TaskerModule {
+    static let functions: [(String, tasker_SwiftFunction)] = [
+        ("add", { L in LuaRuntime.from(L!).apiAdd(L!) }),
+        ("all", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.all") }),
+        ("any", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.any") }),
+        ("every", { L in LuaRuntime.from(L!).apiEvery(L!) }),
+        ("exit", { L in LuaRuntime.from(L!).apiExit(L!) }),
+        ("now", { L in
+            lua_pushnumber(L!, Double(Monotonic.now()) / 1e9)
+            return 1
+        }),
+        ("parallel", { L in LuaRuntime.from(L!).apiGroup(L!, serial: false) }),
+        ("serial", { L in LuaRuntime.from(L!).apiGroup(L!, serial: true) }),
+        ("sleep", { L in LuaRuntime.from(L!).apiSleep(L!) }),
+        ("some", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.some") }),
+    ]
+
+    static func install(_ rt: LuaRuntime) -> Int32 {
+        let L = rt.L
+        let s = LuaStack(L)
+        s.newTable(hash: Int32(functions.count + 2))
+        for (name, fn) in functions {
+            s.push(fn)
+            s.rawSet(-2, name)
+        }
+        s.newTable(array: Int32(rt.options.args.count))
+        for (i, a) in rt.options.args.enumerated() {
+            s.push(a)
+            s.rawSet(-2, i + 1)
+        }
+        s.rawSet(-2, "args")
+        s.newTable(hash: Int32(rt.options.vars.count))
+        for (k, v) in rt.options.vars {
+            s.push(v)
+            s.rawSet(-2, k)
+        }
+        s.rawSet(-2, "vars")
+        return lua_gettop(L)
+    }
+}
+
+extension LuaRuntime {
+    func apiAdd(_ L: OpaquePointer) -> Int32 {
+        let top = lua_gettop(L)
+        let parsed: ParsedSpec
+        do {
+            parsed = try SpecReader(runtime: self, L: L, function: "tasker.add").read(1, argument: 1)
+        } catch {
+            guard case .usage(let m) = error else { return TASKER_RAISE }
+            return usage(L, m)
+        }
+        let id = engine.taskCount + 1
+        var spec = parsed.spec
+        if parsed.predicate != 0 { spec.retry.when = predicate(for: id) }
+        commit(parsed, as: id, in: L)
+        let added = engine.add(spec)
+        precondition(added == id, "task ids are assigned in add order")
+        if engine.leader(of: id) != nil { dropParts(id) }
+        lua_settop(L, top)
+        pushHandle(L, id)
+        return 1
+    }
+
+    func apiSleep(_ L: OpaquePointer) -> Int32 {
+        guard let seconds = LuaStack(L).number(1), seconds >= 0, !seconds.isNaN else {
+            return argError(L, "tasker.sleep", 1, "non-negative number")
+        }
+        if let status = cannotWait(L, "tasker.sleep") { return status }
+        return suspend(L, .sleep(seconds))
+    }
+
+    /// `tasker.all`, `tasker.any`, `tasker.some`: answer at once when the
+    /// handles allow it; otherwise suspend until they do.
+    func apiCombine(_ L: OpaquePointer, _ fn: String) -> Int32 {
+        guard let ids = handleList(L, 1, allowSingle: false) else {
+            return argError(L, fn, 1, "list of task handles")
+        }
+        if let me = waitsOnItself(ids) {
+            return usage(L, "\(fn): task '\(engine.name(me))' cannot wait for itself (it would never finish)")
+        }
+        switch fn {
+        case "tasker.all":
+            if let failed = ids.first(where: { engine.outcome($0).map { $0.state != .succeeded } ?? false }) {
+                for id in ids where engine.outcome(id) == nil {
+                    engine.cancel(id, reason: "tasker.all: task '\(engine.name(failed))' did not succeed")
+                }
+                return raise(L, engine.outcome(failed)!.failure!)
+            }
+            if ids.allSatisfy({ engine.outcome($0) != nil }) {
+                _ = push(.values(ids, compact: false), onto: L)
+                tasker_remove(L, -2)
+                return 1
+            }
+            if let status = cannotWait(L, fn) { return status }
+            return suspend(L, .all(ids))
+        case "tasker.any":
+            guard !ids.isEmpty else { return usage(L, "tasker.any: the list of handles is empty (nothing could succeed)") }
+            if let winner = ids.first(where: { engine.state($0) == .succeeded }) {
+                for id in ids where id != winner && engine.outcome(id) == nil {
+                    engine.cancel(id, reason: "tasker.any: task '\(engine.name(winner))' succeeded first")
+                }
+                guard case .succeeded(let v)? = engine.outcome(winner) else { return 0 }
+                return pushValues(L, v)
+            }
+            if ids.allSatisfy({ engine.outcome($0) != nil }) {
+                return raise(L, anyFailure(ids, engine: engine))
+            }
+            if let status = cannotWait(L, fn) { return status }
+            return suspend(L, .any(ids))
+        default:
+            if ids.allSatisfy({ engine.outcome($0) != nil }) {
+                _ = push(.values(ids, compact: true), onto: L)
+                tasker_remove(L, -2)
+                return 1
+            }
+            if let status = cannotWait(L, fn) { return status }
+            return suspend(L, .some(ids))
+        }
+    }
+
+    /// `tasker.parallel(specs [, opts])`, `tasker.serial(specs [, opts])`.
+    func apiGroup(_ L: OpaquePointer, serial: Bool) -> Int32 {
+        let fn = serial ? "tasker.serial" : "tasker.parallel"
+        let s = LuaStack(L)
+        guard s.type(1) == LUA_TTABLE else { return argError(L, fn, 1, "list of task specs") }
+        var concurrency = Int.max
+        var failFast = true
+        var name: String?
+        if !s.isNoneOrNil(2) {
+            guard s.type(2) == LUA_TTABLE else { return argError(L, fn, 2, "table") }
+            s.rawGet(2, "concurrency")
+            if !s.isNoneOrNil(-1) {
+                guard let c = s.integer(-1), c >= 1 else {
+                    return usage(L, "bad field 'concurrency' in '\(fn)' options (integer >= 1 expected, got \(s.typeName(-1)))")
+                }
+                concurrency = c
+            }
+            s.rawGet(2, "fail_fast")
+            if !s.isNoneOrNil(-1) {
+                guard s.type(-1) == LUA_TBOOLEAN else {
+                    return usage(L, "bad field 'fail_fast' in '\(fn)' options (boolean expected, got \(s.typeName(-1)))")
+                }
+                failFast = s.boolean(-1)
+            }
+            s.rawGet(2, "name")
+            if !s.isNoneOrNil(-1) {
+                guard let n = s.string(-1) else {
+                    return usage(L, "bad field 'name' in '\(fn)' options (string expected, got \(s.typeName(-1)))")
+                }
+                name = n
+            }
+            s.pop(3)
+        }
+        if serial {
+            concurrency = 1
+            failFast = true
+        }
+        let count = s.rawLength(1)
+        let groupID = engine.taskCount + 1
+        var members: [TaskSpec] = []
+        members.reserveCapacity(count)
+        let reader = SpecReader(runtime: self, L: L, function: fn)
+        for k in stride(from: 1, through: count, by: 1) {
+            let top = lua_gettop(L)
+            s.rawGet(1, k)
+            do {
+                let parsed = try reader.read(-1, argument: 1)
+                var spec = parsed.spec
+                if parsed.predicate != 0 { spec.retry.when = predicate(for: groupID + k) }
+                commit(parsed, as: groupID + k, in: L)
+                members.append(spec)
+            } catch {
+                guard case .usage(let m) = error else { return TASKER_RAISE }
+                return usage(L, "\(m) (member #\(k))")
+            }
+            lua_settop(L, top)
+        }
+        var spec = TaskSpec(name: name, body: nil)
+        spec.name = name
+        let id = engine.addGroup(spec, members: members, concurrency: concurrency, failFast: failFast)
+        precondition(id == groupID, "group ids are assigned in add order")
+        pushHandle(L, id)
+        return 1
+    }
+
+    /// `tasker.every(seconds, spec)`.
+    func apiEvery(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        guard let interval = s.number(1), interval > 0, interval.isFinite else {
+            return argError(L, "tasker.every", 1, "positive number")
+        }
+        let parsed: ParsedSpec
+        do {
+            parsed = try SpecReader(runtime: self, L: L, function: "tasker.every").read(2, argument: 2)
+        } catch {
+            guard case .usage(let m) = error else { return TASKER_RAISE }
+            return usage(L, m)
+        }
+        let scheduleID = engine.taskCount + 1
+        commit(parsed, as: scheduleID, in: L)
+        var template = parsed.spec
+        template.after = []
+        template.start = true
+        template.key = nil
+        let hasPredicate = parsed.predicate != 0
+        var scheduleSpec = TaskSpec(name: parsed.spec.name, body: nil)
+        scheduleSpec.after = parsed.spec.after
+        scheduleSpec.when = parsed.spec.when
+        scheduleSpec.start = parsed.spec.start
+        let id = engine.addSchedule(scheduleSpec, interval: interval) { [unowned self] _ in
+            let instance = self.engine.taskCount + 1
+            self.copyParts(from: scheduleID, to: instance, in: self.L)
+            var spec = template
+            if hasPredicate { spec.retry.when = self.predicate(for: instance) }
+            return spec
+        }
+        precondition(id == scheduleID, "schedule ids are assigned in add order")
+        lua_settop(L, 2)
+        pushHandle(L, id)
+        return 1
+    }
+
+    /// `tasker.exit([code])`: cancel what is left and end the run.
+    func apiExit(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        var code = 0
+        if !s.isNoneOrNil(1) {
+            guard let c = s.integer(1), c >= 0, c <= 255 else { return argError(L, "tasker.exit", 1, "integer 0-255") }
+            code = c
+        }
+        requestExit(Int32(code))
+        if current != nil, lua_isyieldable(L) != 0 { return suspend(L, .exit) }
+        // Outside a coroutine (a handler): stop this code with an error the
+        // engine ignores, since the run is ending anyway.
+        return raise(L, TaskFailure(.cancelled, "tasker.exit(\(code))"))
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import TaskerCore
+
+/// Runs a pipeline file start to finish.
+///
+///     let result = PipelineRunner.run(path: "pipeline.lua", options: .init())
+///     exit(result.exitCode)
+public enum PipelineRunner {
+    /// Runs on the calling thread, which becomes the loop thread, and
+    /// returns when the run has ended. `started` is called on the loop with
+    /// the runtime once it exists (signal handlers, status line).
+    public static func run(path: String, options: LuaRuntime.Options,
+                           started: ((LuaRuntime) -> Void)? = nil) -> RunResult {
+        let loop = EventLoop()
+        var result: RunResult?
+        var runtime: LuaRuntime?
+        loop.run {
+            do {
+                let rt = try LuaRuntime(loop: loop, options: options)
+                runtime = rt
+                rt.onFinish = { r in
+                    result = r
+                    loop.stop()
+                }
+                started?(rt)
+                rt.start(path: path)
+            } catch {
+                result = RunResult(exitCode: 2, counts: [:], failed: [], mainError: "\(error)", seconds: 0)
+                loop.stop()
+            }
+        }
+        withExtendedLifetime(runtime) {}
+        return result ?? RunResult(exitCode: 2, counts: [:], failed: [], mainError: "tasker: the run ended early", seconds: 0)
+    }
+
+    /// Runs on a new thread (for async callers such as tests).
+    public static func run(path: String, options: LuaRuntime.Options) async -> RunResult {
+        await withCheckedContinuation { (continuation: CheckedContinuation<RunResult, Never>) in
+            let thread = Thread {
+                continuation.resume(returning: run(path: path, options: options, started: nil))
+            }
+            thread.stackSize = 16 << 20
+            thread.start()
+        }
+    }
+
+    /// Compiles a file without running it: nil, or "file:line: message".
+    public static func check(path: String) -> String? {
+        LuaRuntime.compileOnly(path: path)
+    }
+}

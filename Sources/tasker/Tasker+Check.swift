@@ -1,0 +1,25 @@
+import ArgumentParser
+import Foundation
+import TaskerLua
+
+extension Tasker {
+    struct Check: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Compile pipelines without running them; print file:line: message per error."
+        )
+
+        @Argument(help: "The files to check.")
+        var files: [String]
+
+        func run() throws {
+            var failed = false
+            for file in files {
+                if let error = PipelineRunner.check(path: file) {
+                    print(error)
+                    failed = true
+                }
+            }
+            if failed { throw ExitCode(2) }
+        }
+    }
+}
