@@ -14,12 +14,12 @@ extension Engine {
         let run = AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
         if let timeout = r.timeout {
             r.deadline = Monotonic.now() &+ Monotonic.nanos(timeout)
-            r.timeoutTimer = loop.schedule(at: r.deadline) { [weak self] in
-                self?.attemptTimedOut(run)
+            r.timeoutTimer = loop.schedule(at: r.deadline) { [unowned self] in
+                self.attemptTimedOut(run)
             }
         }
         guard let body = r.body else {
-            complete(run, with: .success(NoValue()))
+            complete(run, with: .success(.none))
             return
         }
         body.startAttempt(run, engine: self)
@@ -27,7 +27,7 @@ extension Engine {
 
     /// The body's report of an attempt. Stale reports (an aborted attempt)
     /// are ignored.
-    public func complete(_ run: AttemptRun, with result: Result<any Sendable, TaskFailure>) {
+    public func complete(_ run: AttemptRun, with result: Result<TaskValue, TaskFailure>) {
         guard let r = record(run.task), r.inSlot, r.token == run.token else { return }
         endAttempt(r)
         switch result {
@@ -76,16 +76,16 @@ extension Engine {
             o.taskRetrying(r.id, failedAttempt: r.attempts, failure: failure, delay: delay, engine: self)
         }
         guard !r.state.isFinal else { return }  // an observer may have cancelled it
-        r.timer = loop.schedule(after: delay) { [weak self] in
+        r.timer = loop.schedule(after: delay) { [unowned self] in
             r.timer = nil
-            guard let self, !r.state.isFinal else { return }
+            guard !r.state.isFinal else { return }
             self.enqueueReady(r)
         }
     }
 
     /// Reports progress of a running task to the observers.
     public func progress(_ id: TaskID, fraction: Double, message: String?) {
-        guard let r = record(id), r.outcome == nil else { return }
+        guard let r = record(id), r.finalState == nil else { return }
         for o in observers { o.taskProgress(id, fraction: fraction, message: message, engine: self) }
     }
 }

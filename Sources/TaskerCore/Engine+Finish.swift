@@ -4,14 +4,14 @@ extension Engine {
     /// Cancels a handle unless it is final. A handle on shared (keyed) work
     /// cancels the work only when it is the last one on it.
     public func cancel(_ id: TaskID, reason: String? = nil) {
-        guard let r = record(id), r.outcome == nil else { return }
+        guard let r = record(id), r.finalState == nil else { return }
         let failure = TaskFailure(.cancelled, reason.map { "task '\(r.name)' was cancelled: \($0)" }
                                                ?? "task '\(r.name)' was cancelled")
         cancel(r, failure)
     }
 
     func cancel(_ r: TaskRecord, _ failure: TaskFailure) {
-        guard r.outcome == nil else { return }
+        guard r.finalState == nil else { return }
         if case .follower(let leaderID) = r.role {
             finishHandle(r, .cancelled(failure))
             if let leader = record(leaderID) { releaseHandle(leader, failure) }
@@ -71,16 +71,16 @@ extension Engine {
         r.timer?.cancel()
         r.timer = nil
         if let key = r.key, keyIndex[key] == r.id { keyIndex[key] = nil }
-        if r.outcome == nil { finishHandle(r, outcome) }
+        if r.finalState == nil { finishHandle(r, outcome) }
         for f in r.followers {
-            if let fr = record(f), fr.outcome == nil { finishHandle(fr, outcome) }
+            if let fr = record(f), fr.finalState == nil { finishHandle(fr, outcome) }
         }
         if let parent = r.parent, let g = record(parent) { groupMemberFinished(g, r) }
     }
 
     /// The one place a handle becomes final: observers, waiters, dependents.
     func finishHandle(_ r: TaskRecord, _ outcome: TaskOutcome) {
-        precondition(r.outcome == nil, "task \(r.id) finished twice")
+        precondition(r.finalState == nil, "task \(r.id) finished twice")
         r.outcome = outcome
         unfinishedCount -= 1
         for o in observers { o.taskFinished(r.id, outcome: outcome, engine: self) }
@@ -95,7 +95,7 @@ extension Engine {
     }
 
     private func dependencyFinished(_ r: TaskRecord, _ dep: TaskRecord, _ state: TaskState) {
-        guard !r.state.isFinal, r.outcome == nil else { return }
+        guard !r.state.isFinal, r.finalState == nil else { return }
         guard r.condition.isMet(by: state) else {
             cancelWork(r, dependencyFailure(r, dep, state))
             return
@@ -117,7 +117,7 @@ extension Engine {
     /// Cancels every handle that is not final (Ctrl-C, `tasker.exit`, a
     /// failed main chunk).
     public func cancelAll(reason: String) {
-        for case let r? in records where r.outcome == nil {
+        for case let r? in records where r.finalState == nil {
             cancel(r, TaskFailure(.cancelled, "task '\(r.name)' was cancelled: \(reason)"))
         }
     }
@@ -128,7 +128,7 @@ extension Engine {
     @discardableResult
     public func settleIdle() -> Bool {
         var changed = false
-        for case let r? in records where r.outcome == nil && !r.startRequested && r.state == .waiting {
+        for case let r? in records where r.finalState == nil && !r.startRequested && r.state == .waiting {
             cancel(r, TaskFailure(.cancelled, "task '\(r.name)' was never started"))
             changed = true
         }

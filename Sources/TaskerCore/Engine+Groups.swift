@@ -36,7 +36,7 @@ extension Engine {
         r.attempts = 1
         for o in observers { o.taskStarted(r.id, engine: self) }
         if g.members.isEmpty {
-            finishWork(r, .succeeded(GroupValue(members: [])))
+            finishWork(r, .succeeded(.group([])))
             return
         }
         startMembers(r, g)
@@ -46,7 +46,7 @@ extension Engine {
         while g.running < g.concurrency, g.nextToStart < g.members.count, !r.state.isFinal {
             let m = g.members[g.nextToStart]
             g.nextToStart += 1
-            guard let mr = record(m), mr.outcome == nil else { continue }
+            guard let mr = record(m), mr.finalState == nil else { continue }
             g.running += 1
             start(m)
         }
@@ -62,7 +62,7 @@ extension Engine {
             if g.failFast {
                 finishWork(r, .ending(with: failure))
                 let stop = TaskFailure(.dependency, "group '\(r.name)' stopped: member '\(member.name)' \(member.outcome?.state == .cancelled ? "was cancelled" : "failed")")
-                for m in g.members { if let mr = record(m), mr.outcome == nil { cancel(mr, stop) } }
+                for m in g.members { if let mr = record(m), mr.finalState == nil { cancel(mr, stop) } }
                 return
             }
             if g.firstFailure == nil || index < g.firstFailure!.index { g.firstFailure = (index, failure) }
@@ -71,7 +71,7 @@ extension Engine {
             if let f = g.firstFailure {
                 finishWork(r, .ending(with: f.failure))
             } else {
-                finishWork(r, .succeeded(GroupValue(members: g.members)))
+                finishWork(r, .succeeded(.group(g.members)))
             }
             return
         }
@@ -104,7 +104,7 @@ extension Engine {
 
     private func tick(_ r: TaskRecord, _ s: ScheduleState) {
         guard !r.state.isFinal else { return }
-        if s.current.map({ record($0)?.outcome == nil }) != true {
+        if s.current.map({ record($0)?.finalState == nil }) != true {
             s.count += 1
             var spec = s.makeInstance(s.count)
             spec.name = "\(r.name)#\(s.count)"
@@ -114,9 +114,9 @@ extension Engine {
         let interval = Monotonic.nanos(s.interval)
         let now = Monotonic.now()
         s.ticks = max(s.ticks + 1, interval > 0 ? (now - s.firstTick) / interval + 1 : s.ticks + 1)
-        r.timer = loop.schedule(at: s.firstTick &+ s.ticks &* max(interval, 1)) { [weak self] in
+        r.timer = loop.schedule(at: s.firstTick &+ s.ticks &* max(interval, 1)) { [unowned self] in
             r.timer = nil
-            self?.tick(r, s)
+            self.tick(r, s)
         }
     }
 }

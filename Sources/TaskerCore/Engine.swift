@@ -1,4 +1,3 @@
-import HeapModule
 
 /// The task engine: records, states, the ready queue, concurrency slots,
 /// dependencies, delays, retries, timeouts, cancellation, single flight,
@@ -20,7 +19,7 @@ public final class Engine {
     public var observers: [EngineObserver] = []
 
     var records: [TaskRecord?] = [nil]
-    private var ready = Heap<ReadyEntry>()
+    private var ready = ReadyQueue()
     var running = 0
     var keyIndex: [String: TaskID] = [:]
     private var dispatchScheduled = false
@@ -109,12 +108,15 @@ public final class Engine {
     /// The handle's state (a follower shows its leader's work until it ends).
     public func state(_ id: TaskID) -> TaskState {
         guard let r = record(id) else { return .cancelled }
-        if let o = r.outcome { return o.state }
+        if let s = r.finalState { return s }
         if case .follower(let leader) = r.role { return record(leader)?.state ?? .waiting }
         return r.state
     }
 
     public func outcome(_ id: TaskID) -> TaskOutcome? { record(id)?.outcome }
+
+    /// Whether the handle has its final outcome (cheaper than `outcome`).
+    public func isFinished(_ id: TaskID) -> Bool { record(id)?.finalState != nil }
 
     public func attempts(_ id: TaskID) -> Int {
         guard let r = record(id) else { return 0 }
@@ -141,7 +143,7 @@ public final class Engine {
     /// already is, the waiter is told at once.
     public func addWaiter(_ id: TaskID, _ waiter: TaskWaiter) {
         guard let r = record(id) else { return }
-        if r.outcome != nil {
+        if r.finalState != nil {
             waiter.taskFinished(id, engine: self)
         } else {
             r.waiters.append(waiter)
@@ -169,19 +171,19 @@ public final class Engine {
 
     /// Starts a `start = false` task; no effect in any other state.
     public func start(_ id: TaskID) {
-        guard let r = record(id), r.outcome == nil, !r.startRequested else { return }
+        guard let r = record(id), r.finalState == nil, !r.startRequested else { return }
         r.startRequested = true
         tryMakeReady(r)
     }
 
     func tryMakeReady(_ r: TaskRecord) {
-        guard r.state == .waiting, r.startRequested, r.unmetDependencies == 0, r.outcome == nil else { return }
+        guard r.state == .waiting, r.startRequested, r.unmetDependencies == 0, r.finalState == nil else { return }
         if r.delay > 0 {
             let delay = r.delay
             r.delay = 0
-            r.timer = loop.schedule(after: delay) { [weak self] in
+            r.timer = loop.schedule(after: delay) { [unowned self] in
                 r.timer = nil
-                self?.tryMakeReady(r)
+                self.tryMakeReady(r)
             }
             return
         }
@@ -196,21 +198,21 @@ public final class Engine {
     func enqueueReady(_ r: TaskRecord) {
         if r.attempts == 0 { r.state = .pending }
         r.queued = true
-        ready.insert(ReadyEntry(priority: r.priority, id: r.id))
+        ready.push(r.id, priority: r.priority)
         scheduleDispatch()
     }
 
     func scheduleDispatch() {
         guard !dispatchScheduled else { return }
         dispatchScheduled = true
-        loop.enqueue { [weak self] in self?.dispatch() }
+        loop.enqueue { [unowned self] in self.dispatch() }
     }
 
     /// Starts ready tasks, highest priority first, while slots are free.
     public func dispatch() {
         dispatchScheduled = false
-        while running < concurrency, suspended == 0, let entry = ready.popMax() {
-            guard let r = record(entry.id), r.queued, !r.state.isFinal else { continue }
+        while running < concurrency, suspended == 0, let id = ready.pop() {
+            guard let r = record(id), r.queued, !r.state.isFinal else { continue }
             r.queued = false
             beginAttempt(r)
         }
@@ -219,16 +221,6 @@ public final class Engine {
     func newToken() -> UInt64 {
         nextToken &+= 1
         return nextToken
-    }
-}
-
-/// Ready-queue order: higher priority first, then add order.
-struct ReadyEntry: Comparable {
-    let priority: Int
-    let id: TaskID
-
-    static func < (a: ReadyEntry, b: ReadyEntry) -> Bool {
-        a.priority != b.priority ? a.priority < b.priority : a.id > b.id
     }
 }
 

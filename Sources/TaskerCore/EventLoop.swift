@@ -30,8 +30,9 @@ public final class EventLoop: @unchecked Sendable {
     private var microtasks = Deque<() -> Void>()
     private var activity = 0
 
-    /// Called on the loop when it has nothing left to do (see type docs).
-    public var onIdle: (() -> Void)?
+    /// Called on the loop when it has nothing left to do (see type docs);
+    /// returns whether it changed anything (then idleness is checked again).
+    public var onIdle: (() -> Bool)?
 
     public init() {}
 
@@ -142,9 +143,9 @@ public final class EventLoop: @unchecked Sendable {
             let quiet = inbox.isEmpty && !stopRequested
             lock.unlock()
             if quiet {
-                onIdle()
+                let changed = onIdle()
                 drainMicrotasks()
-                if !timers.isEmpty || activity > 0 { return }
+                if changed || !timers.isEmpty || activity > 0 { return }
             }
         }
         lock.lock()

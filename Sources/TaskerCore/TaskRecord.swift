@@ -40,7 +40,11 @@ final class TaskRecord {
     var liveHandles = 1
 
     // the handle
-    var outcome: TaskOutcome?
+    var outcome: TaskOutcome? {
+        didSet { finalState = outcome?.state }
+    }
+    /// `outcome?.state`, kept apart: the hot checks need no outcome copy.
+    var finalState: TaskState?
     var waiters: [TaskWaiter] = []
     var dependents: [TaskID] = []
 

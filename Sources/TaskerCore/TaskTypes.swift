@@ -21,6 +21,8 @@ public struct TaskFailure: Error, Sendable, CustomStringConvertible {
     /// What a runtime attaches to find its own error value again (the Lua
     /// runtime: the slot holding the raised Lua value).
     public var payload: (any Sendable)?
+    /// "file:line" of the script code the error is about, when known.
+    public var position: String?
 
     public init(_ kind: Kind, _ message: String, payload: (any Sendable)? = nil) {
         self.kind = kind
@@ -28,7 +30,11 @@ public struct TaskFailure: Error, Sendable, CustomStringConvertible {
         self.payload = payload
     }
 
-    public var description: String { kind == .error ? message : "\(kind.rawValue): \(message)" }
+    public var description: String {
+        let text = kind == .error ? message : "\(kind.rawValue): \(message)"
+        guard let position, !position.isEmpty else { return text }
+        return "\(position): \(text)"
+    }
 
     /// Cancellation and discards end a task `cancelled`; everything else `failed`.
     public var endsCancelled: Bool { kind == .cancelled || kind == .discarded || kind == .dependency }
@@ -36,7 +42,7 @@ public struct TaskFailure: Error, Sendable, CustomStringConvertible {
 
 /// The final result of a task.
 public enum TaskOutcome: Sendable {
-    case succeeded(any Sendable)
+    case succeeded(TaskValue)
     case failed(TaskFailure)
     case cancelled(TaskFailure)
 
@@ -60,15 +66,19 @@ public enum TaskOutcome: Sendable {
     }
 }
 
-/// A task without a value (a no-op body, a group before it collects values).
-public struct NoValue: Sendable, Equatable {
-    public init() {}
-}
-
-/// The value of a group task: its members, in input order. A runtime turns it
-/// into its own list (the Lua runtime: a table of each member's first value).
-public struct GroupValue: Sendable {
-    public let members: [TaskID]
+/// What a task returned. A concrete enum, not an existential: the per-task
+/// path copies it, and casts would cost more than the work.
+public enum TaskValue: Sendable {
+    /// No values.
+    case none
+    /// Values a runtime keeps itself (the Lua runtime: in its values table,
+    /// under `slot`, the id of the task that produced them).
+    case stored(slot: TaskID, count: Int32)
+    /// A group's value: its members, in input order; the runtime lists
+    /// each member's first value.
+    case group([TaskID])
+    /// A Swift value (tasks whose body is a Swift closure).
+    case swift(any Sendable)
 }
 
 /// `after`/`when`: which outcomes of the dependencies let a task start.

@@ -25,6 +25,7 @@ final class Fiber: TaskWaiter {
     var timer: LoopTimer?
     var waitingOn: TaskID?
     var finished = false
+    var endedNormally = false
 
     init(runtime: LuaRuntime, kind: Kind, thread: OpaquePointer, anchor: Int32) {
         self.runtime = runtime

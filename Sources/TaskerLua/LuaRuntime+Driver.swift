@@ -26,14 +26,17 @@ extension LuaRuntime {
         f.timer = nil
         if let id = f.taskID, fibersByTask[id] === f { fibersByTask[id] = nil }
         let co = f.thread
-        if lua_status(co) != LUA_OK || lua_gettop(co) != 0 {
+        tasker_setfiber(co, nil)
+        // Only a thread that returned normally is reused: after an error
+        // raised by the hook, Lua 5.4.4 leaves hooks disabled on it.
+        let clean = lua_status(co) == LUA_OK && lua_gettop(co) == 0 && f.endedNormally
+        if !clean {
             crt.pointee.interrupt = 0
             _ = lua_resetthread(co)  // closes pending to-be-closed variables
             crt.pointee.interrupt = interrupted ? 1 : 0
             lua_settop(co, 0)
         }
-        tasker_setfiber(co, nil)
-        if threadPool.count < 256 {
+        if clean && threadPool.count < 256 {
             threadPool.append((co, f.anchor))
         } else {
             lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.threads))
@@ -95,6 +98,7 @@ extension LuaRuntime {
     }
 
     private func fiberReturned(_ f: Fiber, _ nres: Int32) {
+        f.endedNormally = true
         switch f.kind {
         case .main:
             mainDone = true

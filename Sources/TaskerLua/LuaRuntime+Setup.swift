@@ -54,7 +54,7 @@ extension LuaRuntime {
         s.rawGet(1, "where")
         let kind = s.string(-3) ?? "error"
         let message = s.string(-2) ?? ""
-        let position = s.string(-1).map { $0.isEmpty ? "" : $0 + " " } ?? ""
+        let position = s.string(-1).map { $0.isEmpty ? "" : $0 + ": " } ?? ""
         s.push("\(position)\(kind): \(message)")
         return 1
     }
@@ -116,19 +116,19 @@ extension LuaRuntime {
 /// Engine events become Lua `h:on` handler calls, run from the drain loop.
 extension LuaRuntime: EngineObserver {
     public func taskStarted(_ id: TaskID, engine: Engine) {
-        if handlerTasks.contains(id) { enqueue(.event(id, .start)) }
+        if handlerTasks[id] != nil { enqueue(.event(id, .start)) }
     }
 
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        if handlerTasks.contains(id) { enqueue(.event(id, .progress(fraction, message))) }
+        if handlerTasks[id] != nil { enqueue(.event(id, .progress(fraction, message))) }
     }
 
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
-        if handlerTasks.contains(id) { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
+        if handlerTasks[id] != nil { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
     }
 
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        if handlerTasks.contains(id) { enqueue(.event(id, .finish)) }
+        if handlerTasks[id] != nil { enqueue(.event(id, .finish)) }
         if !engine.isGroupOrSchedule(id) { dropParts(id) }
     }
 }

@@ -2,14 +2,6 @@ import CLua
 import CLuaShim
 import TaskerCore
 
-/// Task values live in Lua (the values table, by task id); the engine holds
-/// this token. `slot` is the id of the task that produced them, so a
-/// follower of shared work reads its leader's values.
-struct LuaValues: Sendable {
-    let slot: TaskID
-    let count: Int32
-}
-
 /// A Lua error value raised by a task body, kept in the errors table.
 struct LuaErrorSlot: Sendable {
     let slot: TaskID
@@ -17,8 +9,8 @@ struct LuaErrorSlot: Sendable {
 
 extension LuaRuntime {
     /// Moves the top `count` values of `co` into the values table.
-    func storeValues(_ co: OpaquePointer, count: Int32, slot: TaskID) -> any Sendable {
-        guard count > 0 else { return NoValue() }
+    func storeValues(_ co: OpaquePointer, count: Int32, slot: TaskID) -> TaskValue {
+        guard count > 0 else { return .none }
         let base = lua_gettop(co) - count
         if count > 1 {
             lua_createtable(co, count, 0)
@@ -31,38 +23,39 @@ extension LuaRuntime {
         lua_rotate(co, -2, 1)
         lua_rawseti(co, -2, lua_Integer(slot))
         lua_settop(co, base)
-        return LuaValues(slot: slot, count: count)
+        return .stored(slot: slot, count: count)
     }
 
     /// Pushes a task's values; returns how many.
     @discardableResult
-    func pushValues(_ co: OpaquePointer, _ value: any Sendable, firstOnly: Bool = false) -> Int32 {
-        if let v = value as? LuaValues {
+    func pushValues(_ co: OpaquePointer, _ value: TaskValue, firstOnly: Bool = false) -> Int32 {
+        switch value {
+        case .none, .swift:
+            return 0
+        case .stored(let slot, let count):
             lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.values))
-            lua_rawgeti(co, -1, lua_Integer(v.slot))
-            if v.count == 1 {
+            lua_rawgeti(co, -1, lua_Integer(slot))
+            if count == 1 {
                 tasker_remove(co, -2)
                 return 1
             }
             // packed: {n = count, ...}
             tasker_remove(co, -2)
             let packed = lua_gettop(co)
-            let n = firstOnly ? 1 : v.count
+            let n = firstOnly ? 1 : count
             _ = lua_checkstack(co, n)
             for i in 1...n { lua_rawgeti(co, packed, lua_Integer(i)) }
             tasker_remove(co, packed)
             return n
-        }
-        if let g = value as? GroupValue {
-            lua_createtable(co, Int32(g.members.count), 0)
-            for (i, m) in g.members.enumerated() {
+        case .group(let members):
+            lua_createtable(co, Int32(members.count), 0)
+            for (i, m) in members.enumerated() {
                 if case .succeeded(let v)? = engine.outcome(m), pushValues(co, v, firstOnly: true) == 1 {
                     lua_rawseti(co, -2, lua_Integer(i + 1))
                 }
             }
             return 1
         }
-        return 0
     }
 
     /// Pushes exactly one value: the first value of a task (nil if none).
@@ -76,6 +69,7 @@ extension LuaRuntime {
         let s = LuaStack(co)
         var kind = TaskFailure.Kind.error
         var message: String
+        var position: String?
         if s.type(-1) == LUA_TTABLE, isErrorTable(co, -1) {
             s.rawGet(-1, "kind")
             kind = s.string(-1).flatMap(TaskFailure.Kind.init(rawValue:)) ?? .error
@@ -84,7 +78,7 @@ extension LuaRuntime {
             message = s.string(-1) ?? ""
             s.pop()
             s.rawGet(-1, "where")
-            if let w = s.string(-1), !w.isEmpty { message = "\(w) \(message)" }
+            if let w = s.string(-1), !w.isEmpty { position = w }
             s.pop()
         } else {
             message = s.describe(-1)
@@ -93,7 +87,9 @@ extension LuaRuntime {
         lua_rotate(co, -2, 1)
         lua_rawseti(co, -2, lua_Integer(slot))
         tasker_pop(co, 1)
-        return TaskFailure(kind, message, payload: LuaErrorSlot(slot: slot))
+        var failure = TaskFailure(kind, message, payload: LuaErrorSlot(slot: slot))
+        failure.position = position
+        return failure
     }
 
     func isErrorTable(_ co: OpaquePointer, _ i: Int32) -> Bool {
@@ -113,7 +109,7 @@ extension LuaRuntime {
             tasker_remove(co, -2)
             return
         }
-        pushErrorTable(co, kind: failure.kind.rawValue, message: failure.message, where: nil)
+        pushErrorTable(co, kind: failure.kind.rawValue, message: failure.message, where: failure.position)
     }
 
     func pushErrorTable(_ co: OpaquePointer, kind: String, message: String, where position: String?) {

@@ -36,9 +36,11 @@ public final class LuaRuntime {
     var mainFiber: Fiber?
     var mainDone = false
     var mainError: String?
-    var fibersByTask: [TaskID: Fiber] = [:]
+    /// The fiber running each task's current attempt, by task id.
+    var fibersByTask = TaskTable<Fiber>()
     var threadPool: [(thread: OpaquePointer, anchor: Int32)] = []
-    var handlerTasks = Set<TaskID>()
+    /// Tasks with `h:on` handlers, by task id.
+    var handlerTasks = TaskTable<Bool>()
     lazy var taskBody = LuaTaskBody(runtime: self)
     var exitCode: Int32?
     var interrupted = false
@@ -67,7 +69,7 @@ public final class LuaRuntime {
         crt.pointee.on_interrupt = LuaRuntime.onInterrupt
         engine.observers.append(self)
         installModules()
-        loop.onIdle = { [weak self] in self?.idle() }
+        loop.onIdle = { [unowned self] in self.idle() }
     }
 
     deinit {
@@ -87,7 +89,7 @@ public final class LuaRuntime {
         work.append(w)
         guard !drainScheduled else { return }
         drainScheduled = true
-        loop.enqueue { [weak self] in self?.drain() }
+        loop.enqueue { [unowned self] in self.drain() }
     }
 
     /// Runs queued work until none is left, letting the engine start ready
@@ -113,13 +115,13 @@ public final class LuaRuntime {
     // MARK: ending the run
 
     /// Nothing is queued, no timer armed, nothing in flight.
-    private func idle() {
-        if finishedRun { return }
+    private func idle() -> Bool {
+        if finishedRun { return false }
         if mainDone || exitCode != nil, engine.unfinishedCount == 0 {
             finish()
-            return
+            return true
         }
-        if engine.settleIdle() { return }
+        if engine.settleIdle() { return true }
         // Nothing can move: break the deadlock instead of hanging.
         options.diagnostics("tasker: nothing can make progress (tasks wait on each other); cancelling what is left")
         engine.cancelAll(reason: "deadlock: nothing could make progress")
@@ -127,6 +129,7 @@ public final class LuaRuntime {
             // the main chunk waits on something no task will deliver
             enqueue(.resume(f, .failure(TaskFailure(.cancelled, "the main chunk was waiting on nothing that could finish"))))
         }
+        return true
     }
 
     func finish() {

@@ -95,10 +95,12 @@ struct LuaStack {
         tasker_pushfunction(L, fn, upvalues)
     }
 
-    /// "chunk:line:" of the function `level` levels up, or "".
+    /// "chunk:line" of the function `level` levels up, or "".
     func whereString(level: Int32 = 1) -> String {
         luaL_where(L, level)
         defer { pop() }
-        return string(-1) ?? ""
+        var w = string(-1) ?? ""
+        while w.last == " " || w.last == ":" { w.removeLast() }
+        return w
     }
 }

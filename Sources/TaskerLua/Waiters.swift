@@ -94,7 +94,7 @@ extension LuaRuntime {
     /// inside the engine callout that reported the finish).
     func cancelOthers(_ ids: [TaskID], except winner: TaskID, reason: String) {
         enqueue(.call { [unowned self] in
-            for id in ids where id != winner && self.engine.outcome(id) == nil {
+            for id in ids where id != winner && !self.engine.isFinished(id) {
                 self.engine.cancel(id, reason: reason)
             }
         })

@@ -192,7 +192,7 @@ extension LuaRuntime {
         lua_pushvalue(L, function)
         lua_rawseti(L, -2, lua_Integer(s.rawLength(-2) + 1))
         s.pop(3)
-        handlerTasks.insert(id)
+        handlerTasks[id] = true
     }
 
     /// (state, value_or_err) for a finish handler.
@@ -247,7 +247,7 @@ extension LuaRuntime {
         if case .finish = event {
             lua_pushnil(L)
             lua_rawseti(L, base + 1, lua_Integer(id))
-            handlerTasks.remove(id)
+            handlerTasks[id] = nil
         }
     }
 }

@@ -87,12 +87,12 @@ extension LuaRuntime {
         switch fn {
         case "tasker.all":
             if let failed = ids.first(where: { engine.outcome($0).map { $0.state != .succeeded } ?? false }) {
-                for id in ids where engine.outcome(id) == nil {
+                for id in ids where !engine.isFinished(id) {
                     engine.cancel(id, reason: "tasker.all: task '\(engine.name(failed))' did not succeed")
                 }
                 return raise(L, engine.outcome(failed)!.failure!)
             }
-            if ids.allSatisfy({ engine.outcome($0) != nil }) {
+            if ids.allSatisfy({ engine.isFinished($0) }) {
                 _ = push(.values(ids, compact: false), onto: L)
                 tasker_remove(L, -2)
                 return 1
@@ -102,19 +102,19 @@ extension LuaRuntime {
         case "tasker.any":
             guard !ids.isEmpty else { return usage(L, "tasker.any: the list of handles is empty (nothing could succeed)") }
             if let winner = ids.first(where: { engine.state($0) == .succeeded }) {
-                for id in ids where id != winner && engine.outcome(id) == nil {
+                for id in ids where id != winner && !engine.isFinished(id) {
                     engine.cancel(id, reason: "tasker.any: task '\(engine.name(winner))' succeeded first")
                 }
                 guard case .succeeded(let v)? = engine.outcome(winner) else { return 0 }
                 return pushValues(L, v)
             }
-            if ids.allSatisfy({ engine.outcome($0) != nil }) {
+            if ids.allSatisfy({ engine.isFinished($0) }) {
                 return raise(L, anyFailure(ids, engine: engine))
             }
             if let status = cannotWait(L, fn) { return status }
             return suspend(L, .any(ids))
         default:
-            if ids.allSatisfy({ engine.outcome($0) != nil }) {
+            if ids.allSatisfy({ engine.isFinished($0) }) {
                 _ = push(.values(ids, compact: true), onto: L)
                 tasker_remove(L, -2)
                 return 1
