@@ -1,0 +1,60 @@
+import Testing
+@testable import TaskerCore
+
+@Suite struct DependencyTests {
+    private func run(_ condition: DependencyCondition, depFails: Bool) async -> (TaskState, TaskFailure.Kind?, Bool) {
+        await onLoop { engine, _, done in
+            let dep = engine.add(spec("dep", ImmediateBody { _ in
+                depFails ? .failure(TaskFailure(.error, "boom")) : .success(.none)
+            }))
+            let body = ImmediateBody()
+            var ran = false
+            body.log = { _ in ran = true }
+            let t = engine.add(spec("t", body) { $0.after = [dep]; $0.when = condition })
+            engine.addWaiter(t, Watcher { _, e in done((e.state(t), e.outcome(t)?.failure?.kind, ran)) })
+        }
+    }
+
+    @Test func successRunsAfterSuccessAndIsSkippedAfterFailure() async {
+        #expect(await run(.success, depFails: false) == (.succeeded, nil, true))
+        #expect(await run(.success, depFails: true) == (.cancelled, .dependency, false))
+    }
+
+    @Test func failureRunsOnlyAfterFailure() async {
+        #expect(await run(.failure, depFails: true) == (.succeeded, nil, true))
+        #expect(await run(.failure, depFails: false) == (.cancelled, .dependency, false))
+    }
+
+    @Test func alwaysRunsEitherWay() async {
+        #expect(await run(.always, depFails: true) == (.succeeded, nil, true))
+        #expect(await run(.always, depFails: false) == (.succeeded, nil, true))
+    }
+
+    @Test func dependencyOnAFinishedTaskIsJudgedAtAdd() async {
+        let state: TaskState = await onLoop { engine, _, done in
+            let dep = engine.add(spec("dep", ImmediateBody { _ in .failure(TaskFailure(.error, "x")) }))
+            engine.addWaiter(dep, Watcher { _, e in
+                let t = e.add(spec("t", ImmediateBody()) { $0.after = [dep] })
+                done(e.state(t))
+            })
+        }
+        #expect(state == .cancelled)
+    }
+
+    @Test func skippingCascadesAndEveryWaiterIsToldOnce() async {
+        let (states, calls): ([TaskState], [Int]) = await onLoop { engine, _, done in
+            let a = engine.add(spec("a", ImmediateBody { _ in .failure(TaskFailure(.error, "x")) }))
+            let b = engine.add(spec("b", ImmediateBody()) { $0.after = [a] })
+            let c = engine.add(spec("c", ImmediateBody()) { $0.after = [b] })
+            let watchers = [a, b, c].map { id in (id, Watcher { _, _ in }) }
+            for (id, w) in watchers { engine.addWaiter(id, w) }
+            whenAll([a, b, c], engine) {
+                engine.loop.enqueue {
+                    done(([a, b, c].map(engine.state), watchers.map(\.1.calls)))
+                }
+            }
+        }
+        #expect(states == [.failed, .cancelled, .cancelled])
+        #expect(calls == [1, 1, 1])
+    }
+}
