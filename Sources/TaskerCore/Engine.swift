@@ -233,6 +233,10 @@ extension Engine {
 }
 
 extension Engine {
+    /// Whether the work behind a record has ended (a cancelled leader
+    /// handle may still have work running for its followers).
+    public func isWorkFinished(_ id: TaskID) -> Bool { record(id)?.state.isFinal ?? true }
+
     public func isGroupOrSchedule(_ id: TaskID) -> Bool {
         guard let r = record(id) else { return false }
         switch r.role {

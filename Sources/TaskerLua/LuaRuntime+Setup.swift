@@ -129,7 +129,10 @@ extension LuaRuntime: EngineObserver {
 
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         if handlerTasks[id] != nil { enqueue(.event(id, .finish)) }
-        if !engine.isGroupOrSchedule(id) { dropParts(id) }
+        // The body may still be needed by followers of shared work: drop the
+        // Lua parts only once the work itself has ended.
+        let work = workOf(id)
+        if engine.isWorkFinished(work), !engine.isGroupOrSchedule(work) { dropParts(work) }
     }
 }
 
