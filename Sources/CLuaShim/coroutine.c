@@ -14,9 +14,8 @@ static const char *const statname[] = {"running", "dead", "suspended", "normal"}
 static int is_engine(lua_State *co) { return tasker_getfiber(co) != NULL; }
 
 static lua_State *getco(lua_State *L) {
-    lua_State *co = lua_tothread(L, 1);
-    luaL_argexpected(L, co, 1, "coroutine");
-    return co;
+    luaL_checktype(L, 1, LUA_TTHREAD);  // Lua 5.4.4's own message
+    return lua_tothread(L, 1);
 }
 
 static int auxstatus(lua_State *L, lua_State *co) {

@@ -1,0 +1,131 @@
+import Testing
+import TaskerCore
+
+@Suite struct ErrorTests {
+    @Test func engineErrorsAreTablesWithKindMessageAndToString() async throws {
+        let r = try await runLua("""
+            local h = tasker.add{name = "fetch", timeout = 0.01, run = function() tasker.sleep(1) end}
+            local _, e = h:result()
+            print(type(e), e.kind, e.message, tostring(e))
+            local ok, u = pcall(tasker.sleep)
+            print(u.kind, tostring(u))
+            local ok2, u2 = pcall(function() tasker.sleep("soon") end)
+            print(tostring(u2))
+            """)
+        #expect(r.lines == [
+            "table\ttimeout\ttask 'fetch' exceeded 0.01s\ttimeout: task 'fetch' exceeded 0.01s",
+            "usage\tusage: bad argument #1 to 'tasker.sleep' (non-negative number expected, got no value)",
+            "pipeline.lua:6: usage: bad argument #1 to 'tasker.sleep' (non-negative number expected, got string)",
+        ])
+    }
+
+    @Test func userErrorsPassThroughUnchangedWithPosition() async throws {
+        let r = try await runLua("""
+            local h = tasker.add(function() error("disk full") end)
+            print(select(2, h:result()))
+            local t = setmetatable({}, {__tostring = function() return "custom" end})
+            local h2 = tasker.add(function() error(t) end)
+            print(select(2, h2:result()) == t)
+            """)
+        #expect(r.lines == ["pipeline.lua:1: disk full", "true"])
+        #expect(r.result.failed.map(\.message) == ["pipeline.lua:1: disk full", "custom"])
+    }
+
+    @Test func mainChunkErrorExitsTwoWithTracebackAndCancelsTheRest() async throws {
+        let r = try await runLua("""
+            local h = tasker.add(function() tasker.sleep(10) end)
+            local function inner() error("main broke") end
+            inner()
+            """)
+        #expect(r.exitCode == 2)
+        let message = try #require(r.result.mainError)
+        #expect(message.hasPrefix("pipeline.lua:2: main broke"))
+        #expect(message.contains("stack traceback:"))
+        #expect(message.contains("pipeline.lua:3: in main chunk"))
+        #expect(r.result.counts[.cancelled] == 1)
+    }
+
+    @Test func syntaxErrorsExitTwoWithFileAndLine() async throws {
+        let r = try await runLua("""
+            local x = 1
+            if x then
+              print("never"
+            end
+            """)
+        #expect(r.exitCode == 2)
+        #expect(r.result.mainError == "pipeline.lua:4: ')' expected (to close '(' at line 3) near 'end'")
+        #expect(r.output.isEmpty)
+    }
+
+    @Test func aFailedTaskMeansExitOneAndOthersKeepTheirResults() async throws {
+        let r = try await runLua("""
+            local a = tasker.add{name = "good", run = function() return "kept" end}
+            local b = tasker.add{name = "bad", run = function() error("nope", 0) end}
+            tasker.some({a, b})
+            print(a:await())
+            """)
+        #expect(r.lines == ["kept"])
+        #expect(r.exitCode == 1)
+        #expect(r.result.failed.map(\.name) == ["bad"])
+        #expect(r.result.counts[.succeeded] == 1)
+    }
+
+    @Test func aDeadlockIsBrokenInsteadOfHanging() async throws {
+        let r = try await runLua("""
+            local a, b
+            a = tasker.add(function() tasker.sleep(0); return b:await() end)
+            b = tasker.add(function() tasker.sleep(0); return a:await() end)
+            print(pcall(tasker.all, {a, b}))
+            """)
+        #expect(r.lines.count == 1)
+        #expect(r.lines[0].hasPrefix("false"))
+        #expect(r.diagnostics.contains("nothing can make progress"))
+    }
+
+    @Test func tableSortComparatorThatYieldsGetsAClearError() async throws {
+        let r = try await runLua("""
+            local h = tasker.add(function()
+              table.sort({3, 1, 2}, function(a, b) tasker.sleep(0); return a < b end)
+            end)
+            print(select(2, h:result()))
+            """)
+        #expect(r.lines == ["pipeline.lua:2: usage: tasker.sleep: cannot yield inside a C function (a table.sort comparator, a metamethod called from C such as __tostring, or a __gc/__close handler)"])
+    }
+}
+
+@Suite struct RunawayTests {
+    @Test func aPureLuaLoopIsStoppedByItsTimeout() async throws {
+        let r = try await runLua("""
+            local t0 = tasker.now()
+            local h = tasker.add{name = "spin", timeout = 0.05, run = function() while true do end end}
+            local ok, err = h:result()
+            print(ok, err.kind, tasker.now() - t0 < 2)
+            local caught = tasker.add{name = "stubborn", timeout = 0.05, run = function()
+              for i = 1, 3 do pcall(function() while true do end end) end
+              while true do end
+            end}
+            print(select(2, caught:result()).kind)
+            """)
+        #expect(r.lines == ["false\ttimeout\ttrue", "timeout"])
+    }
+
+    @Test func aTaskThatCancelsItselfStopsItsLoop() async throws {
+        let r = try await runLua("""
+            local h
+            h = tasker.add(function() h:cancel("self"); local n = 0; while true do n = n + 1 end end)
+            print(select(2, h:result()).message)
+            local other = tasker.add(function() return "still fine" end)
+            print(other:await())
+            """)
+        #expect(r.lines == ["task 'task-1' was cancelled: self", "still fine"])
+    }
+
+    @Test func timedOutRunawayIsRetriedOnAFreshCoroutine() async throws {
+        let r = try await runLua("""
+            local h = tasker.add{timeout = 0.03, retry = {attempts = 3, delay = 0},
+              run = function(ctx) if ctx.attempt < 3 then while true do end end; return ctx.attempt end}
+            print(h:await())
+            """)
+        #expect(r.lines == ["3"])
+    }
+}
