@@ -33,13 +33,14 @@ void tasker_setfiber(lua_State *L, void *fiber) { memcpy(lua_getextraspace(L), &
 void *tasker_getfiber(lua_State *L) { void *f; memcpy(&f, lua_getextraspace(L), sizeof f); return f; }
 
 void tasker_request_interrupt(tasker_Runtime *rt, int on) { rt->interrupt = on; }
+void tasker_signal(tasker_Runtime *rt) { rt->signalled = 1; }
 
 // Every 1000 VM instructions: stop runaway code once it is cancelled or past
 // its deadline. Checking the clock here costs ~20 ns per 1000 instructions.
 static void count_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     tasker_Runtime *rt = tasker_runtime(L);
-    if (!rt->interrupt && (rt->deadline_ns == 0 || tasker_now_ns() < rt->deadline_ns)) return;
+    if (!rt->interrupt && !rt->signalled && (rt->deadline_ns == 0 || tasker_now_ns() < rt->deadline_ns)) return;
     if (rt->on_interrupt && rt->on_interrupt(L)) lua_error(L);
 }
 

@@ -33,7 +33,6 @@ extension LuaRuntime {
         if !clean {
             crt.pointee.interrupt = 0
             _ = lua_resetthread(co)  // closes pending to-be-closed variables
-            crt.pointee.interrupt = interrupted ? 1 : 0
             lua_settop(co, 0)
         }
         if clean && threadPool.count < 256 {
@@ -82,12 +81,12 @@ extension LuaRuntime {
         let co = f.thread
         current = f
         if let id = f.taskID { crt.pointee.deadline_ns = engine.deadline(id) }
-        crt.pointee.interrupt = (f.aborted != nil || interrupted) ? 1 : 0
+        crt.pointee.interrupt = f.aborted != nil ? 1 : 0
         var nres: Int32 = 0
         let status = lua_resume(co, L, nargs, &nres)
         current = nil
         crt.pointee.deadline_ns = 0
-        crt.pointee.interrupt = interrupted ? 1 : 0
+        crt.pointee.interrupt = 0
         switch status {
         case LUA_OK: fiberReturned(f, nres)
         case LUA_YIELD:
@@ -199,11 +198,9 @@ extension LuaRuntime {
     static let onInterrupt: @convention(c) (OpaquePointer?) -> Int32 = { L in
         guard let L else { return 0 }
         let rt = LuaRuntime.from(L)
-        guard let f = rt.current else {
-            guard rt.interrupted else { return 0 }
-            rt.pushFailure(L, TaskFailure(.cancelled, "interrupted"))
-            return 1
-        }
+        // Handlers and predicates (no fiber) still run after Ctrl-C: they
+        // are the cancel paths. A runaway one is what a second Ctrl-C is for.
+        guard let f = rt.current else { return 0 }
         if f.aborted == nil, let id = f.taskID {
             let deadline = rt.engine.deadline(id)
             if deadline != 0 && Monotonic.now() >= deadline {

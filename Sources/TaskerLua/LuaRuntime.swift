@@ -43,7 +43,11 @@ public final class LuaRuntime {
     var handlerTasks = TaskTable<Bool>()
     lazy var taskBody = LuaTaskBody(runtime: self)
     var exitCode: Int32?
-    var interrupted = false
+    /// Ctrl-C/SIGTERM arrived (the loop may not have seen it yet).
+    var interrupted: Bool {
+        get { crt.pointee.signalled != 0 }
+        set { if newValue { tasker_signal(crt) } }
+    }
     var finishedRun = false
     var scriptPath = ""
     /// Names the non-yieldable code running now ("an event handler").
@@ -58,7 +62,7 @@ public final class LuaRuntime {
         self.options = options
         self.engine = Engine(loop: loop, concurrency: options.concurrency)
         crt = .allocate(capacity: 1)
-        crt.initialize(to: tasker_Runtime(owner: nil, interrupt: 0, deadline_ns: 0, on_interrupt: nil))
+        crt.initialize(to: tasker_Runtime(owner: nil, interrupt: 0, signalled: 0, deadline_ns: 0, on_interrupt: nil))
         var err = [CChar](repeating: 0, count: 512)
         guard let L = tasker_newstate(crt, &err, err.count) else {
             crt.deallocate()
@@ -150,7 +154,7 @@ public final class LuaRuntime {
     /// hook), let cancel paths run, then finish.
     public func interrupt() {
         interrupted = true
-        tasker_request_interrupt(crt, 1)
+        tasker_signal(crt)
         engine.cancelAll(reason: "interrupted")
         if let f = mainFiber, !f.finished { enqueue(.close(f)) }
     }
@@ -209,7 +213,7 @@ public struct InterruptHandle: @unchecked Sendable {
     // pointer lives as long as the runtime, which outlives the run.
     fileprivate let runtime: UnsafeMutablePointer<tasker_Runtime>
 
-    public func request() { tasker_request_interrupt(runtime, 1) }
+    public func request() { tasker_signal(runtime) }
 }
 
 extension LuaRuntime {

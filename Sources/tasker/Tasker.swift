@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct Tasker: ParsableCommand {
@@ -14,4 +15,19 @@ struct Tasker: ParsableCommand {
         version: "tasker \(version) (Lua 5.4)",
         subcommands: [Run.self, Check.self]
     )
+
+    /// Like ParsableCommand's, except that usage errors exit 2 (DESIGN §3),
+    /// not the parser's 64.
+    static func main() {
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
 }

@@ -1,1 +1,88 @@
-import Testing
+import Foundation
+
+/// The `tasker` executable built next to the test bundle.
+func taskerBinary() -> URL {
+    let bundleDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+    let candidates = [bundleDir.appendingPathComponent("tasker"),
+                      bundleDir.deletingLastPathComponent().appendingPathComponent("tasker")]
+    for c in candidates where FileManager.default.isExecutableFile(atPath: c.path) { return c }
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return root.appendingPathComponent(".build/debug/tasker")
+}
+
+struct CLIResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// A temporary directory with the given files; removed by `cleanup()`.
+struct Scratch {
+    let dir: URL
+
+    init(_ files: [String: String]) throws {
+        dir = URL(fileURLWithPath: "/tmp/tkcli-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        for (name, text) in files {
+            try text.write(to: dir.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+    }
+
+    func cleanup() { try? FileManager.default.removeItem(at: dir) }
+}
+
+/// Runs tasker with `args` in `cwd` and waits for it to exit.
+func tasker(_ args: [String], in cwd: URL? = nil) async throws -> CLIResult {
+    let p = Process()
+    p.executableURL = taskerBinary()
+    p.arguments = args
+    if let cwd { p.currentDirectoryURL = cwd }
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    return await withCheckedContinuation { continuation in
+        Thread {
+            let o = out.fileHandleForReading.readDataToEndOfFile()
+            let e = err.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            continuation.resume(returning: CLIResult(status: p.terminationStatus,
+                                                     stdout: String(decoding: o, as: UTF8.self),
+                                                     stderr: String(decoding: e, as: UTF8.self)))
+        }.start()
+    }
+}
+
+/// Starts tasker, waits until its stdout shows `marker`, sends `signals`
+/// (one after each marker in turn), and returns how it ended.
+func taskerInterrupted(_ args: [String], in cwd: URL, markers: [String], signal sig: Int32 = SIGINT) async throws -> CLIResult {
+    let p = Process()
+    p.executableURL = taskerBinary()
+    p.arguments = args
+    p.currentDirectoryURL = cwd
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    return await withCheckedContinuation { continuation in
+        Thread {
+            var seen = ""
+            var pending = markers[...]
+            while let marker = pending.first {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                seen += String(decoding: chunk, as: UTF8.self)
+                if seen.contains(marker) {
+                    pending = pending.dropFirst()
+                    kill(p.processIdentifier, sig)
+                }
+            }
+            let rest = out.fileHandleForReading.readDataToEndOfFile()
+            let e = err.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            continuation.resume(returning: CLIResult(status: p.terminationStatus,
+                                                     stdout: seen + String(decoding: rest, as: UTF8.self),
+                                                     stderr: String(decoding: e, as: UTF8.self)))
+        }.start()
+    }
+}

@@ -31,6 +31,8 @@ typedef struct tasker_Runtime {
     void *owner;
     /// Non-zero asks the hook to call `on_interrupt` (set from any thread).
     volatile sig_atomic_t interrupt;
+    /// Set once by Ctrl-C/SIGTERM from another thread; never cleared.
+    volatile sig_atomic_t signalled;
     /// Monotonic deadline in ns for the code now running; 0 = none (loop thread only).
     volatile uint64_t deadline_ns;
     /// Swift: push an error value and return 1 to raise it, or 0 to go on.
@@ -56,6 +58,8 @@ void *tasker_getfiber(lua_State *L);
 
 uint64_t tasker_now_ns(void);
 void tasker_request_interrupt(tasker_Runtime *rt, int on);
+/// Marks the runtime signalled (any thread): running Lua stops at the hook.
+void tasker_signal(tasker_Runtime *rt);
 
 /// luaL_tolstring under lua_pcall: pushes the string (or the error) and
 /// returns the status. __tostring metamethods may raise, so never call it bare.

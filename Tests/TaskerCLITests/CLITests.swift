@@ -1,0 +1,132 @@
+import Foundation
+import Testing
+
+@Suite struct CLITests {
+    @Test func versionAndHelp() async throws {
+        let v = try await tasker(["--version"])
+        #expect(v.status == 0)
+        #expect(v.stdout == "tasker 0.1.0 (Lua 5.4)\n")
+        let h = try await tasker(["--help"])
+        #expect(h.status == 0)
+        #expect(h.stdout.contains("run"))
+        #expect(h.stdout.contains("check"))
+        #expect(h.stdout.contains("130 interrupted"))
+        let rh = try await tasker(["run", "--help"])
+        for option in ["--concurrency", "--watch", "--var", "--log-level", "--events", "--no-progress"] {
+            #expect(rh.stdout.contains(option), "run --help lacks \(option)")
+        }
+    }
+
+    @Test func successfulRunPrintsToStdoutAndSummaryToStderr() async throws {
+        let s = try Scratch(["ok.lua": """
+            local hs = {}
+            for i = 1, 3 do hs[i] = tasker.add(function() return i end) end
+            print("sum", tasker.all(hs)[3] + tasker.args[1] + tasker.vars.bonus)
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--var", "bonus=100", "ok.lua", "10"], in: s.dir)
+        #expect(r.status == 0)
+        #expect(r.stdout == "sum\t113\n")
+        #expect(r.stderr.contains("tasker: 3 tasks: 3 succeeded, 0 failed in"))
+    }
+
+    @Test func aFailedTaskExitsOneAndIsListedWithItsError() async throws {
+        let s = try Scratch(["fail.lua": """
+            tasker.add{name = "deploy", run = function() error("disk full") end}
+            tasker.add{name = "fine", run = function() end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "fail.lua"], in: s.dir)
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("2 tasks: 1 succeeded, 1 failed"))
+        #expect(r.stderr.contains("failed deploy: fail.lua:1: disk full"))
+    }
+
+    @Test func scriptErrorsExitTwoWithFileLineAndTraceback() async throws {
+        let s = try Scratch([
+            "syntax.lua": "local x = = 1\n",
+            "raise.lua": "local function f()\n  error('bad config')\nend\nf()\n",
+        ])
+        defer { s.cleanup() }
+        let syntax = try await tasker(["run", "syntax.lua"], in: s.dir)
+        #expect(syntax.status == 2)
+        #expect(syntax.stderr.contains("syntax.lua:1: unexpected symbol near '='"))
+        let raise = try await tasker(["run", "raise.lua"], in: s.dir)
+        #expect(raise.status == 2)
+        #expect(raise.stderr.contains("raise.lua:2: bad config"))
+        #expect(raise.stderr.contains("stack traceback:"))
+        #expect(raise.stderr.contains("raise.lua:4: in main chunk"))
+        let missing = try await tasker(["run", "nope.lua"], in: s.dir)
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("cannot open nope.lua"))
+    }
+
+    @Test func usageErrorsExitTwo() async throws {
+        let r = try await tasker(["run", "--concurrency", "0", "x.lua"])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("--concurrency must be at least 1"))
+        let v = try await tasker(["run", "--var", "novalue", "x.lua"])
+        #expect(v.status == 2)
+    }
+
+    @Test func checkCompilesWithoutRunning() async throws {
+        let s = try Scratch(["good.lua": "print('ran')\n", "bad.lua": "\n\nfor i = 1 do end\n"])
+        defer { s.cleanup() }
+        let good = try await tasker(["check", "good.lua"], in: s.dir)
+        #expect(good.status == 0)
+        #expect(good.stdout.isEmpty)
+        let bad = try await tasker(["check", "good.lua", "bad.lua"], in: s.dir)
+        #expect(bad.status == 2)
+        #expect(bad.stdout == "bad.lua:3: ',' expected near 'do'\n")
+    }
+
+    @Test func concurrencyOptionLimitsRunningTasks() async throws {
+        let s = try Scratch(["c.lua": """
+            local running, peak, hs = 0, 0, {}
+            for i = 1, 12 do hs[i] = tasker.add(function()
+              running = running + 1; peak = math.max(peak, running)
+              tasker.sleep(0.005); running = running - 1 end) end
+            tasker.all(hs)
+            print(peak)
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--concurrency", "3", "c.lua"], in: s.dir)
+        #expect(r.stdout == "3\n")
+    }
+
+    @Test func sigintCancelsEverythingRunsCancelPathsAndExits130() async throws {
+        let s = try Scratch(["long.lua": """
+            local sleeper = tasker.add{name = "sleeper", run = function() tasker.sleep(60) end}
+            sleeper:on("finish", function(h, state) print("finish", h.name, state); io.stdout:flush() end)
+            -- holds the one Lua thread: only the hook can stop it
+            local spinner = tasker.add{name = "spinner", run = function()
+              print("ready"); io.stdout:flush()
+              while true do end
+            end}
+            sleeper:await()
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "--no-progress", "long.lua"], in: s.dir, markers: ["ready"])
+        #expect(r.status == 130)
+        #expect(r.stdout.contains("finish\tsleeper\tcancelled"))
+        #expect(r.stderr.contains("(interrupted)"))
+        #expect(r.stderr.contains("2 tasks: 0 succeeded, 0 failed, 2 cancelled"))
+    }
+
+    @Test func aSecondSignalExitsAtOnce() async throws {
+        let s = try Scratch(["stuck.lua": """
+            tasker.add(function()
+              local guard <close> = setmetatable({}, {__close = function()
+                print("closing"); io.stdout:flush()
+                while true do end
+              end})
+              print("ready"); io.stdout:flush()
+              tasker.sleep(60)
+            end)
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "stuck.lua"], in: s.dir, markers: ["ready", "closing"])
+        #expect(r.status == 130)
+        #expect(r.stderr.contains("interrupted again"))
+    }
+}
