@@ -84,9 +84,12 @@ extension Engine {
         r.outcome = outcome
         unfinishedCount -= 1
         for o in observers { o.taskFinished(r.id, outcome: outcome, engine: self) }
-        let waiters = r.waiters
-        r.waiters = []
-        for w in waiters { w.taskFinished(r.id, engine: self) }
+        let first = r.waiter
+        let more = r.moreWaiters
+        r.waiter = nil
+        r.moreWaiters = []
+        first?.taskFinished(r.id, engine: self)
+        for w in more { w.taskFinished(r.id, engine: self) }
         let dependents = r.dependents
         r.dependents = []
         for d in dependents {

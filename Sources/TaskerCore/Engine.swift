@@ -146,13 +146,14 @@ public final class Engine {
         if r.finalState != nil {
             waiter.taskFinished(id, engine: self)
         } else {
-            r.waiters.append(waiter)
+            if r.waiter == nil { r.waiter = waiter } else { r.moreWaiters.append(waiter) }
         }
     }
 
     public func removeWaiter(_ id: TaskID, _ waiter: TaskWaiter) {
         guard let r = record(id) else { return }
-        r.waiters.removeAll { $0 === waiter }
+        if r.waiter === waiter { r.waiter = nil }
+        r.moreWaiters.removeAll { $0 === waiter }
     }
 
     /// Counts per final state, and the failed handles in id order.

@@ -45,7 +45,10 @@ final class TaskRecord {
     }
     /// `outcome?.state`, kept apart: the hot checks need no outcome copy.
     var finalState: TaskState?
-    var waiters: [TaskWaiter] = []
+    /// Who to tell at the finish: the first waiter inline (the common case
+    /// costs no array), the rest in `moreWaiters`.
+    var waiter: TaskWaiter?
+    var moreWaiters: [TaskWaiter] = []
     var dependents: [TaskID] = []
 
     init(id: TaskID) { self.id = id }

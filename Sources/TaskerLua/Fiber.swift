@@ -13,7 +13,7 @@ final class Fiber: TaskWaiter {
     }
 
     unowned let runtime: LuaRuntime
-    let kind: Kind
+    private(set) var kind: Kind
     let thread: OpaquePointer
     let anchor: Int32
     /// Set when the attempt was cancelled or timed out: never resumed again.
@@ -32,6 +32,19 @@ final class Fiber: TaskWaiter {
         self.kind = kind
         self.thread = thread
         self.anchor = anchor
+        tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// Makes a pooled fiber (its thread finished cleanly) new again.
+    func reuse(as kind: Kind) {
+        self.kind = kind
+        aborted = nil
+        pending = nil
+        awaitMode = .raising
+        timer = nil
+        waitingOn = nil
+        finished = false
+        endedNormally = false
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
     }
 

@@ -9,8 +9,9 @@ extension LuaRuntime {
 
     /// A thread from the pool, or a new one anchored in the threads table.
     func makeFiber(_ kind: Fiber.Kind) -> Fiber {
-        if let (thread, anchor) = threadPool.popLast() {
-            return Fiber(runtime: self, kind: kind, thread: thread, anchor: anchor)
+        if let f = fiberPool.popLast() {
+            f.reuse(as: kind)
+            return f
         }
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.threads))
         let thread = lua_newthread(L)!
@@ -35,8 +36,8 @@ extension LuaRuntime {
             _ = lua_resetthread(co)  // closes pending to-be-closed variables
             lua_settop(co, 0)
         }
-        if clean && threadPool.count < 256 {
-            threadPool.append((co, f.anchor))
+        if clean && fiberPool.count < 256 {
+            fiberPool.append(f)
         } else {
             lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.threads))
             luaL_unref(L, -1, f.anchor)

@@ -29,6 +29,9 @@ public enum PipelineRunner {
                 loop.stop()
             }
         }
+        if !options.tearDown, let runtime {
+            _ = Unmanaged.passRetained(runtime)  // deliberately never released
+        }
         withExtendedLifetime(runtime) {}
         return result ?? RunResult(exitCode: 2, counts: [:], failed: [], mainError: "tasker: the run ended early", seconds: 0)
     }

@@ -48,6 +48,7 @@ extension Tasker {
         func run() throws {
             var options = LuaRuntime.Options()
             options.concurrency = concurrency
+            options.tearDown = false  // the process exits right after the run
             options.args = scriptArgs
             for v in vars {
                 let parts = v.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

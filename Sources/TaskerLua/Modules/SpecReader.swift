@@ -190,6 +190,7 @@ extension LuaRuntime {
         store(p.args, in: refs.args, id, L)
         store(p.tags, in: refs.tags, id, L)
         store(p.predicate, in: refs.predicates, id, L)
+        if p.predicate != 0 { hasPredicate[id] = true }
     }
 
     /// Copies the Lua parts of task `from` to task `to` (schedule instances).
@@ -200,6 +201,7 @@ extension LuaRuntime {
             lua_rawseti(L, -2, lua_Integer(to))
             tasker_pop(L, 1)
         }
+        if hasPredicate[from] != nil { hasPredicate[to] = true }
     }
 
     private func store(_ index: Int32, in table: Int32, _ id: TaskID, _ L: OpaquePointer) {
@@ -212,12 +214,18 @@ extension LuaRuntime {
 
     /// Forgets the Lua parts a finished task no longer needs.
     func dropParts(_ id: TaskID) {
-        for ref in [refs.bodies, refs.predicates] {
-            lua_rawgeti(L, tasker_registryindex(), lua_Integer(ref))
-            lua_pushnil(L)
-            lua_rawseti(L, -2, lua_Integer(id))
-            tasker_pop(L, 1)
+        clear(refs.bodies, id)
+        if hasPredicate[id] != nil {
+            clear(refs.predicates, id)
+            hasPredicate[id] = nil
         }
+    }
+
+    private func clear(_ table: Int32, _ id: TaskID) {
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(table))
+        lua_pushnil(L)
+        lua_rawseti(L, -2, lua_Integer(id))
+        tasker_pop(L, 1)
     }
 
     /// The retry predicate closure for task `id`: calls retry.when(err, attempt).
