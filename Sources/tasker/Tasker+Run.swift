@@ -55,7 +55,14 @@ extension Tasker {
                 options.vars[String(parts[0])] = String(parts[1])
             }
             let signals = SignalWatcher()
+            let events: EventsWriter?
+            do {
+                events = try self.events.map(EventsWriter.init(path:))
+            } catch {
+                throw ValidationError("cannot write the events file '\(self.events ?? "")'")
+            }
             let result = PipelineRunner.run(path: file, options: options) { runtime in
+                if let events { runtime.engine.observers.append(events) }
                 signals.start(runtime)
             }
             signals.stop()

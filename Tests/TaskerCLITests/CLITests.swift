@@ -130,3 +130,37 @@ import Testing
         #expect(r.stderr.contains("interrupted again"))
     }
 }
+
+@Suite struct EventsAndExamplesTests {
+    @Test func eventsFileHasOneJSONObjectPerEventInOrder() async throws {
+        let s = try Scratch(["ev.lua": """
+            local h = tasker.add{name = "job", retry = {attempts = 2, delay = 0},
+              run = function(ctx) ctx:progress(0.5, "half"); if ctx.attempt == 1 then error("once", 0) end end}
+            h:await()
+            """])
+        defer { s.cleanup() }
+        let events = s.dir.appendingPathComponent("events.jsonl").path
+        let r = try await tasker(["run", "--events", events, "ev.lua"], in: s.dir)
+        #expect(r.status == 0)
+        let lines = try String(contentsOfFile: events, encoding: .utf8).split(separator: "\n")
+        let objects = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        #expect(objects.map { $0["event"] as! String } == ["added", "started", "progress", "retry", "progress", "finished"])
+        #expect(objects.allSatisfy { $0["name"] as? String == "job" && $0["id"] as? Int == 1 && $0["t"] is Double })
+        #expect(objects[3]["error"] as? String == "once")
+        #expect(objects[5]["state"] as? String == "succeeded")
+    }
+
+    @Test func helloExampleRuns() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let r = try await tasker(["run", "examples/hello.lua", "tasker"], in: root)
+        #expect(r.status == 0)
+        #expect(r.stdout == """
+            retrying flaky after attempt 1: examples/hello.lua:19: not yet (attempt 1)
+            retrying flaky after attempt 2: examples/hello.lua:19: not yet (attempt 2)
+            hello, tasker; flaky worked on attempt 3
+            squares: 1 4 9 16 25 36 49 64 81 100
+
+            """)
+        #expect(r.stderr.contains("13 tasks: 13 succeeded, 0 failed"))
+    }
+}
