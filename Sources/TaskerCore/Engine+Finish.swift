@@ -42,6 +42,7 @@ extension Engine {
         r.timer?.cancel()
         r.timer = nil
         r.queued = false
+        unhold(r)
         if r.inSlot {
             let run = currentRun(r)
             endAttempt(r)
@@ -130,6 +131,7 @@ extension Engine {
     /// them). Returns whether anything changed.
     @discardableResult
     public func settleIdle() -> Bool {
+        if releaseAllHeld() { return true }
         var changed = false
         for case let r? in records where r.finalState == nil && !r.startRequested && r.state == .waiting {
             cancel(r, TaskFailure(.cancelled, "task '\(r.name)' was never started"))

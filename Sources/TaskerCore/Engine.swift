@@ -17,6 +17,9 @@ public final class Engine {
         didSet { scheduleDispatch() }
     }
     public var observers: [EngineObserver] = []
+    /// The interceptor chain, in registration order (see `TaskInterceptor`).
+    public internal(set) var interceptors: [TaskInterceptor] = []
+    var batches: [ObjectIdentifier: HeldBatch] = [:]
 
     var records: [TaskRecord?] = [nil]
     private var ready = ReadyQueue()
@@ -203,6 +206,11 @@ public final class Engine {
         scheduleDispatch()
     }
 
+    func readyUrgent(_ ids: [TaskID]) {
+        ready.pushUrgent(ids)
+        scheduleDispatch()
+    }
+
     func scheduleDispatch() {
         guard !dispatchScheduled else { return }
         dispatchScheduled = true
@@ -215,6 +223,7 @@ public final class Engine {
         while running < concurrency, suspended == 0, let id = ready.pop() {
             guard let r = record(id), r.queued, !r.state.isFinal else { continue }
             r.queued = false
+            guard admit(r) else { continue }
             beginAttempt(r)
         }
     }
@@ -245,4 +254,12 @@ extension Engine {
         default: return false
         }
     }
+}
+
+extension Engine {
+    public func priority(_ id: TaskID) -> Int { record(id)?.priority ?? 0 }
+
+    /// Interceptors may change a task's priority and name before it starts.
+    public func setPriority(_ id: TaskID, _ priority: Int) { record(id)?.priority = priority }
+    public func setName(_ id: TaskID, _ name: String) { record(id)?.explicitName = name }
 }

@@ -37,6 +37,10 @@ final class TaskRecord {
     var timeoutTimer: LoopTimer?
     var deadline: UInt64 = 0
     var followers: [TaskID] = []
+    /// The next interceptor to ask for this attempt.
+    var chainIndex = 0
+    /// The batch holding this task (state `held`).
+    var heldBy: HeldBatch?
     var liveHandles = 1
 
     // the handle

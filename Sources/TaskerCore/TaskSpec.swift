@@ -44,6 +44,8 @@ public protocol EngineObserver: AnyObject {
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine)
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine)
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine)
+    func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine)
+    func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine)
 }
 
 extension EngineObserver {
@@ -52,4 +54,6 @@ extension EngineObserver {
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {}
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {}
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {}
+    public func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {}
+    public func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine) {}
 }

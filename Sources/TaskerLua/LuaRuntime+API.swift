@@ -89,15 +89,25 @@ extension LuaRuntime {
     /// any coroutine, in a context that cannot yield (handlers, predicates).
     /// Returns whether it succeeded; on error logs it and leaves nothing.
     func callProtected(nargs: Int32, nresults: Int32, context: String) -> Bool {
+        guard let error = callForError(nargs: nargs, nresults: nresults, context: context) else { return true }
+        options.diagnostics("tasker: error in \(context): \(error)")
+        return false
+    }
+
+    /// Like `callProtected`, but returns the error text (with traceback)
+    /// instead of logging it. The call gets `callBudget` seconds; past that
+    /// the hook stops it as a runaway.
+    func callForError(nargs: Int32, nresults: Int32, context: String) -> String? {
         let saved = callContext
+        let savedDeadline = crt.pointee.deadline_ns
         callContext = context
-        defer { callContext = saved }
-        let status = tasker_pcall_traceback(L, nargs, nresults)
-        if status != LUA_OK {
-            options.diagnostics("tasker: error in \(context): \(LuaStack(L).describe(-1))")
-            tasker_pop(L, 1)
-            return false
+        crt.pointee.deadline_ns = Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget)
+        defer {
+            callContext = saved
+            crt.pointee.deadline_ns = savedDeadline
         }
-        return true
+        guard tasker_pcall_traceback(L, nargs, nresults) != LUA_OK else { return nil }
+        defer { tasker_pop(L, 1) }
+        return LuaStack(L).describe(-1)
     }
 }

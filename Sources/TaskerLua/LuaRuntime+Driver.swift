@@ -201,7 +201,14 @@ extension LuaRuntime {
         let rt = LuaRuntime.from(L)
         // Handlers and predicates (no fiber) still run after Ctrl-C: they
         // are the cancel paths. A runaway one is what a second Ctrl-C is for.
-        guard let f = rt.current else { return 0 }
+        guard let f = rt.current else {
+            let deadline = rt.crt.pointee.deadline_ns
+            guard deadline != 0, Monotonic.now() >= deadline else { return 0 }
+            rt.pushErrorTable(L, kind: "timeout",
+                              message: "\(rt.callContext ?? "a callback") ran longer than \(formatSeconds(LuaRuntime.callBudget)) (a runaway loop?)",
+                              where: LuaStack(L).whereString(level: 0))
+            return 1
+        }
         if f.aborted == nil, let id = f.taskID {
             let deadline = rt.engine.deadline(id)
             if deadline != 0 && Monotonic.now() >= deadline {

@@ -44,6 +44,8 @@ public final class LuaRuntime {
     var fibersByTask = TaskTable<Fiber>()
     /// Fibers whose threads finished cleanly, ready for reuse.
     var fiberPool: [Fiber] = []
+    /// Interceptors the script registered, by the index its object holds.
+    var interceptorObjects: [LuaInterceptor?] = []
     /// Tasks with a retry `when` predicate stored, by task id.
     var hasPredicate = TaskTable<Bool>()
     /// Tasks with `h:on` handlers, by task id.

@@ -11,6 +11,7 @@ enum TaskerModule {
         ("any", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.any") }),
         ("every", { L in LuaRuntime.from(L!).apiEvery(L!) }),
         ("exit", { L in LuaRuntime.from(L!).apiExit(L!) }),
+        ("intercept", { L in LuaRuntime.from(L!).apiIntercept(L!) }),
         ("now", { L in
             lua_pushnumber(L!, Double(Monotonic.now()) / 1e9)
             return 1

@@ -1,0 +1,142 @@
+/// The interceptor chain: registration, the decision loop run before every
+/// attempt, and held batches.
+extension Engine {
+    public func addInterceptor(_ i: TaskInterceptor) {
+        interceptors.append(i)
+    }
+
+    /// Removes an interceptor; the tasks it holds go on to the next one.
+    public func removeInterceptor(_ i: TaskInterceptor) {
+        release(i)
+        interceptors.removeAll { $0 === i }
+        batches[ObjectIdentifier(i)] = nil
+    }
+
+    /// Puts `new` where `old` was, atomically between two interceptions; the
+    /// tasks `old` holds move to `new`'s batch.
+    public func replaceInterceptor(_ old: TaskInterceptor, with new: TaskInterceptor) {
+        guard let index = interceptors.firstIndex(where: { $0 === old }) else {
+            addInterceptor(new)
+            return
+        }
+        interceptors[index] = new
+        if let batch = batches.removeValue(forKey: ObjectIdentifier(old)) {
+            batch.timer?.cancel()
+            batch.timer = nil
+            batches[ObjectIdentifier(new)] = batch
+            if !batch.tasks.isEmpty { armMaxHold(new, batch) }
+        }
+    }
+
+    /// How many tasks `i` holds now.
+    public func heldCount(_ i: TaskInterceptor) -> Int {
+        batches[ObjectIdentifier(i)]?.tasks.count ?? 0
+    }
+
+    private func batch(for i: TaskInterceptor) -> HeldBatch {
+        if let b = batches[ObjectIdentifier(i)] { return b }
+        let b = HeldBatch()
+        batches[ObjectIdentifier(i)] = b
+        return b
+    }
+
+    /// Asks the interceptors, from where this attempt stands in the chain.
+    /// Returns whether the task may start now.
+    func admit(_ r: TaskRecord) -> Bool {
+        while r.chainIndex < interceptors.count {
+            let i = interceptors[r.chainIndex]
+            let batch = batch(for: i)
+            let decision = i.intercept(r.id, held: batch.tasks.count, engine: self)
+            if r.state.isFinal { return false }  // the interceptor cancelled it
+            switch decision {
+            case .execute, .force:
+                if case .force = decision { r.chainIndex = interceptors.count } else { r.chainIndex += 1 }
+                if !batch.tasks.isEmpty {
+                    // Held tasks go first, then this one.
+                    releaseBatch(i, batch, then: r)
+                    return false
+                }
+            case .hold:
+                hold(r, in: batch, by: i)
+                return false
+            case .discard:
+                r.chainIndex = 0
+                cancelWork(r, TaskFailure(.discarded, "task '\(r.name)' was discarded by interceptor '\(i.name)'"))
+                return false
+            case .delay(let seconds):
+                r.timer = loop.schedule(after: seconds) { [unowned self] in
+                    r.timer = nil
+                    if !r.state.isFinal { self.enqueueReady(r) }
+                }
+                return false
+            case .fail(let failure):
+                r.chainIndex = 0
+                finishWork(r, .failed(failure))
+                return false
+            }
+        }
+        r.chainIndex = 0
+        return true
+    }
+
+    private func hold(_ r: TaskRecord, in batch: HeldBatch, by i: TaskInterceptor) {
+        r.state = .held
+        r.heldBy = batch
+        batch.tasks.append(r.id)
+        for o in observers { o.taskHeld(r.id, by: i.name, engine: self) }
+        if batch.tasks.count == 1 { armMaxHold(i, batch) }
+    }
+
+    private func armMaxHold(_ i: TaskInterceptor, _ batch: HeldBatch) {
+        guard let maxHold = i.maxHold else { return }
+        batch.timer = loop.schedule(after: maxHold) { [unowned self, weak i] in
+            batch.timer = nil
+            if let i { self.release(i) }
+        }
+    }
+
+    /// Releases what `i` holds, in hold order, to the next interceptor.
+    func release(_ i: TaskInterceptor) {
+        guard let batch = batches[ObjectIdentifier(i)], !batch.tasks.isEmpty else { return }
+        releaseBatch(i, batch, then: nil)
+    }
+
+    private func releaseBatch(_ i: TaskInterceptor, _ batch: HeldBatch, then releaser: TaskRecord?) {
+        batch.timer?.cancel()
+        batch.timer = nil
+        let next = (interceptors.firstIndex { $0 === i } ?? interceptors.count - 1) + 1
+        var order: [TaskID] = []
+        for id in batch.tasks {
+            guard let h = record(id), h.state == .held else { continue }
+            h.heldBy = nil
+            h.state = h.attempts == 0 ? .pending : .running
+            h.chainIndex = next
+            h.queued = true
+            order.append(id)
+            for o in observers { o.taskReleased(id, by: i.name, engine: self) }
+        }
+        batch.tasks = []
+        if let releaser {
+            releaser.queued = true
+            order.append(releaser.id)
+        }
+        readyUrgent(order)
+    }
+
+    /// Releases every batch (the run would otherwise be idle). Returns
+    /// whether anything was held.
+    func releaseAllHeld() -> Bool {
+        var any = false
+        for i in interceptors where heldCount(i) > 0 {
+            release(i)
+            any = true
+        }
+        return any
+    }
+
+    func unhold(_ r: TaskRecord) {
+        guard let batch = r.heldBy else { return }
+        batch.tasks.removeAll { $0 == r.id }
+        r.heldBy = nil
+    }
+}
