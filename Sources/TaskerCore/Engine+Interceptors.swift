@@ -120,7 +120,7 @@ extension Engine {
             releaser.queued = true
             order.append(releaser.id)
         }
-        readyUrgent(order)
+        interceptFirst(order)
     }
 
     /// Releases every batch (the run would otherwise be idle). Returns

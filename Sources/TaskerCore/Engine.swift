@@ -1,3 +1,4 @@
+import DequeModule
 
 /// The task engine: records, states, the ready queue, concurrency slots,
 /// dependencies, delays, retries, timeouts, cancellation, single flight,
@@ -23,6 +24,9 @@ public final class Engine {
 
     var records: [TaskRecord?] = [nil]
     private var ready = ReadyQueue()
+    /// Tasks that became ready and still have to pass the interceptors;
+    /// they join `ready` (by priority) once admitted.
+    var toIntercept = Deque<TaskID>()
     var running = 0
     var keyIndex: [String: TaskID] = [:]
     private var dispatchScheduled = false
@@ -202,12 +206,17 @@ public final class Engine {
     func enqueueReady(_ r: TaskRecord) {
         if r.attempts == 0 { r.state = .pending }
         r.queued = true
-        ready.push(r.id, priority: r.priority)
+        if interceptors.isEmpty {
+            ready.push(r.id, priority: r.priority)
+        } else {
+            toIntercept.append(r.id)
+        }
         scheduleDispatch()
     }
 
-    func readyUrgent(_ ids: [TaskID]) {
-        ready.pushUrgent(ids)
+    /// Released tasks continue through the chain before anything else.
+    func interceptFirst(_ ids: [TaskID]) {
+        toIntercept.insert(contentsOf: ids, at: toIntercept.startIndex)
         scheduleDispatch()
     }
 
@@ -217,13 +226,22 @@ public final class Engine {
         loop.enqueue { [unowned self] in self.dispatch() }
     }
 
-    /// Starts ready tasks, highest priority first, while slots are free.
+    /// Passes newly ready tasks through the interceptors, then starts
+    /// ready tasks, highest priority first, while slots are free.
     public func dispatch() {
         dispatchScheduled = false
+        while let id = toIntercept.popFirst() {
+            guard let r = record(id), r.queued, !r.state.isFinal else { continue }
+            // Whoever queues it again (a release, a delay's timer) sets it.
+            r.queued = false
+            if admit(r) {
+                r.queued = true
+                ready.push(id, priority: r.priority)
+            }
+        }
         while running < concurrency, suspended == 0, let id = ready.pop() {
             guard let r = record(id), r.queued, !r.state.isFinal else { continue }
             r.queued = false
-            guard admit(r) else { continue }
             beginAttempt(r)
         }
     }

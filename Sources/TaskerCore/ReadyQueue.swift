@@ -10,15 +10,8 @@ struct ReadyQueue {
     private var top = Deque<TaskID>()
     private var others: [Int: Deque<TaskID>] = [:]
     private var otherPriorities = Heap<Int>()
-    /// Tasks released from an interceptor's batch (and the task that released
-    /// them): they go before everything else, in this order.
-    private var urgent = Deque<TaskID>()
 
-    var isEmpty: Bool { top.isEmpty && urgent.isEmpty }
-
-    mutating func pushUrgent(_ ids: [TaskID]) {
-        urgent.append(contentsOf: ids)
-    }
+    var isEmpty: Bool { top.isEmpty }
 
     mutating func push(_ id: TaskID, priority: Int) {
         if top.isEmpty || priority == topPriority {
@@ -35,7 +28,6 @@ struct ReadyQueue {
     }
 
     mutating func pop() -> TaskID? {
-        if let id = urgent.popFirst() { return id }
         guard let id = top.popFirst() else { return nil }
         if top.isEmpty, let next = otherPriorities.popMax() {
             topPriority = next
