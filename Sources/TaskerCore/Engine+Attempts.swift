@@ -31,7 +31,7 @@ extension Engine {
         guard let r = record(run.task), r.inSlot, r.token == run.token else { return }
         endAttempt(r)
         switch result {
-        case .success(let value): finishWork(r, .succeeded(value))
+        case .success(let value): finalAttemptEnded(r, .succeeded(value))
         case .failure(let failure): attemptFailed(r, failure)
         }
     }
@@ -67,8 +67,9 @@ extension Engine {
     }
 
     func attemptFailed(_ r: TaskRecord, _ failure: TaskFailure) {
-        guard r.retry.shouldRetry(failure, attempt: r.attempts), !r.state.isFinal else {
-            finishWork(r, .ending(with: failure))
+        guard !r.state.isFinal else { return }
+        guard r.retry.shouldRetry(failure, attempt: r.attempts) else {
+            finalAttemptEnded(r, .ending(with: failure))
             return
         }
         let delay = r.retry.delay(after: r.attempts)

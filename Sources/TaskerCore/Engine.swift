@@ -27,6 +27,11 @@ public final class Engine {
     /// Tasks that became ready and still have to pass the interceptors;
     /// they join `ready` (by priority) once admitted.
     var toIntercept = Deque<TaskID>()
+    /// Ready work of reactions: starts first, and even while suspended.
+    private var reactionReady = Deque<TaskID>()
+    public internal(set) var reactors: [TaskReactor] = []
+    var reactions: [ObjectIdentifier: Reaction] = [:]
+    var nextReaction = 0
     var running = 0
     var keyIndex: [String: TaskID] = [:]
     private var dispatchScheduled = false
@@ -73,6 +78,7 @@ public final class Engine {
         r.startRequested = spec.start
         r.delay = spec.delay
         r.key = spec.key
+        r.ownedByReaction = spec.ownedByReaction
         r.body = spec.body
         records.append(r)
         unfinishedCount += 1
@@ -206,7 +212,10 @@ public final class Engine {
     func enqueueReady(_ r: TaskRecord) {
         if r.attempts == 0 { r.state = .pending }
         r.queued = true
-        if interceptors.isEmpty {
+        if r.ownedByReaction {
+            reactionReady.append(r.id)
+        } else if interceptors.isEmpty || r.skipChain {
+            r.skipChain = false
             ready.push(r.id, priority: r.priority)
         } else {
             toIntercept.append(r.id)
@@ -239,7 +248,7 @@ public final class Engine {
                 ready.push(id, priority: r.priority)
             }
         }
-        while running < concurrency, suspended == 0, let id = ready.pop() {
+        while running < concurrency, let id = reactionReady.popFirst() ?? (suspended == 0 ? ready.pop() : nil) {
             guard let r = record(id), r.queued, !r.state.isFinal else { continue }
             r.queued = false
             beginAttempt(r)

@@ -41,6 +41,19 @@ final class TaskRecord {
     var chainIndex = 0
     /// The batch holding this task (state `held`).
     var heldBy: HeldBatch?
+    /// Reactions: how many are pending, the result they hold back, and
+    /// what they asked for.
+    var reactionsPending = 0
+    var heldOutcome: TaskOutcome?
+    var reactionFailure: TaskFailure?
+    var requeueLimit: Int?
+    var requeueReintercept = false
+    var requeues = 0
+    /// The next enqueue skips the interceptors (a requeue without reintercept).
+    var skipChain = false
+    /// Added by a reaction: starts even while reactors suspend, and is not
+    /// reacted to (a reaction must not wait on itself).
+    var ownedByReaction = false
     var liveHandles = 1
 
     // the handle

@@ -23,6 +23,8 @@ public struct TaskSpec {
     public var delay: Double = 0
     /// Single-flight key.
     public var key: String?
+    /// Work of a reaction (see `TaskRecord.ownedByReaction`).
+    public var ownedByReaction = false
     public var body: TaskBody?
 
     public init(name: String? = nil, body: TaskBody?) {
@@ -44,6 +46,7 @@ public protocol EngineObserver: AnyObject {
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine)
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine)
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine)
+    func taskReacting(_ id: TaskID, reactor: String, engine: Engine)
     func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine)
     func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine)
 }
@@ -54,6 +57,7 @@ extension EngineObserver {
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {}
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {}
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {}
+    public func taskReacting(_ id: TaskID, reactor: String, engine: Engine) {}
     public func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {}
     public func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine) {}
 }

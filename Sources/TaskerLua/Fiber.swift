@@ -10,6 +10,7 @@ final class Fiber: TaskWaiter {
     enum Kind {
         case main
         case task(AttemptRun)
+        case reaction(Reaction)
     }
 
     unowned let runtime: LuaRuntime
@@ -25,6 +26,8 @@ final class Fiber: TaskWaiter {
     var timer: LoopTimer?
     var waitingOn: TaskID?
     var finished = false
+    /// Monotonic deadline for fibers that are not task attempts (reactions).
+    var deadline: UInt64 = 0
     var endedNormally = false
 
     init(runtime: LuaRuntime, kind: Kind, thread: OpaquePointer, anchor: Int32) {
@@ -45,6 +48,7 @@ final class Fiber: TaskWaiter {
         waitingOn = nil
         finished = false
         endedNormally = false
+        deadline = 0
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
     }
 

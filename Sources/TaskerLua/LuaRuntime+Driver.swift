@@ -26,6 +26,7 @@ extension LuaRuntime {
         f.timer?.cancel()
         f.timer = nil
         if let id = f.taskID, fibersByTask[id] === f { fibersByTask[id] = nil }
+        if case .reaction(let reaction) = f.kind { reactionFibers[reaction.id] = nil }
         let co = f.thread
         tasker_setfiber(co, nil)
         // Only a thread that returned normally is reused: after an error
@@ -81,7 +82,7 @@ extension LuaRuntime {
     func resume(_ f: Fiber, nargs: Int32) {
         let co = f.thread
         current = f
-        if let id = f.taskID { crt.pointee.deadline_ns = engine.deadline(id) }
+        crt.pointee.deadline_ns = f.taskID.map(engine.deadline) ?? f.deadline
         crt.pointee.interrupt = f.aborted != nil ? 1 : 0
         var nres: Int32 = 0
         let status = lua_resume(co, L, nargs, &nres)
@@ -112,6 +113,10 @@ extension LuaRuntime {
             let value = storeValues(f.thread, count: nres, slot: run.task)
             retire(f)
             engine.complete(run, with: .success(value))
+        case .reaction(let reaction):
+            let failure = f.aborted
+            retire(f)
+            engine.reactionEnded(reaction, failure: failure)
         }
     }
 
@@ -129,6 +134,10 @@ extension LuaRuntime {
             let failure = f.aborted ?? storeError(co, slot: run.task)
             retire(f)
             engine.complete(run, with: .failure(failure))
+        case .reaction(let reaction):
+            let message = f.aborted?.description ?? traceback(co).components(separatedBy: "\nstack traceback:")[0]
+            retire(f)
+            engine.reactionEnded(reaction, failure: TaskFailure(.reactor, "reactor '\(reaction.reactor.name)' failed: \(message)"))
         }
     }
 
@@ -208,6 +217,9 @@ extension LuaRuntime {
                               message: "\(rt.callContext ?? "a callback") ran longer than \(formatSeconds(LuaRuntime.callBudget)) (a runaway loop?)",
                               where: LuaStack(L).whereString(level: 0))
             return 1
+        }
+        if f.aborted == nil, case .reaction(let reaction) = f.kind, f.deadline != 0, Monotonic.now() >= f.deadline {
+            f.aborted = rt.reactionTimeout(reaction)
         }
         if f.aborted == nil, let id = f.taskID {
             let deadline = rt.engine.deadline(id)

@@ -46,6 +46,10 @@ public final class LuaRuntime {
     var fiberPool: [Fiber] = []
     /// Interceptors the script registered, by the index its object holds.
     var interceptorObjects: [LuaInterceptor?] = []
+    /// Reactors the script registered, by the index its object holds.
+    var reactorObjects: [LuaReactor?] = []
+    /// The fiber of each running reaction, by reaction id.
+    var reactionFibers: [Int: Fiber] = [:]
     /// Tasks with a retry `when` predicate stored, by task id.
     var hasPredicate = TaskTable<Bool>()
     /// Tasks with `h:on` handlers, by task id.

@@ -102,20 +102,8 @@ extension LuaRuntime {
         let s = LuaStack(L)
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
-        s.newTable(hash: 6)
+        pushTaskView(L, id, attempt: engine.attempts(id) + 1)  // the attempt about to start
         let t = lua_gettop(L)
-        s.push(id)
-        s.rawSet(t, "id")
-        s.push(engine.name(id))
-        s.rawSet(t, "name")
-        pushPart(L, refs.args, id)
-        s.rawSet(t, "args")
-        pushPart(L, refs.tags, id)
-        s.rawSet(t, "tags")
-        s.push(engine.priority(id))
-        s.rawSet(t, "priority")
-        s.push(engine.attempts(id) + 1)
-        s.rawSet(t, "attempt")
         s.pushRegistry(i.function)  // [t, fn, t, held]: t stays for reading back
         lua_pushvalue(L, t)
         s.push(held)

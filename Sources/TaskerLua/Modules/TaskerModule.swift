@@ -18,6 +18,7 @@ enum TaskerModule {
         }),
         ("parallel", { L in LuaRuntime.from(L!).apiGroup(L!, serial: false) }),
         ("serial", { L in LuaRuntime.from(L!).apiGroup(L!, serial: true) }),
+        ("react", { L in LuaRuntime.from(L!).apiReact(L!) }),
         ("sleep", { L in LuaRuntime.from(L!).apiSleep(L!) }),
         ("some", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.some") }),
     ]
@@ -59,6 +60,7 @@ extension LuaRuntime {
         let id = engine.taskCount + 1
         var spec = parsed.spec
         if parsed.predicate != 0 { spec.retry.when = predicate(for: id) }
+        if case .reaction? = current?.kind { spec.ownedByReaction = true }
         commit(parsed, as: id, in: L)
         let added = engine.add(spec)
         precondition(added == id, "task ids are assigned in add order")

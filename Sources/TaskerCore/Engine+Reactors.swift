@@ -1,0 +1,116 @@
+/// Reactors: asked after a task's final attempt; their reactions run one at
+/// a time per reactor, and the task's result is delivered only after them.
+extension Engine {
+    public func addReactor(_ r: TaskReactor) { reactors.append(r) }
+
+    public func removeReactor(_ r: TaskReactor) { reactors.removeAll { $0 === r } }
+
+    /// Puts `new` where `old` was; a running reaction of `old` finishes as is.
+    public func replaceReactor(_ old: TaskReactor, with new: TaskReactor) {
+        guard let index = reactors.firstIndex(where: { $0 === old }) else {
+            addReactor(new)
+            return
+        }
+        reactors[index] = new
+    }
+
+    /// The reaction a reactor runs now, if any.
+    public func currentReaction(_ r: TaskReactor) -> Reaction? { reactions[ObjectIdentifier(r)] }
+
+    func finalAttemptEnded(_ r: TaskRecord, _ outcome: TaskOutcome) {
+        guard !reactors.isEmpty, !r.ownedByReaction, !r.state.isFinal else {
+            finishWork(r, outcome)
+            return
+        }
+        var chosen: [TaskReactor] = []
+        for reactor in reactors {
+            switch reactor.wants(r.id, outcome: outcome, engine: self) {
+            case .success(true): chosen.append(reactor)
+            case .success(false): break
+            case .failure(let failure):
+                finishWork(r, .failed(failure))
+                return
+            }
+            if r.state.isFinal { return }
+        }
+        guard !chosen.isEmpty else {
+            finishWork(r, outcome)
+            return
+        }
+        r.state = .reacting
+        r.heldOutcome = outcome
+        r.reactionsPending = chosen.count
+        r.reactionFailure = nil
+        r.requeueLimit = nil
+        r.requeueReintercept = false
+        for reactor in chosen {
+            for o in observers { o.taskReacting(r.id, reactor: reactor.name, engine: self) }
+            join(reactor, r)
+        }
+    }
+
+    private func join(_ reactor: TaskReactor, _ r: TaskRecord) {
+        if let reaction = reactions[ObjectIdentifier(reactor)] {
+            reaction.tasks.append(r.id)
+            return
+        }
+        nextReaction += 1
+        let reaction = Reaction(id: nextReaction, reactor: reactor, first: r.id)
+        reactions[ObjectIdentifier(reactor)] = reaction
+        if reactor.options.suspend { suspended += 1 }
+        if let timeout = reactor.options.timeout {
+            reaction.timer = loop.schedule(after: timeout) { [unowned self] in
+                reaction.timer = nil
+                guard !reaction.ended else { return }
+                reactor.abort(reaction, engine: self)
+                self.reactionEnded(reaction, failure: TaskFailure(.reactor,
+                    "reactor '\(reactor.name)' exceeded its timeout of \(formatSeconds(timeout))"))
+            }
+        }
+        reactor.react(reaction, engine: self)
+    }
+
+    /// The end of a reaction, with the failure that fails its tasks, if any.
+    public func reactionEnded(_ reaction: Reaction, failure: TaskFailure?) {
+        guard !reaction.ended else { return }
+        reaction.ended = true
+        reaction.timer?.cancel()
+        reaction.timer = nil
+        let reactor = reaction.reactor
+        if reactions[ObjectIdentifier(reactor)] === reaction { reactions[ObjectIdentifier(reactor)] = nil }
+        if reactor.options.suspend { suspended -= 1 }
+        for id in reaction.tasks {
+            guard let r = record(id), r.state == .reacting else { continue }
+            r.reactionsPending -= 1
+            if let failure {
+                if r.reactionFailure == nil { r.reactionFailure = failure }
+            } else if reactor.options.requeue {
+                r.requeueLimit = min(r.requeueLimit ?? Int.max, reactor.options.maxRequeues)
+                r.requeueReintercept = r.requeueReintercept || reactor.options.reintercept
+            }
+            if r.reactionsPending == 0 { settleReactions(r) }
+        }
+    }
+
+    /// All reactions for `r` ended: fail it, run it again, or deliver.
+    private func settleReactions(_ r: TaskRecord) {
+        let outcome = r.heldOutcome
+        r.heldOutcome = nil
+        if let failure = r.reactionFailure {
+            finishWork(r, .failed(failure))
+        } else if let limit = r.requeueLimit, r.requeues < limit {
+            r.requeues += 1
+            r.state = .pending
+            r.chainIndex = 0
+            r.skipChain = !r.requeueReintercept
+            enqueueReady(r)
+        } else if let outcome {
+            finishWork(r, outcome)
+        }
+    }
+}
+
+extension Engine {
+    /// The result a reacting task holds back until its reactions end.
+    public func heldOutcome(_ id: TaskID) -> TaskOutcome? { record(id)?.heldOutcome }
+}

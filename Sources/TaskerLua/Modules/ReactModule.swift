@@ -1,0 +1,189 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// A reactor written in Lua: `when(t, result)` chooses, `fn(t, result)` runs
+/// as a coroutine (it may wait: sleep, await, add tasks).
+final class LuaReactor: TaskReactor {
+    unowned let runtime: LuaRuntime
+    let name: String
+    let options: ReactorOptions
+    let when: Int32?
+    let function: Int32
+
+    init(runtime: LuaRuntime, name: String, options: ReactorOptions, when: Int32?, function: Int32) {
+        self.runtime = runtime
+        self.name = name
+        self.options = options
+        self.when = when
+        self.function = function
+    }
+
+    func wants(_ id: TaskID, outcome: TaskOutcome, engine: Engine) -> Result<Bool, TaskFailure> {
+        runtime.reactorWants(self, id, outcome)
+    }
+
+    func react(_ reaction: Reaction, engine: Engine) {
+        runtime.enqueue(.call { [unowned runtime] in runtime.startReaction(self, reaction) })
+    }
+
+    func abort(_ reaction: Reaction, engine: Engine) {
+        runtime.abortReaction(reaction)
+    }
+}
+
+extension LuaRuntime {
+    static let reactFields: Set<String> = ["name", "on", "when", "fn", "requeue", "suspend", "reintercept",
+                                           "timeout", "max_requeues"]
+
+    /// `tasker.react{name=, on="task", when=, fn=, requeue=, suspend=,
+    /// reintercept=, timeout=, max_requeues=}`.
+    func apiReact(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        guard s.type(1) == LUA_TTABLE else { return argError(L, "tasker.react", 1, "table") }
+        func bad(_ field: String, _ expected: String) -> Int32 {
+            usage(L, "bad field '\(field)' in 'tasker.react' spec (\(expected) expected, got \(s.typeName(-1)))")
+        }
+        lua_pushnil(L)
+        while lua_next(L, 1) != 0 {
+            s.pop()
+            guard let key = s.string(-1), LuaRuntime.reactFields.contains(key) else {
+                let shown = s.string(-1).map { "'\($0)'" } ?? "of type \(s.typeName(-1))"
+                return usage(L, "unknown field \(shown) in 'tasker.react' spec (known: \(LuaRuntime.reactFields.sorted().joined(separator: ", ")))")
+            }
+        }
+        var options = ReactorOptions()
+        var name = "reactor-\(engine.reactors.count + 1)"
+        s.rawGet(1, "fn")
+        guard s.type(-1) == LUA_TFUNCTION else { return bad("fn", "function") }
+        let fnIndex = lua_gettop(L)
+        s.rawGet(1, "when")
+        guard s.isNoneOrNil(-1) || s.type(-1) == LUA_TFUNCTION else { return bad("when", "function") }
+        let whenIndex: Int32 = s.isNoneOrNil(-1) ? 0 : lua_gettop(L)
+        s.rawGet(1, "name")
+        if !s.isNoneOrNil(-1) {
+            guard let n = s.string(-1) else { return bad("name", "string") }
+            name = n
+        }
+        s.rawGet(1, "on")
+        if !s.isNoneOrNil(-1) {
+            guard let on = s.string(-1), on == "task" || on == "http" else { return bad("on", "\"task\" or \"http\"") }
+            if on == "http" { return usage(L, "tasker.react: on = \"http\" needs the http module, which this version does not have yet") }
+        }
+        for (field, keyPath) in [("requeue", \ReactorOptions.requeue), ("suspend", \.suspend), ("reintercept", \.reintercept)] {
+            s.rawGet(1, field)
+            if !s.isNoneOrNil(-1) {
+                guard s.type(-1) == LUA_TBOOLEAN else { return bad(field, "boolean") }
+                options[keyPath: keyPath] = s.boolean(-1)
+            }
+        }
+        s.rawGet(1, "timeout")
+        if !s.isNoneOrNil(-1) {
+            guard let t = s.number(-1), t > 0, t.isFinite else { return bad("timeout", "positive number") }
+            options.timeout = t
+        }
+        s.rawGet(1, "max_requeues")
+        if !s.isNoneOrNil(-1) {
+            guard let m = s.integer(-1), m >= 0 else { return bad("max_requeues", "non-negative integer") }
+            options.maxRequeues = m
+        }
+        lua_pushvalue(L, fnIndex)
+        let fnRef = luaL_ref(L, tasker_registryindex())
+        var whenRef: Int32?
+        if whenIndex != 0 {
+            lua_pushvalue(L, whenIndex)
+            whenRef = luaL_ref(L, tasker_registryindex())
+        }
+        let reactor = LuaReactor(runtime: self, name: name, options: options, when: whenRef, function: fnRef)
+        engine.addReactor(reactor)
+        reactorObjects.append(reactor)
+        s.newTable(hash: 2)
+        s.push(name)
+        s.rawSet(-2, "name")
+        lua_pushinteger(L, lua_Integer(reactorObjects.count - 1))
+        s.push({ L in
+            let L = L!
+            let rt = LuaRuntime.from(L)
+            let index = Int(lua_tointegerx(L, tasker_upvalueindex(2), nil))
+            if let r = rt.reactorObjects[index] { rt.engine.removeReactor(r) }
+            rt.reactorObjects[index] = nil
+            return 0
+        }, upvalues: 1)
+        s.rawSet(-2, "remove")
+        return 1
+    }
+
+    func reactorWants(_ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome) -> Result<Bool, TaskFailure> {
+        guard let when = r.when else { return .success(true) }
+        let base = lua_gettop(L)
+        defer { lua_settop(L, base) }
+        LuaStack(L).pushRegistry(when)
+        pushReactionArguments(L, id, outcome)
+        if let error = callForError(nargs: 2, nresults: 1, context: "the 'when' of reactor '\(r.name)'") {
+            let message = error.components(separatedBy: "\nstack traceback:")[0]
+            return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
+        }
+        return .success(lua_toboolean(L, -1) != 0)
+    }
+
+    /// Pushes `t` and `result` ({ok, value, error}). The result is not
+    /// delivered yet, so it comes from the held outcome, not the engine's.
+    private func pushReactionArguments(_ L: OpaquePointer, _ id: TaskID, _ outcome: TaskOutcome) {
+        let s = LuaStack(L)
+        pushTaskView(L, id, attempt: engine.attempts(id))
+        s.newTable(hash: 3)
+        switch outcome {
+        case .succeeded(let v):
+            s.push(true)
+            s.rawSet(-2, "ok")
+            if pushValues(L, v, firstOnly: true) == 1 { s.rawSet(-2, "value") }
+        case .failed(let f), .cancelled(let f):
+            s.push(false)
+            s.rawSet(-2, "ok")
+            pushFailure(L, f)
+            s.rawSet(-2, "error")
+        }
+    }
+
+    /// Runs `fn(t, result)` of the first task as a reaction fiber.
+    func startReaction(_ r: LuaReactor, _ reaction: Reaction) {
+        guard !reaction.ended, let first = reaction.tasks.first else { return }
+        let f = makeFiber(.reaction(reaction))
+        if let timeout = r.options.timeout { f.deadline = Monotonic.now() &+ Monotonic.nanos(timeout) }
+        reactionFibers[reaction.id] = f
+        let co = f.thread
+        LuaStack(co).pushRegistry(r.function)
+        pushReactionArguments(co, first, engine.heldOutcome(first)
+                              ?? .cancelled(TaskFailure(.cancelled, "task '\(engine.name(first))' was cancelled")))
+        resume(f, nargs: 2)
+    }
+
+    func abortReaction(_ reaction: Reaction) {
+        guard let f = reactionFibers[reaction.id], !f.finished else { return }
+        f.aborted = reactionTimeout(reaction)
+        if current === f { tasker_request_interrupt(crt, 1) } else { enqueue(.close(f)) }
+    }
+
+    func reactionTimeout(_ reaction: Reaction) -> TaskFailure {
+        TaskFailure(.reactor, "reactor '\(reaction.reactor.name)' exceeded its timeout of \(formatSeconds(reaction.reactor.options.timeout ?? 0))")
+    }
+
+    /// The mutable task view interceptors and reactors receive.
+    func pushTaskView(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
+        let s = LuaStack(L)
+        s.newTable(hash: 6)
+        let t = lua_gettop(L)
+        s.push(id)
+        s.rawSet(t, "id")
+        s.push(engine.name(id))
+        s.rawSet(t, "name")
+        pushPart(L, refs.args, id)
+        s.rawSet(t, "args")
+        pushPart(L, refs.tags, id)
+        s.rawSet(t, "tags")
+        s.push(engine.priority(id))
+        s.rawSet(t, "priority")
+        s.push(attempt)
+        s.rawSet(t, "attempt")
+    }
+}
