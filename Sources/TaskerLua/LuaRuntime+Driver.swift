@@ -135,9 +135,10 @@ extension LuaRuntime {
             retire(f)
             engine.complete(run, with: .failure(failure))
         case .reaction(let reaction):
-            let message = f.aborted?.description ?? traceback(co).components(separatedBy: "\nstack traceback:")[0]
+            let failure = f.aborted ?? TaskFailure(.reactor, "reactor '\(reaction.reactor.name)' failed: "
+                + traceback(co).components(separatedBy: "\nstack traceback:")[0])
             retire(f)
-            engine.reactionEnded(reaction, failure: TaskFailure(.reactor, "reactor '\(reaction.reactor.name)' failed: \(message)"))
+            engine.reactionEnded(reaction, failure: failure)
         }
     }
 
