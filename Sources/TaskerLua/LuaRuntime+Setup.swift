@@ -80,7 +80,8 @@ extension LuaRuntime {
     public func start(path: String) {
         scriptPath = path
         let dir = (path as NSString).deletingLastPathComponent
-        setPackagePath(dir.isEmpty ? "." : dir)
+        scriptDirectory = dir.isEmpty ? "." : dir
+        setPackagePath(scriptDirectory)
         guard let data = FileManager.default.contents(atPath: path) else {
             mainError = "tasker: cannot open \(path)"
             mainDone = true

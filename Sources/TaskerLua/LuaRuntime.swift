@@ -22,6 +22,8 @@ public final class LuaRuntime {
         /// exits right after the run (the CLI) skips this: the OS frees it
         /// all at once, and freeing 200k tasks one by one costs ~20 ms.
         public var tearDown = true
+        /// Reload files loaded with `tasker.use` when they change.
+        public var watch = false
         public var diagnostics: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
 
         public init() {}
@@ -46,6 +48,14 @@ public final class LuaRuntime {
     var fiberPool: [Fiber] = []
     /// Interceptors the script registered, by the index its object holds.
     var interceptorObjects: [LuaInterceptor?] = []
+    /// Files loaded with `tasker.use`, by absolute path.
+    var usedFiles: [String: UsedFile] = [:]
+    /// While a used file runs: what it registers (not installed yet).
+    var staging: Registrations?
+    var watcher: FileWatcher?
+    /// Successful reloads so far.
+    public internal(set) var reloads = 0
+    var scriptDirectory = "."
     /// Reactors the script registered, by the index its object holds.
     var reactorObjects: [LuaReactor?] = []
     /// The fiber of each running reaction, by reaction id.
@@ -152,6 +162,7 @@ public final class LuaRuntime {
     func finish() {
         guard !finishedRun else { return }
         finishedRun = true
+        watcher?.stop()
         let (counts, failedIDs) = engine.summary()
         let failed = failedIDs.map { id in
             (name: engine.name(id), message: engine.outcome(id)?.failure?.description ?? "failed")

@@ -49,6 +49,7 @@ extension Tasker {
             var options = LuaRuntime.Options()
             options.concurrency = concurrency
             options.tearDown = false  // the process exits right after the run
+            options.watch = watch
             options.args = scriptArgs
             for v in vars {
                 let parts = v.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

@@ -72,7 +72,7 @@ extension LuaRuntime {
         lua_pushvalue(L, fnIndex)
         let ref = luaL_ref(L, tasker_registryindex())
         let interceptor = LuaInterceptor(runtime: self, name: name, maxHold: maxHold, function: ref)
-        engine.addInterceptor(interceptor)
+        if staging != nil { staging!.interceptors.append(interceptor) } else { engine.addInterceptor(interceptor) }
         pushInterceptorObject(L, interceptor)
         return 1
     }

@@ -95,7 +95,7 @@ extension LuaRuntime {
             whenRef = luaL_ref(L, tasker_registryindex())
         }
         let reactor = LuaReactor(runtime: self, name: name, options: options, when: whenRef, function: fnRef)
-        engine.addReactor(reactor)
+        if staging != nil { staging!.reactors.append(reactor) } else { engine.addReactor(reactor) }
         reactorObjects.append(reactor)
         s.newTable(hash: 2)
         s.push(name)

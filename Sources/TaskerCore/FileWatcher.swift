@@ -1,0 +1,85 @@
+import Dispatch
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Tells when watched files change, through inotify on their directories:
+/// a watch on the file itself goes deaf after an editor's atomic save
+/// (write a temp file, rename it over), so directories are watched and
+/// events filtered by name (`IN_CLOSE_WRITE` for in-place writes,
+/// `IN_MOVED_TO` for renames). `onChange` runs on a private queue.
+public final class FileWatcher: @unchecked Sendable {
+    // Safety: `directories` and `files` are guarded by `lock`; `fd` and
+    // `source` are set in init and never change.
+    private let fd: Int32
+    private let source: DispatchSourceRead
+    private let lock = NSLock()
+    private var directories: [Int32: String] = [:]
+    private var files: Set<String> = []
+    private let onChange: @Sendable (String) -> Void
+
+    public init(onChange: @escaping @Sendable (String) -> Void) throws {
+        #if canImport(Glibc)
+        fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        #else
+        fd = -1
+        #endif
+        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        self.onChange = onChange
+        source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: DispatchQueue(label: "tasker.watch"))
+        source.setEventHandler { [unowned self] in self.readEvents() }
+        let fd = self.fd
+        source.setCancelHandler { close(fd) }
+        source.resume()
+    }
+
+    deinit { stop() }
+
+    /// Starts watching `path` (absolute or relative to the working directory).
+    public func watch(file path: String) throws {
+        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+        let directory = (absolute as NSString).deletingLastPathComponent
+        lock.lock()
+        defer { lock.unlock() }
+        files.insert(absolute)
+        guard !directories.values.contains(directory) else { return }
+        #if canImport(Glibc)
+        let wd = inotify_add_watch(fd, directory, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO))
+        guard wd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        directories[wd] = directory
+        #endif
+    }
+
+    public func stop() {
+        if !source.isCancelled { source.cancel() }
+    }
+
+    private func readEvents() {
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var changed: [String] = []
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { break }
+            var offset = 0
+            // struct inotify_event: int wd; uint32 mask, cookie, len; char name[len]
+            while offset + 16 <= n {
+                let wd = buffer.withUnsafeBytes { $0.load(fromByteOffset: offset, as: Int32.self) }
+                let len = Int(buffer.withUnsafeBytes { $0.load(fromByteOffset: offset + 12, as: UInt32.self) })
+                let nameBytes = buffer[(offset + 16)..<min(offset + 16 + len, n)].prefix { $0 != 0 }
+                let name = String(decoding: nameBytes, as: UTF8.self)
+                offset += 16 + len
+                lock.lock()
+                let directory = directories[wd]
+                lock.unlock()
+                guard let directory, !name.isEmpty else { continue }
+                let path = directory + "/" + name
+                lock.lock()
+                let watched = files.contains(path)
+                lock.unlock()
+                if watched && !changed.contains(path) { changed.append(path) }
+            }
+        }
+        for path in changed { onChange(path) }
+    }
+}

@@ -1,0 +1,152 @@
+import CLua
+import CLuaShim
+import Foundation
+import TaskerCore
+
+/// A file loaded with `tasker.use`: what it registered belongs to it.
+final class UsedFile {
+    let path: String
+    let chunkName: String
+    var registrations = Registrations()
+    var reloadScheduled = false
+
+    init(path: String, chunkName: String) {
+        self.path = path
+        self.chunkName = chunkName
+    }
+}
+
+struct LoadFailure: Error {
+    let message: String
+}
+
+/// Interceptors and reactors one run of a used file registered.
+struct Registrations {
+    var interceptors: [LuaInterceptor] = []
+    var reactors: [LuaReactor] = []
+}
+
+extension LuaRuntime {
+    /// Seconds to wait after a change before reloading, so that a burst of
+    /// writes (an editor's save) makes one reload.
+    static let reloadDebounce = 0.02
+
+    /// `tasker.use(path)`: runs a file (relative to the pipeline's directory)
+    /// in a fresh environment; with `--watch`, reloads it when it changes.
+    func apiUse(_ L: OpaquePointer) -> Int32 {
+        guard let relative = LuaStack(L).string(1) else { return argError(L, "tasker.use", 1, "string") }
+        let chunkName = relative.hasPrefix("/") ? relative : (scriptDirectory == "." ? relative : scriptDirectory + "/" + relative)
+        let path = URL(fileURLWithPath: chunkName).standardizedFileURL.path
+        if usedFiles[path] != nil { return 0 }
+        let file = UsedFile(path: path, chunkName: chunkName)
+        switch runUsedFile(file, on: L) {
+        case .failure(let failure):
+            LuaStack(L).push(failure.message)
+            return TASKER_RAISE
+        case .success(let registrations):
+            file.registrations = registrations
+            for i in registrations.interceptors { engine.addInterceptor(i) }
+            for r in registrations.reactors { engine.addReactor(r) }
+        }
+        usedFiles[path] = file
+        if options.watch { startWatching(file) }
+        return 0
+    }
+
+    /// Loads and runs the file in a fresh environment (reads fall through to
+    /// the globals), collecting its registrations instead of installing them.
+    private func runUsedFile(_ file: UsedFile, on S: OpaquePointer) -> Result<Registrations, LoadFailure> {
+        guard let data = FileManager.default.contents(atPath: file.path) else {
+            return .failure(LoadFailure(message: "tasker.use: cannot open \(file.chunkName)"))
+        }
+        let base = lua_gettop(S)
+        defer { lua_settop(S, base) }
+        let status = data.withUnsafeBytes { raw in
+            tasker_loadbuffer(S, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count, "@" + file.chunkName)
+        }
+        guard status == LUA_OK else { return .failure(LoadFailure(message: LuaStack(S).string(-1) ?? "cannot load \(file.chunkName)")) }
+        let s = LuaStack(S)
+        s.newTable()                      // the environment
+        s.newTable(hash: 1)               // its metatable: reads fall through to _G
+        lua_rawgeti(S, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawSet(-2, "__index")
+        lua_setmetatable(S, -2)
+        _ = lua_setupvalue(S, -2, 1)      // the chunk's _ENV
+        let saved = staging
+        staging = Registrations()
+        defer { staging = saved }
+        let failed: String?
+        if S == L {
+            failed = callForError(nargs: 0, nresults: 0, context: "loading \(file.chunkName)")
+        } else {
+            failed = tasker_pcall_traceback(S, 0, 0) == LUA_OK ? nil : s.describe(-1)
+        }
+        if let failed { return .failure(LoadFailure(message: failed)) }
+        return .success(staging ?? Registrations())
+    }
+
+    private func startWatching(_ file: UsedFile) {
+        do {
+            if watcher == nil {
+                let target = LoopBound(self, loop: loop)
+                watcher = try FileWatcher { path in
+                    target.loop.execute { target.value.fileChanged(path) }
+                }
+            }
+            try watcher?.watch(file: file.path)
+        } catch {
+            options.diagnostics("tasker: cannot watch \(file.chunkName): \(error)")
+        }
+    }
+
+    /// A watched file changed: reload it once the burst of events is over.
+    func fileChanged(_ path: String) {
+        guard !finishedRun, let file = usedFiles[path], !file.reloadScheduled else { return }
+        file.reloadScheduled = true
+        loop.beginActivity()
+        loop.schedule(after: LuaRuntime.reloadDebounce) { [unowned self] in
+            self.loop.endActivity()
+            file.reloadScheduled = false
+            self.reload(file)
+        }
+    }
+
+    /// Runs the file again; if it loads, its registrations replace the old
+    /// ones in place (by name: held tasks move to the new interceptor),
+    /// atomically between two interceptions. If not, the old ones stay.
+    func reload(_ file: UsedFile) {
+        guard !finishedRun else { return }
+        let new: Registrations
+        switch runUsedFile(file, on: L) {
+        case .failure(let failure):
+            options.diagnostics("tasker: reload of \(file.chunkName) failed; keeping the previous version: \(failure.message)")
+            return
+        case .success(let r):
+            new = r
+        }
+        let old = file.registrations
+        for o in old.interceptors {
+            if let n = new.interceptors.first(where: { $0.name == o.name }) {
+                engine.replaceInterceptor(o, with: n)
+            } else {
+                engine.removeInterceptor(o)
+            }
+        }
+        for n in new.interceptors where !old.interceptors.contains(where: { $0.name == n.name }) {
+            engine.addInterceptor(n)
+        }
+        for o in old.reactors {
+            if let n = new.reactors.first(where: { $0.name == o.name }) {
+                engine.replaceReactor(o, with: n)
+            } else {
+                engine.removeReactor(o)
+            }
+        }
+        for n in new.reactors where !old.reactors.contains(where: { $0.name == n.name }) {
+            engine.addReactor(n)
+        }
+        file.registrations = new
+        reloads += 1
+        options.diagnostics("tasker: info: reloaded \(file.chunkName) (\(new.interceptors.count) interceptors, \(new.reactors.count) reactors)")
+    }
+}
