@@ -21,7 +21,8 @@ final class TextSink: Sendable {
 
 /// Writes `source` to a temporary `name` (and any `files` beside it) and runs it.
 func runLua(_ source: String, name: String = "pipeline.lua", files: [String: String] = [:],
-            args: [String] = [], vars: [String: String] = [:], concurrency: Int = 16) async throws -> LuaRun {
+            args: [String] = [], vars: [String: String] = [:], concurrency: Int = 16,
+            watch: Bool = false) async throws -> LuaRun {
     // Short: Lua shortens chunk names over 60 characters in messages.
     let dir = URL(fileURLWithPath: "/tmp/tk-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -37,6 +38,7 @@ func runLua(_ source: String, name: String = "pipeline.lua", files: [String: Str
     options.args = args
     options.vars = vars
     options.concurrency = concurrency
+    options.watch = watch
     // chdir-free: run by absolute path, but report the short name in positions
     let cwdPath = dir.appendingPathComponent(name).path
     let result = await PipelineRunner.run(path: cwdPath, options: options)

@@ -1,0 +1,102 @@
+import Testing
+
+/// DESIGN §2.5, with a real inotify watch: the pipeline rewrites its own
+/// used file and waits (bounded) until a task sees the new version.
+@Suite struct ReloadTests {
+    static let helpers = """
+        local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+        local function write(name, text, atomic)
+          local path = dir .. "/" .. name
+          local target = atomic and (path .. ".tmp") or path
+          local f = assert(io.open(target, "w")); f:write(text); f:close()
+          if atomic then assert(os.rename(target, path)) end
+        end
+        local function waitFor(probe, want)
+          local t0 = tasker.now()
+          repeat
+            if probe() == want then return true, tasker.now() - t0 end
+            tasker.sleep(0.005)
+          until tasker.now() - t0 > 5
+          return false
+        end
+        local function version() return tasker.add(function(ctx) return ctx.args.version end):await() end
+
+        """
+
+    static func rule(_ v: Int) -> String {
+        "tasker.intercept{name = 'tag', fn = function(t) t.args.version = \(v) end}\n"
+    }
+
+    @Test func reloadsOnAnInPlaceWriteAndOnAnAtomicRename() async throws {
+        let r = try await runLua(Self.helpers + """
+            tasker.use("rules.lua")
+            print(version())
+            write("rules.lua", [[\(Self.rule(2))]], false)
+            local ok, took = waitFor(version, 2)
+            print(ok, took < 1)
+            write("rules.lua", [[\(Self.rule(3))]], true)
+            ok, took = waitFor(version, 3)
+            print(ok, took < 1)
+            """, files: ["rules.lua": Self.rule(1)], watch: true)
+        #expect(r.lines == ["1", "true\ttrue", "true\ttrue"])
+        #expect(r.diagnostics.components(separatedBy: "info: reloaded").count - 1 >= 2)
+    }
+
+    @Test func aBrokenReloadKeepsTheOldVersionAndLogsFileAndLine() async throws {
+        let r = try await runLua(Self.helpers + """
+            tasker.use("rules.lua")
+            write("rules.lua", "tasker.intercept{name = 'tag', fn = function(t) t.args.version = 2 end\\n", false)
+            write("canary.lua", "x = 1", false)  -- unrelated files in the directory are ignored
+            tasker.sleep(0.2)
+            print(version())
+            write("rules.lua", [[\(Self.rule(4))]], false)
+            print((waitFor(version, 4)))
+            """, files: ["rules.lua": Self.rule(1)], watch: true)
+        #expect(r.lines == ["1", "true"])
+        #expect(r.diagnostics.contains("reload of rules.lua failed; keeping the previous version: rules.lua:2: '}' expected (to close '{' at line 1) near <eof>")
+                || r.diagnostics.contains("rules.lua:1: '}' expected"))
+    }
+
+    @Test func heldTasksMoveToTheNewInterceptorOfTheSameName() async throws {
+        let r = try await runLua(Self.helpers + """
+            tasker.use("batch.lua")
+            local hs = {}
+            for i = 1, 3 do hs[i] = tasker.add(function() return i end) end
+            tasker.sleep(0.01)
+            print(hs[1]:state(), hs[3]:state())
+            -- the new version releases the batch once a fourth task arrives
+            write("batch.lua", "tasker.intercept{name = 'batch', fn = function(t, held) if held < 3 then return 'hold' end end}", true)
+            tasker.sleep(0.2)
+            print(hs[1]:state())
+            hs[4] = tasker.add(function() return 4 end)
+            print(table.concat(tasker.all(hs), ","))
+            """, files: ["batch.lua": "tasker.intercept{name = 'batch', fn = function() return 'hold' end}"], watch: true)
+        #expect(r.lines == ["held\theld", "held", "1,2,3,4"])
+    }
+
+    @Test func aReloadedFileCanRegisterAReactor() async throws {
+        let r = try await runLua(Self.helpers + """
+            tasker.use("react.lua")
+            local function failing() return select(2, tasker.add(function() error("x", 0) end):result()) end
+            print(tostring(failing()))
+            write("react.lua", "tasker.react{name = 'r', when = function(t, res) return not res.ok end, fn = function() error('reacted', 0) end}", false)
+            local ok = waitFor(function() return tostring(failing()) end, "reactor: reactor 'r' failed: reacted")
+            print(ok)
+            """, files: ["react.lua": "-- no reactor yet\n"], watch: true)
+        #expect(r.lines == ["x", "true"])
+    }
+
+    @Test func useWithoutWatchLoadsOnceAndBadFilesFailTheCaller() async throws {
+        let r = try await runLua("""
+            tasker.use("rules.lua")
+            tasker.use("rules.lua")  -- a second use of the same file does nothing
+            print(tasker.add(function(ctx) return ctx.args.version end):await())
+            print(pcall(tasker.use, "missing.lua"))
+            print(pcall(tasker.use, "broken.lua"))
+            print(rulesGlobal, type(tasker))
+            """, files: ["rules.lua": Self.rule(1) + "rulesGlobal = 'set in its own environment'\n",
+                         "broken.lua": "return +\n"])
+        #expect(r.lines == ["1", "false\ttasker.use: cannot open missing.lua", "false\tbroken.lua:1: unexpected symbol near '+'",
+                            "nil\ttable"])
+    }
+}
