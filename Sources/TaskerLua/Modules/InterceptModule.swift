@@ -9,12 +9,15 @@ final class LuaInterceptor: TaskInterceptor {
     let maxHold: Double?
     /// The function, anchored in the registry.
     let function: Int32
+    /// Names this interceptor in errors from code it runs.
+    let context: String
 
     init(runtime: LuaRuntime, name: String, maxHold: Double?, function: Int32) {
         self.runtime = runtime
         self.name = name
         self.maxHold = maxHold
         self.function = function
+        self.context = "an interceptor ('\(name)')"
     }
 
     func intercept(_ id: TaskID, held: Int, engine: Engine) -> InterceptDecision {
@@ -96,57 +99,70 @@ extension LuaRuntime {
         s.rawSet(-2, "remove")
     }
 
-    /// Builds `t`, calls `fn(t, held)`, applies what it changed in `t`, and
-    /// turns its answer into a decision. Errors fail the task (kind `interceptor`).
+    /// Calls `fn(t, held)` through the prelude, applies what it changed in
+    /// `t`, and turns its answer into a decision. Errors fail the task
+    /// (kind `interceptor`).
     func runInterceptor(_ i: LuaInterceptor, _ id: TaskID, held: Int) -> InterceptDecision {
         let s = LuaStack(L)
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
-        pushTaskView(L, id, attempt: engine.attempts(id) + 1)  // the attempt about to start
-        let t = lua_gettop(L)
-        s.pushRegistry(i.function)  // [t, fn, t, held]: t stays for reading back
-        lua_pushvalue(L, t)
+        s.pushRegistry(refs.interceptCall)
+        s.pushRegistry(i.function)
         s.push(held)
-        let context = "an interceptor ('\(i.name)')"
-        if let error = callForError(nargs: 2, nresults: 2, context: context) {
+        pushTaskArguments(L, id, attempt: engine.attempts(id) + 1)  // the attempt about to start
+        if let error = callForError(nargs: 8, nresults: 6, context: i.context) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error
             return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' failed: \(message)"))
         }
-        applyChanges(from: t, to: id)
-        let answer = s.isNoneOrNil(-2) ? "execute" : s.string(-2)
+        applyChanges(at: base + 3, to: id)
+        let answer = s.isNoneOrNil(base + 1) ? "execute" : s.string(base + 1)
         switch answer {
         case "execute": return .execute
         case "force": return .force
         case "hold": return .hold
         case "discard": return .discard
         case "delay":
-            guard let seconds = s.number(-1), seconds >= 0, seconds.isFinite else {
+            guard let seconds = s.number(base + 2), seconds >= 0, seconds.isFinite else {
                 return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' returned \"delay\" without a non-negative number of seconds"))
             }
             return .delay(seconds)
         default:
-            let shown = answer.map { "\"\($0)\"" } ?? s.typeName(-2)
+            let shown = answer.map { "\"\($0)\"" } ?? s.typeName(base + 1)
             return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' returned \(shown) (expected nil, \"execute\", \"force\", \"hold\", \"discard\" or \"delay\", seconds)"))
         }
     }
 
-    /// Interceptors may change `priority`, `name`, `args` and `tags`.
-    private func applyChanges(from t: Int32, to id: TaskID) {
-        let s = LuaStack(L)
-        s.rawGet(t, "priority")
-        if let p = s.integer(-1) { engine.setPriority(id, p) }
-        s.rawGet(t, "name")
-        if let n = s.string(-1) { engine.setName(id, n) }
-        for (key, table) in [("args", refs.args), ("tags", refs.tags)] {
-            s.rawGet(t, key)
-            if s.type(-1) == LUA_TTABLE {
-                lua_rawgeti(L, tasker_registryindex(), lua_Integer(table))
-                lua_pushvalue(L, -2)
-                lua_rawseti(L, -2, lua_Integer(id))
-                s.pop()
-            }
-            s.pop()
-        }
-        s.pop(2)
+    /// id, name (nil if unnamed), args, tags (nil if none), priority, attempt:
+    /// what the prelude builds `t` from.
+    func pushTaskArguments(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
+        lua_pushinteger(L, lua_Integer(id))
+        if let name = engine.explicitName(id) { LuaStack(L).push(name) } else { lua_pushnil(L) }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.args))
+        lua_rawgeti(L, -1, lua_Integer(id))
+        tasker_remove(L, -2)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.tags))
+        lua_rawgeti(L, -1, lua_Integer(id))
+        tasker_remove(L, -2)
+        lua_pushinteger(L, lua_Integer(engine.priority(id)))
+        lua_pushinteger(L, lua_Integer(attempt))
     }
+
+    /// The prelude returns priority, name, args, tags from `first` on, each
+    /// nil when unchanged.
+    private func applyChanges(at first: Int32, to id: TaskID) {
+        let s = LuaStack(L)
+        if let p = s.integer(first) { engine.setPriority(id, p) }
+        if let n = s.string(first + 1) { engine.setName(id, n) }
+        storePart(first + 2, in: refs.args, id)
+        storePart(first + 3, in: refs.tags, id)
+    }
+
+    private func storePart(_ index: Int32, in table: Int32, _ id: TaskID) {
+        guard lua_type(L, index) == LUA_TTABLE else { return }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(table))
+        lua_pushvalue(L, index)
+        lua_rawseti(L, -2, lua_Integer(id))
+        tasker_pop(L, 1)
+    }
+
 }

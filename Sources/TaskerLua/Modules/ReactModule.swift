@@ -10,6 +10,8 @@ final class LuaReactor: TaskReactor {
     let options: ReactorOptions
     let when: Int32?
     let function: Int32
+    /// Names this reactor's 'when' in errors from code it runs.
+    let whenContext: String
 
     init(runtime: LuaRuntime, name: String, options: ReactorOptions, when: Int32?, function: Int32) {
         self.runtime = runtime
@@ -17,6 +19,7 @@ final class LuaReactor: TaskReactor {
         self.options = options
         self.when = when
         self.function = function
+        self.whenContext = "the 'when' of reactor '\(name)'"
     }
 
     func wants(_ id: TaskID, outcome: TaskOutcome, engine: Engine) -> Result<Bool, TaskFailure> {
@@ -117,9 +120,18 @@ extension LuaRuntime {
         guard let when = r.when else { return .success(true) }
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
+        LuaStack(L).pushRegistry(refs.whenCall)
         LuaStack(L).pushRegistry(when)
-        pushReactionArguments(L, id, outcome)
-        if let error = callForError(nargs: 2, nresults: 1, context: "the 'when' of reactor '\(r.name)'") {
+        switch outcome {
+        case .succeeded(let v):
+            lua_pushboolean(L, 1)
+            if pushValues(L, v, firstOnly: true) == 0 { lua_pushnil(L) }
+        case .failed(let f), .cancelled(let f):
+            lua_pushboolean(L, 0)
+            pushFailure(L, f)
+        }
+        pushTaskArguments(L, id, attempt: engine.attempts(id))
+        if let error = callForError(nargs: 9, nresults: 1, context: r.whenContext) {
             let message = error.components(separatedBy: "\nstack traceback:")[0]
             return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
         }
