@@ -97,7 +97,7 @@ extension LuaRuntime {
     /// Like `callProtected`, but returns the error text (with traceback)
     /// instead of logging it. The call gets `callBudget` seconds; past that
     /// the hook stops it as a runaway.
-    func callForError(nargs: Int32, nresults: Int32, context: String) -> String? {
+    func callForError(nargs: Int32, nresults: Int32, context: String, traceback: Bool = true) -> String? {
         let saved = callContext
         let savedDeadline = crt.pointee.deadline_ns
         callContext = context
@@ -106,7 +106,8 @@ extension LuaRuntime {
             callContext = saved
             crt.pointee.deadline_ns = savedDeadline
         }
-        guard tasker_pcall_traceback(L, nargs, nresults) != LUA_OK else { return nil }
+        let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall(L, nargs, nresults)
+        guard status != LUA_OK else { return nil }
         defer { tasker_pop(L, 1) }
         return LuaStack(L).describe(-1)
     }

@@ -1,26 +1,36 @@
 /// Lua helpers compiled once at start-up. Building the task view `t` here,
-/// with constant keys, costs a fraction of pushing each field from Swift,
-/// and only what the callback changed comes back.
+/// with constant keys, costs a fraction of pushing each field from Swift;
+/// `name`, `args` and `tags` are filled in only when read, and only what
+/// the callback changed comes back.
 enum Prelude {
     static let source = """
-        local next = next
+        local next, rawget, rawset, setmetatable = next, rawget, rawset, setmetatable
+        local lazy = {__index = function(t, k)
+          if k == "args" or k == "tags" then
+            local v = {}
+            rawset(t, k, v)
+            return v
+          elseif k == "name" then
+            return "task-" .. rawget(t, "id")
+          end
+        end}
         local function view(id, name, args, tags, priority, attempt)
-          return {id = id, name = name or ("task-" .. id), args = args or {}, tags = tags or {},
-                  priority = priority, attempt = attempt}
+          return setmetatable({id = id, name = name, args = args, tags = tags,
+                               priority = priority, attempt = attempt}, lazy)
         end
-        -- what changed in t: a value, or nil when unchanged (an args or tags
-        -- table created here counts only if something was put in it)
-        local function changed(t, name0, args, args0, tags, tags0, priority)
-          local a, g = t.args, t.tags
-          if a == args0 and (args ~= nil or next(a) == nil) then a = nil end
-          if g == tags0 and (tags ~= nil or next(g) == nil) then g = nil end
-          return t.priority ~= priority and t.priority or nil, t.name ~= name0 and t.name or nil, a, g
+        -- a field that changed, or nil (an args or tags table made on first
+        -- read counts only if something was put in it)
+        local function part(t, k, given)
+          local v = rawget(t, k)
+          if v == given or (given == nil and type(v) == "table" and next(v) == nil) then return nil end
+          return v
         end
         local function intercept(fn, held, id, name, args, tags, priority, attempt)
           local t = view(id, name, args, tags, priority, attempt)
-          local name0, args0, tags0 = t.name, t.args, t.tags
           local decision, seconds = fn(t, held)
-          return decision, seconds, changed(t, name0, args, args0, tags, tags0, priority)
+          local p, n = rawget(t, "priority"), rawget(t, "name")
+          return decision, seconds, p ~= priority and p or nil, n ~= name and n or nil,
+                 part(t, "args", args), part(t, "tags", tags)
         end
         local function when(fn, ok, v, id, name, args, tags, priority, attempt)
           local result

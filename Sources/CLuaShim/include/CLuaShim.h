@@ -84,5 +84,7 @@ static inline void tasker_remove(lua_State *L, int i) { lua_rotate(L, i, -1); lu
 static inline void tasker_replace(lua_State *L, int i) { lua_copy(L, -1, i); lua_pop(L, 1); }
 static inline void *tasker_newuserdata(lua_State *L, size_t size) { return lua_newuserdatauv(L, size, 0); }
 static inline int tasker_isinteger(lua_State *L, int i) { return lua_isinteger(L, i); }
+/// lua_pcall without a message handler (when only the message is wanted).
+static inline int tasker_pcall(lua_State *L, int nargs, int nresults) { return lua_pcall(L, nargs, nresults, 0); }
 
 #endif

@@ -110,7 +110,7 @@ extension LuaRuntime {
         s.pushRegistry(i.function)
         s.push(held)
         pushTaskArguments(L, id, attempt: engine.attempts(id) + 1)  // the attempt about to start
-        if let error = callForError(nargs: 8, nresults: 6, context: i.context) {
+        if let error = callForError(nargs: 8, nresults: 6, context: i.context, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error
             return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' failed: \(message)"))
         }

@@ -131,7 +131,7 @@ extension LuaRuntime {
             pushFailure(L, f)
         }
         pushTaskArguments(L, id, attempt: engine.attempts(id))
-        if let error = callForError(nargs: 9, nresults: 1, context: r.whenContext) {
+        if let error = callForError(nargs: 9, nresults: 1, context: r.whenContext, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:")[0]
             return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
         }
