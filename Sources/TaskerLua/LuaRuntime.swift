@@ -76,6 +76,8 @@ public final class LuaRuntime {
     /// Names the non-yieldable code running now ("an event handler").
     var callContext: String?
     var onFinish: ((RunResult) -> Void)?
+    /// Called on the loop after each successful reload, with the file.
+    public var onReload: ((String) -> Void)?
     let startTime = Monotonic.now()
 
     /// Creates the state on the loop thread.

@@ -45,6 +45,27 @@ final class EventsWriter: EngineObserver {
         write("retry", id, engine, extra: ["attempt": failedAttempt, "error": failure.description, "delay": delay])
     }
 
+    func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {
+        write("held", id, engine, extra: ["interceptor": interceptor])
+    }
+
+    func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine) {
+        write("released", id, engine, extra: ["interceptor": interceptor])
+    }
+
+    func taskReacting(_ id: TaskID, reactor: String, engine: Engine) {
+        write("reacting", id, engine, extra: ["reactor": reactor])
+    }
+
+    /// A used file was reloaded (not a task event: no id).
+    func reloaded(_ file: String) {
+        var object: [String: Any] = ["t": (Double(Monotonic.now() - start) / 1e6).rounded() / 1e3, "event": "reloaded", "file": file]
+        object["state"] = "reloaded"
+        guard var data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
+        data.append(0x0A)
+        handle.write(data)
+    }
+
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         var extra: [String: Any] = [:]
         if let f = outcome.failure { extra["error"] = f.description }

@@ -63,7 +63,10 @@ extension Tasker {
                 throw ValidationError("cannot write the events file '\(self.events ?? "")'")
             }
             let result = PipelineRunner.run(path: file, options: options) { runtime in
-                if let events { runtime.engine.observers.append(events) }
+                if let events {
+                    runtime.engine.observers.append(events)
+                    runtime.onReload = { file in events.reloaded(file) }
+                }
                 signals.start(runtime)
             }
             signals.stop()

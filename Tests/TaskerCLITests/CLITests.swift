@@ -164,3 +164,25 @@ import Testing
         #expect(r.stderr.contains("13 tasks: 13 succeeded, 0 failed"))
     }
 }
+
+@Suite struct InterceptorEventsTests {
+    @Test func heldReleasedAndReactingAppearInTheEventsFile() async throws {
+        let s = try Scratch(["hr.lua": """
+            tasker.intercept{name = "batch", fn = function(t, held) if held < 1 then return "hold" end end}
+            tasker.react{name = "look", when = function() return true end, fn = function() end}
+            tasker.all({tasker.add{name = "a", run = function() end}, tasker.add{name = "b", run = function() end}})
+            """])
+        defer { s.cleanup() }
+        let events = s.dir.appendingPathComponent("ev.jsonl").path
+        let r = try await tasker(["run", "--events", events, "hr.lua"], in: s.dir)
+        #expect(r.status == 0)
+        let objects = try String(contentsOfFile: events, encoding: .utf8).split(separator: "\n")
+            .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let kinds = objects.map { "\($0["event"]!):\($0["name"]!)" }
+        #expect(kinds.contains("held:a"))
+        #expect(kinds.contains("released:a"))
+        #expect(kinds.contains("reacting:a"))
+        #expect(kinds.firstIndex(of: "released:a")! < kinds.firstIndex(of: "started:a")!)
+        #expect(kinds.firstIndex(of: "reacting:b")! < kinds.firstIndex(of: "finished:b")!)
+    }
+}

@@ -147,6 +147,7 @@ extension LuaRuntime {
         }
         file.registrations = new
         reloads += 1
+        onReload?(file.chunkName)
         options.diagnostics("tasker: info: reloaded \(file.chunkName) (\(new.interceptors.count) interceptors, \(new.reactors.count) reactors)")
     }
 }
