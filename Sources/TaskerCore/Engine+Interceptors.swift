@@ -43,6 +43,10 @@ extension Engine {
     /// Asks the interceptors, from where this attempt stands in the chain.
     /// Returns whether the task may start now.
     func admit(_ r: TaskRecord) -> Bool {
+        if r.skipChain {
+            r.skipChain = false
+            return true
+        }
         while r.chainIndex < interceptors.count {
             let i = interceptors[r.chainIndex]
             let batch = batch(for: i)

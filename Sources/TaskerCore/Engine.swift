@@ -24,9 +24,9 @@ public final class Engine {
 
     var records: [TaskRecord?] = [nil]
     private var ready = ReadyQueue()
-    /// Tasks that became ready and still have to pass the interceptors;
-    /// they join `ready` (by priority) once admitted.
-    var toIntercept = Deque<TaskID>()
+    /// Tasks released from an interceptor's batch, then the task that
+    /// released them: they go before the ready queue, in this order.
+    var released = Deque<TaskID>()
     /// Ready work of reactions: starts first, and even while suspended.
     private var reactionReady = Deque<TaskID>()
     public internal(set) var reactors: [TaskReactor] = []
@@ -217,18 +217,15 @@ public final class Engine {
         r.queued = true
         if r.ownedByReaction {
             reactionReady.append(r.id)
-        } else if interceptors.isEmpty || r.skipChain {
-            r.skipChain = false
-            ready.push(r.id, priority: r.priority)
         } else {
-            toIntercept.append(r.id)
+            ready.push(r.id, priority: r.priority)
         }
         scheduleDispatch()
     }
 
     /// Released tasks continue through the chain before anything else.
     func interceptFirst(_ ids: [TaskID]) {
-        toIntercept.insert(contentsOf: ids, at: toIntercept.startIndex)
+        released.append(contentsOf: ids)
         scheduleDispatch()
     }
 
@@ -238,24 +235,24 @@ public final class Engine {
         loop.enqueue { [unowned self] in self.dispatch() }
     }
 
-    /// Passes newly ready tasks through the interceptors, then starts
-    /// ready tasks, highest priority first, while slots are free.
+    /// Starts ready tasks while slots are free: a reaction's own work first,
+    /// then released tasks, then by priority. Each passes the interceptors
+    /// right before it starts (so it sees current state, e.g. a fresh token);
+    /// a held or delayed task takes no slot.
     public func dispatch() {
         dispatchScheduled = false
-        while let id = toIntercept.popFirst() {
+        while running < concurrency, let id = nextToStart() {
             guard let r = record(id), r.queued, !r.state.isFinal else { continue }
-            // Whoever queues it again (a release, a delay's timer) sets it.
-            r.queued = false
-            if admit(r) {
-                r.queued = true
-                ready.push(id, priority: r.priority)
-            }
-        }
-        while running < concurrency, let id = reactionReady.popFirst() ?? (suspended == 0 ? ready.pop() : nil) {
-            guard let r = record(id), r.queued, !r.state.isFinal else { continue }
-            r.queued = false
+            r.queued = false  // whoever queues it again (a release, a delay) sets it
+            guard admit(r) else { continue }
             beginAttempt(r)
         }
+    }
+
+    private func nextToStart() -> TaskID? {
+        if let id = reactionReady.popFirst() { return id }
+        guard suspended == 0 else { return nil }
+        return released.popFirst() ?? ready.pop()
     }
 
     func newToken() -> UInt64 {

@@ -186,3 +186,26 @@ import Testing
         #expect(kinds.firstIndex(of: "reacting:b")! < kinds.firstIndex(of: "finished:b")!)
     }
 }
+
+@Suite struct InterceptorExampleTests {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    @Test func batchingShipsEveryEventInOrder() async throws {
+        let r = try await tasker(["run", "examples/batching.lua", "12"], in: root)
+        #expect(r.status == 0)
+        #expect(r.stdout == "shipped 12 events: " + (1...12).map { "event \($0)" }.joined(separator: ", ") + "\n")
+    }
+
+    @Test func tokenRefreshRefreshesOnceForTheWholeStorm() async throws {
+        let r = try await tasker(["run", "examples/token_refresh_tasks.lua"], in: root)
+        #expect(r.status == 0)
+        #expect(r.stdout == "call-1 ok with fresh-2\ncall-20 ok with fresh-2\n20 calls succeeded after 1 token refresh\n")
+    }
+
+    @Test func reloadExampleAppliesItsRules() async throws {
+        let r = try await tasker(["run", "--watch", "examples/reload/pipeline.lua", "0.3", "0.04"], in: root)
+        #expect(r.status == 0)
+        #expect(r.stdout.hasPrefix("job-1 (size 1): allowed\n"))
+        #expect(r.stdout.contains("job-5 (size 5): too big (limit 4)\n"))
+    }
+}

@@ -117,17 +117,26 @@ import TaskerCore
 
     @Test func interceptorsMayChangePriorityNameAndArgs() async throws {
         let r = try await runLua("""
+            local seen = {}
             tasker.intercept{name = "rewrite", fn = function(t)
               if t.name == "low" then t.priority = 10; t.name = "promoted"; t.args = {token = "abc"} end
             end}
-            local order = {}
-            local blocker = tasker.add{name = "blocker", run = function() tasker.sleep(0.01) end}
-            local a = tasker.add{name = "normal", run = function(ctx) order[#order + 1] = ctx.name end}
-            local b = tasker.add{name = "low", priority = -5, run = function(ctx) order[#order + 1] = ctx.name .. ":" .. ctx.args.token end}
-            tasker.all({blocker, a, b})
-            print(table.concat(order, " "), b.name)
+            tasker.intercept{name = "look", fn = function(t) seen[#seen + 1] = t.name .. ":" .. t.priority end}
+            local b = tasker.add{name = "low", priority = -5, run = function(ctx) return ctx.name .. ":" .. ctx.args.token end}
+            print(b:await(), b.name, table.concat(seen, " "))
+            """)
+        #expect(r.lines == ["promoted:abc\tpromoted\tpromoted:10"])
+    }
+
+    @Test func interceptorsRunRightBeforeTheStartAndSeeCurrentState() async throws {
+        let r = try await runLua("""
+            local token = "old"
+            tasker.intercept{name = "auth", fn = function(t) t.args.token = token end}
+            local hs = {}
+            for i = 1, 3 do hs[i] = tasker.add(function(ctx) tasker.sleep(0.01); token = "new"; return ctx.args.token end) end
+            print(table.concat(tasker.all(hs), " "))
             """, concurrency: 1)
-        #expect(r.lines == ["promoted:abc normal\tpromoted"])
+        #expect(r.lines == ["old new new"])
     }
 
     @Test func everyAttemptPassesTheInterceptorsAgain() async throws {
