@@ -38,11 +38,7 @@ extension Engine {
             return
         }
         r.state = .reacting
-        r.heldOutcome = outcome
-        r.reactionsPending = chosen.count
-        r.reactionFailure = nil
-        r.requeueLimit = nil
-        r.requeueReintercept = false
+        r.reacting = ReactingState(pending: chosen.count, outcome: outcome)
         for reactor in chosen {
             for o in observers { o.taskReacting(r.id, reactor: reactor.name, engine: self) }
             join(reactor, r)
@@ -80,37 +76,36 @@ extension Engine {
         if reactions[ObjectIdentifier(reactor)] === reaction { reactions[ObjectIdentifier(reactor)] = nil }
         if reactor.options.suspend { suspended -= 1 }
         for id in reaction.tasks {
-            guard let r = record(id), r.state == .reacting else { continue }
-            r.reactionsPending -= 1
+            guard let r = record(id), r.state == .reacting, let state = r.reacting else { continue }
+            state.pending -= 1
             if let failure {
-                if r.reactionFailure == nil { r.reactionFailure = failure }
+                if state.failure == nil { state.failure = failure }
             } else if reactor.options.requeue {
-                r.requeueLimit = min(r.requeueLimit ?? Int.max, reactor.options.maxRequeues)
-                r.requeueReintercept = r.requeueReintercept || reactor.options.reintercept
+                state.requeueLimit = min(state.requeueLimit ?? Int.max, reactor.options.maxRequeues)
+                state.reintercept = state.reintercept || reactor.options.reintercept
             }
-            if r.reactionsPending == 0 { settleReactions(r) }
+            if state.pending == 0 { settleReactions(r, state) }
         }
     }
 
     /// All reactions for `r` ended: fail it, run it again, or deliver.
-    private func settleReactions(_ r: TaskRecord) {
-        let outcome = r.heldOutcome
-        r.heldOutcome = nil
-        if let failure = r.reactionFailure {
+    private func settleReactions(_ r: TaskRecord, _ state: ReactingState) {
+        r.reacting = nil
+        if let failure = state.failure {
             finishWork(r, .failed(failure))
-        } else if let limit = r.requeueLimit, r.requeues < limit {
+        } else if let limit = state.requeueLimit, r.requeues < limit {
             r.requeues += 1
             r.state = .pending
             r.chainIndex = 0
-            r.skipChain = !r.requeueReintercept
+            r.skipChain = !state.reintercept
             enqueueReady(r)
-        } else if let outcome {
-            finishWork(r, outcome)
+        } else {
+            finishWork(r, state.outcome)
         }
     }
 }
 
 extension Engine {
     /// The result a reacting task holds back until its reactions end.
-    public func heldOutcome(_ id: TaskID) -> TaskOutcome? { record(id)?.heldOutcome }
+    public func heldOutcome(_ id: TaskID) -> TaskOutcome? { record(id)?.reacting?.outcome }
 }

@@ -41,13 +41,8 @@ final class TaskRecord {
     var chainIndex = 0
     /// The batch holding this task (state `held`).
     var heldBy: HeldBatch?
-    /// Reactions: how many are pending, the result they hold back, and
-    /// what they asked for.
-    var reactionsPending = 0
-    var heldOutcome: TaskOutcome?
-    var reactionFailure: TaskFailure?
-    var requeueLimit: Int?
-    var requeueReintercept = false
+    /// Only while reactions for this task run (most tasks never have one).
+    var reacting: ReactingState?
     var requeues = 0
     /// The next enqueue skips the interceptors (a requeue without reintercept).
     var skipChain = false
@@ -71,6 +66,21 @@ final class TaskRecord {
     init(id: TaskID) { self.id = id }
 
     var name: String { explicitName ?? "task-\(id)" }
+}
+
+/// What a reacting task keeps: how many reactions are pending, the result
+/// they hold back, and what they asked for.
+final class ReactingState {
+    var pending: Int
+    let outcome: TaskOutcome
+    var failure: TaskFailure?
+    var requeueLimit: Int?
+    var reintercept = false
+
+    init(pending: Int, outcome: TaskOutcome) {
+        self.pending = pending
+        self.outcome = outcome
+    }
 }
 
 /// A `parallel` or `serial` group: members start as the group allows.
