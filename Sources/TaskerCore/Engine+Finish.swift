@@ -83,6 +83,7 @@ extension Engine {
     func finishHandle(_ r: TaskRecord, _ outcome: TaskOutcome) {
         precondition(r.finalState == nil, "task \(r.id) finished twice")
         r.outcome = outcome
+        r.finalState = outcome.state
         unfinishedCount -= 1
         for o in observers { o.taskFinished(r.id, outcome: outcome, engine: self) }
         let first = r.waiter

@@ -52,9 +52,8 @@ final class TaskRecord {
     var liveHandles = 1
 
     // the handle
-    var outcome: TaskOutcome? {
-        didSet { finalState = outcome?.state }
-    }
+    /// Set only by `Engine.finishHandle`, with `finalState`.
+    var outcome: TaskOutcome?
     /// `outcome?.state`, kept apart: the hot checks need no outcome copy.
     var finalState: TaskState?
     /// Who to tell at the finish: the first waiter inline (the common case

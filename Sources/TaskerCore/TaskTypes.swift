@@ -41,10 +41,12 @@ public struct TaskFailure: Error, Sendable, CustomStringConvertible {
 }
 
 /// The final result of a task.
+/// Failures are boxed (`indirect`): the common case, a success, stays a
+/// few words and is cheap to copy on the per-task path.
 public enum TaskOutcome: Sendable {
     case succeeded(TaskValue)
-    case failed(TaskFailure)
-    case cancelled(TaskFailure)
+    indirect case failed(TaskFailure)
+    indirect case cancelled(TaskFailure)
 
     public var state: TaskState {
         switch self {
@@ -77,8 +79,8 @@ public enum TaskValue: Sendable {
     /// A group's value: its members, in input order; the runtime lists
     /// each member's first value.
     case group([TaskID])
-    /// A Swift value (tasks whose body is a Swift closure).
-    case swift(any Sendable)
+    /// A Swift value (tasks whose body is a Swift closure); boxed.
+    indirect case swift(any Sendable)
 }
 
 /// `after`/`when`: which outcomes of the dependencies let a task start.
