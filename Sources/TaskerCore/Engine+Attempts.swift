@@ -68,7 +68,7 @@ extension Engine {
 
     func attemptFailed(_ r: TaskRecord, _ failure: TaskFailure) {
         guard !r.state.isFinal else { return }
-        guard r.retry.shouldRetry(failure, attempt: r.attempts) else {
+        guard r.retry.allowsRetry(failure, attempt: r.attempts), r.retryWhen?(failure, r.attempts) ?? true else {
             finalAttemptEnded(r, .ending(with: failure))
             return
         }

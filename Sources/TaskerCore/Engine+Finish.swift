@@ -68,7 +68,7 @@ extension Engine {
         guard !r.state.isFinal else { return }
         r.state = outcome.state
         r.body = nil
-        r.retry.when = nil
+        r.retryWhen = nil
         r.timer?.cancel()
         r.timer = nil
         if let key = r.key, keyIndex[key] == r.id { keyIndex[key] = nil }

@@ -74,6 +74,7 @@ public final class Engine {
         r.priority = spec.priority
         r.timeout = spec.timeout
         r.retry = spec.retry
+        r.retryWhen = spec.retryWhen
         r.condition = spec.when
         r.startRequested = spec.start
         r.delay = spec.delay

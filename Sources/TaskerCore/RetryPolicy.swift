@@ -1,7 +1,14 @@
-/// `retry = {attempts, delay, backoff, factor, max_delay, jitter, when}` (DESIGN §2.2).
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `retry = {attempts, delay, backoff, factor, max_delay, jitter}` (DESIGN §2.2).
 /// `attempts` counts tries including the first; the delay before try k+1 is
-/// `delay * factor^(k-1)` capped at `maxDelay`, or uniform in [d/2, d] with jitter.
-public struct RetryPolicy {
+/// `delay * factor^(k-1)` capped at `maxDelay`, or uniform in [d/2, d] with
+/// jitter. The `when` predicate travels beside it (`TaskSpec.retryWhen`).
+public struct RetryPolicy: Sendable {
     public enum Backoff: String, Sendable { case exponential, fixed }
 
     public var attempts: Int
@@ -10,19 +17,15 @@ public struct RetryPolicy {
     public var factor: Double
     public var maxDelay: Double
     public var jitter: Bool
-    /// Asked after a failed attempt (never after cancellation); `false` stops retrying.
-    public var when: ((TaskFailure, Int) -> Bool)?
 
     public init(attempts: Int = 1, delay: Double = 0.5, backoff: Backoff = .exponential,
-                factor: Double = 2, maxDelay: Double = 60, jitter: Bool = false,
-                when: ((TaskFailure, Int) -> Bool)? = nil) {
+                factor: Double = 2, maxDelay: Double = 60, jitter: Bool = false) {
         self.attempts = attempts
         self.delay = delay
         self.backoff = backoff
         self.factor = factor
         self.maxDelay = maxDelay
         self.jitter = jitter
-        self.when = when
     }
 
     public static var none: RetryPolicy { RetryPolicy() }
@@ -39,15 +42,9 @@ public struct RetryPolicy {
         return d
     }
 
-    /// Whether a failure on attempt `attempt` gets another try.
-    public func shouldRetry(_ failure: TaskFailure, attempt: Int) -> Bool {
-        guard attempt < attempts, failure.kind != .cancelled, failure.kind != .discarded else { return false }
-        return when?(failure, attempt) ?? true
+    /// Whether a failure on attempt `attempt` may get another try (before
+    /// asking any `when` predicate). Cancellation is never retried.
+    public func allowsRetry(_ failure: TaskFailure, attempt: Int) -> Bool {
+        attempt < attempts && failure.kind != .cancelled && failure.kind != .discarded
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif

@@ -4,7 +4,7 @@ import Foundation
 /// runs on its own loop thread and you talk to it with async calls.
 ///
 ///     let tasks = TaskManager(concurrency: 4)
-///     let fetch = await tasks.add(name: "fetch", timeout: 2, retry: .init(attempts: 3)) { ctx in
+///     let fetch = await tasks.add(name: "fetch", timeout: 2, retry: RetryPolicy(attempts: 3)) { ctx in
 ///         try await download(attempt: ctx.attempt)
 ///     }
 ///     let value = try await fetch.value
@@ -25,7 +25,8 @@ public final class TaskManager: Sendable {
 
     /// Adds a task; returns its handle once the engine has it.
     public func add(name: String? = nil, priority: Int = 0, timeout: Double? = nil,
-                    retry: SwiftRetry = SwiftRetry(), after: [TaskHandle] = [],
+                    retry: RetryPolicy = .none,
+                    retryWhen: (@Sendable (TaskFailure, Int) -> Bool)? = nil, after: [TaskHandle] = [],
                     when: DependencyCondition = .success, start: Bool = true, delay: Double = 0,
                     key: String? = nil,
                     _ body: @escaping @Sendable (TaskContext) async throws -> any Sendable) async -> TaskHandle {
@@ -34,7 +35,8 @@ public final class TaskManager: Sendable {
             var spec = TaskSpec(name: name, body: SwiftTaskBody(body: body, engine: engine))
             spec.priority = priority
             spec.timeout = timeout
-            spec.retry = retry.policy
+            spec.retry = retry
+            spec.retryWhen = retryWhen
             spec.after = after.map(\.id)
             spec.when = when
             spec.start = start
@@ -50,34 +52,6 @@ public final class TaskManager: Sendable {
         await withCheckedContinuation { continuation in
             loop.execute { continuation.resume(returning: body()) }
         }
-    }
-}
-
-/// A retry policy for Swift tasks (the `when` predicate must be Sendable).
-public struct SwiftRetry: Sendable {
-    public var attempts: Int
-    public var delay: Double
-    public var backoff: RetryPolicy.Backoff
-    public var factor: Double
-    public var maxDelay: Double
-    public var jitter: Bool
-    public var when: (@Sendable (TaskFailure, Int) -> Bool)?
-
-    public init(attempts: Int = 1, delay: Double = 0.5, backoff: RetryPolicy.Backoff = .exponential,
-                factor: Double = 2, maxDelay: Double = 60, jitter: Bool = false,
-                when: (@Sendable (TaskFailure, Int) -> Bool)? = nil) {
-        self.attempts = attempts
-        self.delay = delay
-        self.backoff = backoff
-        self.factor = factor
-        self.maxDelay = maxDelay
-        self.jitter = jitter
-        self.when = when
-    }
-
-    var policy: RetryPolicy {
-        RetryPolicy(attempts: attempts, delay: delay, backoff: backoff, factor: factor,
-                    maxDelay: maxDelay, jitter: jitter, when: when)
     }
 }
 

@@ -20,6 +20,7 @@ final class TaskRecord {
     var priority = 0
     var timeout: Double?
     var retry = RetryPolicy.none
+    var retryWhen: ((TaskFailure, Int) -> Bool)?
     var condition = DependencyCondition.success
     var startRequested = true
     var delay: Double = 0

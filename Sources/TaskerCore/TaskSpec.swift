@@ -15,6 +15,8 @@ public struct TaskSpec {
     /// Seconds per attempt.
     public var timeout: Double?
     public var retry: RetryPolicy = .none
+    /// Asked after a failed attempt that may be retried; `false` stops.
+    public var retryWhen: ((TaskFailure, Int) -> Bool)?
     public var after: [TaskID] = []
     public var when: DependencyCondition = .success
     /// `false` keeps the task waiting until `start`.

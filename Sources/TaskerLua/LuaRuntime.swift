@@ -46,8 +46,8 @@ public final class LuaRuntime {
     var fibersByTask = TaskTable<Fiber>()
     /// Fibers whose threads finished cleanly, ready for reuse.
     var fiberPool: [Fiber] = []
-    /// Interceptors the script registered, by the index its object holds.
-    var interceptorObjects: [LuaInterceptor?] = []
+    /// What the script registered, by the index its `remove` holds.
+    var registrations: [Registration?] = []
     /// Files loaded with `tasker.use`, by absolute path.
     var usedFiles: [String: UsedFile] = [:]
     /// While a used file runs: what it registers (not installed yet).
@@ -56,8 +56,6 @@ public final class LuaRuntime {
     /// Successful reloads so far.
     public internal(set) var reloads = 0
     var scriptDirectory = "."
-    /// Reactors the script registered, by the index its object holds.
-    var reactorObjects: [LuaReactor?] = []
     /// The fiber of each running reaction, by reaction id.
     var reactionFibers: [Int: Fiber] = [:]
     /// Tasks with a retry `when` predicate stored, by task id.

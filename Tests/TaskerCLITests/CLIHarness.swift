@@ -31,8 +31,8 @@ struct Scratch {
     func cleanup() { try? FileManager.default.removeItem(at: dir) }
 }
 
-/// Runs tasker with `args` in `cwd` and waits for it to exit.
-func tasker(_ args: [String], in cwd: URL? = nil) async throws -> CLIResult {
+/// Starts tasker with `args` in `cwd`, its output in pipes.
+private func launch(_ args: [String], in cwd: URL?) throws -> (Process, out: Pipe, err: Pipe) {
     let p = Process()
     p.executableURL = taskerBinary()
     p.arguments = args
@@ -41,6 +41,12 @@ func tasker(_ args: [String], in cwd: URL? = nil) async throws -> CLIResult {
     p.standardOutput = out
     p.standardError = err
     try p.run()
+    return (p, out, err)
+}
+
+/// Runs tasker with `args` in `cwd` and waits for it to exit.
+func tasker(_ args: [String], in cwd: URL? = nil) async throws -> CLIResult {
+    let (p, out, err) = try launch(args, in: cwd)
     return await withCheckedContinuation { continuation in
         Thread {
             let o = out.fileHandleForReading.readDataToEndOfFile()
@@ -56,14 +62,7 @@ func tasker(_ args: [String], in cwd: URL? = nil) async throws -> CLIResult {
 /// Starts tasker, waits until its stdout shows `marker`, sends `signals`
 /// (one after each marker in turn), and returns how it ended.
 func taskerInterrupted(_ args: [String], in cwd: URL, markers: [String], signal sig: Int32 = SIGINT) async throws -> CLIResult {
-    let p = Process()
-    p.executableURL = taskerBinary()
-    p.arguments = args
-    p.currentDirectoryURL = cwd
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
+    let (p, out, err) = try launch(args, in: cwd)
     return await withCheckedContinuation { continuation in
         Thread {
             var seen = ""

@@ -40,10 +40,11 @@ import Testing
             let a = engine.add(spec("a", failing) { $0.retry = RetryPolicy(attempts: 3, delay: 0) })
             var asked: [Int] = []
             let b = engine.add(spec("b", failing) {
-                $0.retry = RetryPolicy(attempts: 10, delay: 0, when: { _, attempt in
+                $0.retry = RetryPolicy(attempts: 10, delay: 0)
+                $0.retryWhen = { _, attempt in
                     asked.append(attempt)
                     return attempt < 2
-                })
+                }
             })
             whenAll([a, b], engine) { done([engine.attempts(a), engine.attempts(b)] + asked) }
         }
@@ -112,7 +113,7 @@ import Testing
         let tasks = TaskManager(concurrency: 2)
         let ok = await tasks.add(name: "ok") { ctx in "hello \(ctx.name)" }
         #expect(try await ok.value as? String == "hello ok")
-        let flaky = await tasks.add(name: "flaky", retry: SwiftRetry(attempts: 3, delay: 0.001)) { ctx in
+        let flaky = await tasks.add(name: "flaky", retry: RetryPolicy(attempts: 3, delay: 0.001)) { ctx in
             if ctx.attempt < 3 { throw TaskFailure(.error, "attempt \(ctx.attempt)") }
             return ctx.attempt
         }

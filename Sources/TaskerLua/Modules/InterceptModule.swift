@@ -76,27 +76,8 @@ extension LuaRuntime {
         let ref = luaL_ref(L, tasker_registryindex())
         let interceptor = LuaInterceptor(runtime: self, name: name, maxHold: maxHold, function: ref)
         if staging != nil { staging!.interceptors.append(interceptor) } else { engine.addInterceptor(interceptor) }
-        pushInterceptorObject(L, interceptor)
+        pushRegistrationObject(L, name: name, .interceptor(interceptor))
         return 1
-    }
-
-    /// `{name = ..., remove = function}` for the script.
-    private func pushInterceptorObject(_ L: OpaquePointer, _ i: LuaInterceptor) {
-        let s = LuaStack(L)
-        s.newTable(hash: 2)
-        s.push(i.name)
-        s.rawSet(-2, "name")
-        interceptorObjects.append(i)
-        lua_pushinteger(L, lua_Integer(interceptorObjects.count - 1))
-        s.push({ L in
-            let L = L!
-            let rt = LuaRuntime.from(L)
-            let index = Int(lua_tointegerx(L, tasker_upvalueindex(2), nil))
-            if let i = rt.interceptorObjects[index] { rt.engine.removeInterceptor(i) }
-            rt.interceptorObjects[index] = nil
-            return 0
-        }, upvalues: 1)
-        s.rawSet(-2, "remove")
     }
 
     /// Calls `fn(t, held)` through the prelude, applies what it changed in

@@ -99,20 +99,7 @@ extension LuaRuntime {
         }
         let reactor = LuaReactor(runtime: self, name: name, options: options, when: whenRef, function: fnRef)
         if staging != nil { staging!.reactors.append(reactor) } else { engine.addReactor(reactor) }
-        reactorObjects.append(reactor)
-        s.newTable(hash: 2)
-        s.push(name)
-        s.rawSet(-2, "name")
-        lua_pushinteger(L, lua_Integer(reactorObjects.count - 1))
-        s.push({ L in
-            let L = L!
-            let rt = LuaRuntime.from(L)
-            let index = Int(lua_tointegerx(L, tasker_upvalueindex(2), nil))
-            if let r = rt.reactorObjects[index] { rt.engine.removeReactor(r) }
-            rt.reactorObjects[index] = nil
-            return 0
-        }, upvalues: 1)
-        s.rawSet(-2, "remove")
+        pushRegistrationObject(L, name: name, .reactor(reactor))
         return 1
     }
 

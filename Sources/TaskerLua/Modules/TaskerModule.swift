@@ -60,7 +60,7 @@ extension LuaRuntime {
         }
         let id = engine.taskCount + 1
         var spec = parsed.spec
-        if parsed.predicate != 0 { spec.retry.when = predicate(for: id) }
+        if parsed.predicate != 0 { spec.retryWhen = predicate(for: id) }
         if case .reaction? = current?.kind { spec.ownedByReaction = true }
         commit(parsed, as: id, in: L)
         let added = engine.add(spec)
@@ -176,7 +176,7 @@ extension LuaRuntime {
             do {
                 let parsed = try reader.read(-1, argument: 1)
                 var spec = parsed.spec
-                if parsed.predicate != 0 { spec.retry.when = predicate(for: groupID + k) }
+                if parsed.predicate != 0 { spec.retryWhen = predicate(for: groupID + k) }
                 commit(parsed, as: groupID + k, in: L)
                 members.append(spec)
             } catch {
@@ -221,7 +221,7 @@ extension LuaRuntime {
             let instance = self.engine.taskCount + 1
             self.copyParts(from: scheduleID, to: instance, in: self.L)
             var spec = template
-            if hasPredicate { spec.retry.when = self.predicate(for: instance) }
+            if hasPredicate { spec.retryWhen = self.predicate(for: instance) }
             return spec
         }
         precondition(id == scheduleID, "schedule ids are assigned in add order")

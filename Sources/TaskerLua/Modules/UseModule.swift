@@ -125,29 +125,23 @@ extension LuaRuntime {
             new = r
         }
         let old = file.registrations
-        for o in old.interceptors {
-            if let n = new.interceptors.first(where: { $0.name == o.name }) {
-                engine.replaceInterceptor(o, with: n)
-            } else {
-                engine.removeInterceptor(o)
-            }
-        }
-        for n in new.interceptors where !old.interceptors.contains(where: { $0.name == n.name }) {
-            engine.addInterceptor(n)
-        }
-        for o in old.reactors {
-            if let n = new.reactors.first(where: { $0.name == o.name }) {
-                engine.replaceReactor(o, with: n)
-            } else {
-                engine.removeReactor(o)
-            }
-        }
-        for n in new.reactors where !old.reactors.contains(where: { $0.name == n.name }) {
-            engine.addReactor(n)
-        }
+        swap(old.interceptors, for: new.interceptors, name: \.name, replace: engine.replaceInterceptor,
+             remove: engine.removeInterceptor, add: engine.addInterceptor)
+        swap(old.reactors, for: new.reactors, name: \.name, replace: engine.replaceReactor,
+             remove: engine.removeReactor, add: engine.addReactor)
         file.registrations = new
         reloads += 1
         onReload?(file.chunkName)
         options.diagnostics("tasker: info: reloaded \(file.chunkName) (\(new.interceptors.count) interceptors, \(new.reactors.count) reactors)")
+    }
+
+    /// Old registrations give way to new ones by name: the same name is
+    /// replaced in place, a vanished one removed, a new one added at the end.
+    private func swap<T>(_ old: [T], for new: [T], name: KeyPath<T, String>, replace: (T, T) -> Void,
+                         remove: (T) -> Void, add: (T) -> Void) {
+        for o in old {
+            if let n = new.first(where: { $0[keyPath: name] == o[keyPath: name] }) { replace(o, n) } else { remove(o) }
+        }
+        for n in new where !old.contains(where: { $0[keyPath: name] == n[keyPath: name] }) { add(n) }
     }
 }
