@@ -14,9 +14,6 @@ extension Engine {
         reactors[index] = new
     }
 
-    /// The reaction a reactor runs now, if any.
-    public func currentReaction(_ r: TaskReactor) -> Reaction? { reactions[ObjectIdentifier(r)] }
-
     func finalAttemptEnded(_ r: TaskRecord, _ outcome: TaskOutcome) {
         guard !reactors.isEmpty, !r.ownedByReaction, !r.state.isFinal else {
             finishWork(r, outcome)

@@ -113,8 +113,6 @@ public final class Engine {
         id > 0 && id < records.count ? records[id] : nil
     }
 
-    public func exists(_ id: TaskID) -> Bool { record(id) != nil }
-
     public var taskCount: Int { records.count - 1 }
 
     public func name(_ id: TaskID) -> String { record(id)?.name ?? "task-\(id)" }

@@ -59,11 +59,6 @@ final class Fiber: TaskWaiter {
 
     var taskID: TaskID? { run?.task }
 
-    static func from(_ thread: OpaquePointer) -> Fiber? {
-        guard let p = tasker_getfiber(thread) else { return nil }
-        return Unmanaged<Fiber>.fromOpaque(p).takeUnretainedValue()
-    }
-
     func taskFinished(_ id: TaskID, engine: Engine) {
         guard waitingOn == id else { return }
         waitingOn = nil

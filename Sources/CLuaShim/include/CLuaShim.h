@@ -73,17 +73,11 @@ int tasker_pcall_traceback(lua_State *L, int nargs, int nresults);
 static inline int tasker_registryindex(void) { return LUA_REGISTRYINDEX; }
 static inline int tasker_upvalueindex(int i) { return lua_upvalueindex(i); }
 static inline void tasker_pop(lua_State *L, int n) { lua_pop(L, n); }
-static inline void tasker_newtable(lua_State *L) { lua_createtable(L, 0, 0); }
 static inline const char *tasker_tostring(lua_State *L, int i, size_t *len) { return lua_tolstring(L, i, len); }
 static inline lua_Number tasker_tonumber(lua_State *L, int i, int *isnum) { return lua_tonumberx(L, i, isnum); }
 static inline lua_Integer tasker_tointeger(lua_State *L, int i, int *isnum) { return lua_tointegerx(L, i, isnum); }
-static inline int tasker_isnoneornil(lua_State *L, int i) { return lua_type(L, i) <= 0; }
-static inline void tasker_pushliteral(lua_State *L, const char *s) { lua_pushstring(L, s); }
-static inline void tasker_insert(lua_State *L, int i) { lua_rotate(L, i, 1); }
 static inline void tasker_remove(lua_State *L, int i) { lua_rotate(L, i, -1); lua_pop(L, 1); }
-static inline void tasker_replace(lua_State *L, int i) { lua_copy(L, -1, i); lua_pop(L, 1); }
 static inline void *tasker_newuserdata(lua_State *L, size_t size) { return lua_newuserdatauv(L, size, 0); }
-static inline int tasker_isinteger(lua_State *L, int i) { return lua_isinteger(L, i); }
 /// lua_pcall without a message handler (when only the message is wanted).
 static inline int tasker_pcall(lua_State *L, int nargs, int nresults) { return lua_pcall(L, nargs, nresults, 0); }
 
