@@ -18,8 +18,9 @@ import Darwin
 ///     loop.execute { print("on the loop") }
 ///     loop.run()            // blocks until loop.stop()
 public final class EventLoop: @unchecked Sendable {
-    // Safety: `inbox` and `stopRequested` are guarded by `lock`. Everything
-    // else is confined to the loop thread: entry points call `assertInLoop()`.
+    // Safety: `inbox`, `stopRequested` and `thread` are guarded by `lock`.
+    // Everything else is confined to the loop thread: entry points call
+    // `assertInLoop()`.
     private let lock = ConditionLock()
     private var inbox: [@Sendable () -> Void] = []
     private var stopRequested = false
@@ -55,6 +56,8 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     public var inLoop: Bool {
+        lock.lock()
+        defer { lock.unlock() }
         guard let thread else { return false }
         return pthread_equal(thread, pthread_self()) != 0
     }
@@ -94,8 +97,8 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs the loop on the calling thread until `stop()`; `first` runs on
     /// the loop before anything else (set-up that must happen on the loop).
     public func run(startingWith first: () -> Void = {}) {
-        thread = pthread_self()
-        defer { thread = nil }
+        lock.withLock { thread = pthread_self() }
+        defer { lock.withLock { thread = nil } }
         first()
         drainMicrotasks()
         while true {
