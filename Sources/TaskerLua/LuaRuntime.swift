@@ -180,6 +180,7 @@ public final class LuaRuntime {
         interrupted = true
         tasker_signal(crt)
         engine.cancelAll(reason: "interrupted")
+        stopReactions(reason: "interrupted")
         if let f = mainFiber, !f.finished { enqueue(.close(f)) }
     }
 
@@ -188,6 +189,7 @@ public final class LuaRuntime {
         guard exitCode == nil else { return }
         exitCode = code
         engine.cancelAll(reason: "tasker.exit(\(code))")
+        stopReactions(reason: "tasker.exit(\(code))")
         if let f = mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
     }
 }

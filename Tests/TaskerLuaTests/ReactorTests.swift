@@ -162,3 +162,18 @@ import TaskerCore
         ])
     }
 }
+
+@Suite struct ReactorShutdownTests {
+    @Test func exitStopsAReactionThatIsWaiting() async throws {
+        let t0 = ContinuousClock.now
+        let r = try await runLua("""
+            tasker.react{name = "slow", fn = function() tasker.sleep(30) end}
+            tasker.add(function() end)
+            tasker.sleep(0.02)
+            tasker.exit(4)
+            """)
+        #expect(r.exitCode == 4)
+        #expect(ContinuousClock.now - t0 < .seconds(10))
+        #expect(r.result.counts[.cancelled] == 1)
+    }
+}

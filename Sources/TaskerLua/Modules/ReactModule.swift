@@ -157,6 +157,18 @@ extension LuaRuntime {
         resume(f, nargs: 2)
     }
 
+    /// Ends every running reaction (the run is being interrupted or exited):
+    /// reactions are not tasks, so cancelling the tasks does not stop them.
+    func stopReactions(reason: String) {
+        for (_, f) in reactionFibers where !f.finished {
+            guard case .reaction(let reaction) = f.kind else { continue }
+            let failure = TaskFailure(.cancelled, "reactor '\(reaction.reactor.name)' was stopped: \(reason)")
+            f.aborted = failure
+            if current !== f { enqueue(.close(f)) }
+            engine.reactionEnded(reaction, failure: failure)
+        }
+    }
+
     func abortReaction(_ reaction: Reaction) {
         guard let f = reactionFibers[reaction.id], !f.finished else { return }
         f.aborted = reactionTimeout(reaction)
