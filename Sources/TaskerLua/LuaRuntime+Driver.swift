@@ -204,39 +204,51 @@ extension LuaRuntime {
 
     // MARK: the interrupt hook
 
-    /// Called by the count hook when the running code must stop (aborted,
-    /// past its deadline, or Ctrl-C): push the error to raise.
+    /// Called by the count hook when the running code may have to stop
+    /// (aborted, past its deadline, or Ctrl-C): push the error to raise.
     static let onInterrupt: @convention(c) (OpaquePointer?) -> Int32 = { L in
         guard let L else { return 0 }
         let rt = LuaRuntime.from(L)
-        // Handlers and predicates (no fiber) still run after Ctrl-C: they
-        // are the cancel paths. A runaway one is what a second Ctrl-C is for.
-        guard let f = rt.current else {
-            let deadline = rt.crt.pointee.deadline_ns
-            guard deadline != 0, Monotonic.now() >= deadline else { return 0 }
-            rt.pushErrorTable(L, kind: "timeout",
-                              message: "\(rt.callContext ?? "a callback") ran longer than \(formatSeconds(LuaRuntime.callBudget)) (a runaway loop?)",
-                              where: LuaStack(L).whereString(level: 0))
-            return 1
-        }
-        if f.aborted == nil, case .reaction(let reaction) = f.kind, f.deadline != 0, Monotonic.now() >= f.deadline {
-            f.aborted = rt.reactionTimeout(reaction)
-        }
-        if f.aborted == nil, let id = f.taskID {
-            let deadline = rt.engine.deadline(id)
-            if deadline != 0 && Monotonic.now() >= deadline {
-                f.aborted = rt.engine.timeoutFailure(id)
-            } else if rt.interrupted {
-                f.aborted = TaskFailure(.cancelled, "task '\(rt.engine.name(id))' was cancelled: interrupted")
-            }
-        }
-        if f.aborted == nil, f.taskID == nil, rt.interrupted {
-            rt.pushFailure(L, TaskFailure(.cancelled, "interrupted"))
-            return 1
-        }
-        guard let failure = f.aborted else { return 0 }
-        rt.pushFailure(L, failure)
+        let reason = rt.current.map(rt.stopReason(for:)) ?? rt.callbackOverrun(L)
+        guard let reason else { return 0 }
+        rt.pushFailure(L, reason)
         return 1
+    }
+
+    /// Why the running fiber must stop now, if it must. The reason sticks,
+    /// so code that catches it is stopped again at the next check.
+    func stopReason(for f: Fiber) -> TaskFailure? {
+        if let reason = f.aborted { return reason }
+        let now = Monotonic.now()
+        switch f.kind {
+        case .task(let run):
+            let deadline = engine.deadline(run.task)
+            if deadline != 0 && now >= deadline {
+                f.aborted = engine.timeoutFailure(run.task)
+            } else if interrupted {
+                f.aborted = TaskFailure(.cancelled, "task '\(engine.name(run.task))' was cancelled: interrupted")
+            }
+        case .reaction(let reaction):
+            if f.deadline != 0 && now >= f.deadline {
+                f.aborted = reactionTimeout(reaction)
+            } else if interrupted {
+                f.aborted = TaskFailure(.cancelled, "reactor '\(reaction.reactor.name)' was stopped: interrupted")
+            }
+        case .main:
+            if interrupted { return TaskFailure(.cancelled, "interrupted") }
+        }
+        return f.aborted
+    }
+
+    /// A handler, predicate or interceptor (no fiber) past its budget.
+    /// After Ctrl-C these still run: they are the cancel paths, and a
+    /// runaway one is what a second Ctrl-C is for.
+    func callbackOverrun(_ L: OpaquePointer) -> TaskFailure? {
+        let deadline = crt.pointee.deadline_ns
+        guard deadline != 0, Monotonic.now() >= deadline else { return nil }
+        var failure = TaskFailure(.timeout, "\(callContext ?? "a callback") ran longer than \(formatSeconds(LuaRuntime.callBudget)) (a runaway loop?)")
+        failure.position = LuaStack(L).whereString(level: 0)
+        return failure
     }
 }
 

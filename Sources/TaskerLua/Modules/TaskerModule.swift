@@ -185,8 +185,7 @@ extension LuaRuntime {
             }
             lua_settop(L, top)
         }
-        var spec = TaskSpec(name: name, body: nil)
-        spec.name = name
+        let spec = TaskSpec(name: name, body: nil)
         let id = engine.addGroup(spec, members: members, concurrency: concurrency, failFast: failFast)
         precondition(id == groupID, "group ids are assigned in add order")
         pushHandle(L, id)
