@@ -15,6 +15,10 @@ enum Prelude {
           end
         end}
         local function view(id, name, args, tags, priority, attempt)
+          if name == nil and args == nil and tags == nil then
+            -- the common case: half the hash part, half the garbage
+            return setmetatable({id = id, priority = priority, attempt = attempt}, lazy)
+          end
           return setmetatable({id = id, name = name, args = args, tags = tags,
                                priority = priority, attempt = attempt}, lazy)
         end
