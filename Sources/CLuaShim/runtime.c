@@ -11,6 +11,9 @@ int tasker_open_coroutine(lua_State *L);
 static char engine_mark;
 void *tasker_engine_mark(void) { return &engine_mark; }
 
+static char json_null;
+void *tasker_json_null(void) { return &json_null; }
+
 uint64_t tasker_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -23,10 +23,15 @@ extension LuaRuntime {
         lua_pushvalue(L, tasker)
         s.rawSet(globals, "tasker")
         // require("tasker") returns the same table
+        let json = JSONModule.install(self)
+        lua_pushvalue(L, json)
+        s.rawSet(globals, "json")
         s.rawGet(globals, "package")
         s.rawGet(-1, "loaded")
         lua_pushvalue(L, tasker)
         s.rawSet(-2, "tasker")
+        lua_pushvalue(L, json)
+        s.rawSet(-2, "json")
         s.pop(2)
         if options.output != nil {
             s.push(LuaRuntime.printFunction)

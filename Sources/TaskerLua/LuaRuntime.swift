@@ -230,6 +230,7 @@ struct Refs {
     var whenCall: Int32 = 0       // Prelude: when(fn, ok, v, id, name, args, tags, priority, attempt)
     var contextMeta: Int32 = 0
     var errorMeta: Int32 = 0
+    var jsonArrayMeta: Int32 = 0
 }
 
 /// Lets a signal handler on another thread stop runaway Lua code at once

@@ -50,6 +50,8 @@ tasker_Runtime *tasker_runtime(lua_State *L);
 void tasker_pushfunction(lua_State *L, tasker_SwiftFunction fn, int nup);
 /// The light userdata that marks a yield as the engine's (not the user's).
 void *tasker_engine_mark(void);
+/// The light userdata that is `json.null`.
+void *tasker_json_null(void);
 
 /// Engine threads carry their fiber pointer in the thread's extra space;
 /// user coroutines carry NULL (copied from the main thread).
@@ -77,6 +79,7 @@ static inline const char *tasker_tostring(lua_State *L, int i, size_t *len) { re
 static inline lua_Number tasker_tonumber(lua_State *L, int i, int *isnum) { return lua_tonumberx(L, i, isnum); }
 static inline lua_Integer tasker_tointeger(lua_State *L, int i, int *isnum) { return lua_tointegerx(L, i, isnum); }
 static inline void tasker_remove(lua_State *L, int i) { lua_rotate(L, i, -1); lua_pop(L, 1); }
+static inline int tasker_isinteger_value(lua_State *L, int i) { return lua_isinteger(L, i); }
 static inline void *tasker_newuserdata(lua_State *L, size_t size) { return lua_newuserdatauv(L, size, 0); }
 /// lua_pcall without a message handler (when only the message is wanted).
 static inline int tasker_pcall(lua_State *L, int nargs, int nresults) { return lua_pcall(L, nargs, nresults, 0); }

@@ -1,0 +1,95 @@
+import Testing
+
+/// DESIGN §2.7: json.encode/decode, json.null, json.array, pretty, errors.
+@Suite struct JSONTests {
+    @Test func encodesValuesWithSortedKeysIntegersAndFloatsKept() async throws {
+        let r = try await runLua("""
+            print(json.encode({b = 1.5, a = 1, c = "x\\n\\"y\\"\\t", d = {1, 2, 3}, e = {}, f = json.array(), g = json.null, h = false}))
+            print(json.encode("héllo ✓"), json.encode(42), json.encode(2.0), json.encode(nil), json.encode(-0.25))
+            print(json.encode({[1] = "a", [3] = "c"}))
+            """)
+        #expect(r.lines == [
+            #"{"a":1,"b":1.5,"c":"x\n\"y\"\t","d":[1,2,3],"e":{},"f":[],"g":null,"h":false}"#,
+            "\"héllo ✓\"\t42\t2.0\tnull\t-0.25",
+            #"{"1":"a","3":"c"}"#,
+        ])
+    }
+
+    @Test func prettyPrintsWithTwoSpaceIndent() async throws {
+        let r = try await runLua(#"print(json.encode({name = "x", list = {1, {ok = true}}}, {pretty = true}))"#)
+        #expect(r.output == """
+            {
+              "list": [
+                1,
+                {
+                  "ok": true
+                }
+              ],
+              "name": "x"
+            }
+
+            """)
+    }
+
+    @Test func decodesEverythingAndRoundTrips() async throws {
+        let r = try await runLua(#"""
+            local v = json.decode([[{"a": 1, "b": 1.5, "s": "\u00e9\ud83d\ude00 \"q\"", "n": null, "arr": [], "big": 9007199254740993, "e": -5e-1, "nest": [[1], {"k": [true, false]}]}]])
+            print(math.type(v.a), math.type(v.b), v.s, v.n == json.null, v.big, v.e)
+            print(json.encode(v))
+            print(json.encode(json.decode(json.encode(v))) == json.encode(v))
+            """#)
+        #expect(r.lines == [
+            "integer\tfloat\té😀 \"q\"\ttrue\t9007199254740993\t-0.5",
+            #"{"a":1,"arr":[],"b":1.5,"big":9007199254740993,"e":-0.5,"n":null,"nest":[[1],{"k":[true,false]}],"s":"é😀 \"q\""}"#,
+            "true",
+        ])
+    }
+
+    @Test func invalidInputRaisesKindJsonWithThePosition() async throws {
+        let r = try await runLua("""
+            local function try(text)
+              local ok, e = pcall(json.decode, text)
+              print(e.kind, e.message)
+            end
+            try('{"a": 1,\\n "b": }')
+            try('[1, 2')
+            try('{"a" 1}')
+            try('[01]')
+            try('"\\\\x"')
+            try('[1] x')
+            try(string.rep("[", 300))
+            local ok, e = pcall(function() return json.decode("{") end)
+            print(tostring(e))
+            """)
+        #expect(r.lines == [
+            "json\tunexpected '}' at line 2, column 7 (byte 16)",
+            "json\texpected ',' or ']' at line 1, column 6 (byte 6)",
+            "json\texpected ':' at line 1, column 6 (byte 6)",
+            "json\tinvalid number (leading zero) at line 1, column 2 (byte 2)",
+            "json\tinvalid escape '\\x' at line 1, column 3 (byte 3)",
+            "json\tunexpected 'x' after the value at line 1, column 5 (byte 5)",
+            "json\tnested deeper than 200 levels at line 1, column 201 (byte 201)",
+            "pipeline.lua:12: json: expected a string key at line 1, column 2 (byte 2)",
+        ])
+    }
+
+    @Test func valuesThatCannotBeEncodedRaiseKindJson() async throws {
+        let r = try await runLua("""
+            local t = {}; t.self = t
+            for _, v in ipairs({t, {f = print}, 0/0, 1/0, {[{}] = 1}, "\\xff"}) do
+              local ok, e = pcall(json.encode, v)
+              print(e.kind, e.message)
+            end
+            print(pcall(json.decode, 42))
+            """)
+        #expect(r.lines.prefix(6) == [
+            "json\tnested deeper than 200 levels (a table that contains itself?)",
+            "json\tcannot encode a function",
+            "json\tcannot encode NaN (JSON has neither)",
+            "json\tcannot encode infinity (JSON has neither)",
+            "json\tcannot encode a table key of type table",
+            "json\tcannot encode a string that is not valid UTF-8",
+        ])
+        #expect(r.lines[6].contains("bad argument #1 to 'json.decode' (string expected, got number)"))
+    }
+}
