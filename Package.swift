@@ -19,6 +19,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // Lua 5.4 from the system (Debian: liblua5.4-dev).
@@ -38,16 +39,19 @@ let package = Package(
         .target(
             name: "TaskerLua",
             dependencies: ["TaskerCore", "CLuaShim", "CLua",
-                           .product(name: "Collections", package: "swift-collections")],
+                           .product(name: "Collections", package: "swift-collections"),
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: hotPath
         ),
         .executableTarget(
             name: "tasker",
             dependencies: ["TaskerCore", "TaskerLua",
-                           .product(name: "ArgumentParser", package: "swift-argument-parser")]
+                           .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
-        .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore"]),
+        .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore",
+                                                           .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TaskerCLITests", dependencies: []),
     ],
     swiftLanguageModes: [.v6]

@@ -1,5 +1,6 @@
 import CLua
 import CLuaShim
+import Logging
 import TaskerCore
 
 /// Helpers for the Swift functions that Lua calls: usage errors at the
@@ -90,7 +91,7 @@ extension LuaRuntime {
     /// Returns whether it succeeded; on error logs it and leaves nothing.
     func callProtected(nargs: Int32, nresults: Int32, context: String) -> Bool {
         guard let error = callForError(nargs: nargs, nresults: nresults, context: context) else { return true }
-        options.diagnostics("tasker: error in \(context): \(error)")
+        logger.error("error in \(context): \(error)")
         return false
     }
 

@@ -2,6 +2,7 @@ import CLua
 import CLuaShim
 import DequeModule
 import Foundation
+import Logging
 import TaskerCore
 
 /// Runs one pipeline: one `lua_State`, confined to one `EventLoop` thread,
@@ -17,7 +18,9 @@ public final class LuaRuntime {
         public var vars: [String: String] = [:]
         /// Where `print` writes; nil keeps Lua's own `print` (stdout).
         public var output: (@Sendable (String) -> Void)?
-        /// Where diagnostics (handler errors, warnings) go.
+        /// Log records at this level and above are written (`--log-level`).
+        public var logLevel: Logger.Level = .info
+        /// Where log lines (the `log` module, handler errors, reloads) go.
         /// Free the Lua state and every record at the end. A process that
         /// exits right after the run (the CLI) skips this: the OS frees it
         /// all at once, and freeing 200k tasks one by one costs ~20 ms.
@@ -32,6 +35,8 @@ public final class LuaRuntime {
     public let loop: EventLoop
     public let engine: Engine
     let options: Options
+    /// The `log` module and the runtime's own messages; lines go to `options.diagnostics`.
+    let logger: Logger
     let L: OpaquePointer
     let crt: UnsafeMutablePointer<tasker_Runtime>
     var refs = Refs()
@@ -84,6 +89,8 @@ public final class LuaRuntime {
         self.loop = loop
         self.options = options
         self.engine = Engine(loop: loop, concurrency: options.concurrency)
+        let level = options.logLevel, sink = options.diagnostics
+        self.logger = Logger(label: "tasker") { _ in LineLogHandler(level: level, sink: sink) }
         crt = .allocate(capacity: 1)
         crt.initialize(to: tasker_Runtime(owner: nil, interrupt: 0, signalled: 0, deadline_ns: 0, on_interrupt: nil))
         var err = [CChar](repeating: 0, count: 512)
@@ -150,7 +157,7 @@ public final class LuaRuntime {
         }
         if engine.settleIdle() { return true }
         // Nothing can move: break the deadlock instead of hanging.
-        options.diagnostics("tasker: nothing can make progress (tasks wait on each other); cancelling what is left")
+        logger.warning("nothing can make progress (tasks wait on each other); cancelling what is left")
         engine.cancelAll(reason: "deadlock: nothing could make progress")
         if !mainDone, let f = mainFiber, f.waitingOn == nil, f.timer == nil {
             // the main chunk waits on something no task will deliver

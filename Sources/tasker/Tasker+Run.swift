@@ -50,6 +50,12 @@ extension Tasker {
             options.concurrency = concurrency
             options.tearDown = false  // the process exits right after the run
             options.watch = watch
+            options.logLevel = switch logLevel {
+            case "debug": .debug
+            case "warn": .warning
+            case "error": .error
+            default: .info
+            }
             options.args = scriptArgs
             for v in vars {
                 let parts = v.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)

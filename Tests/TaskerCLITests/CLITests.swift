@@ -209,3 +209,20 @@ import Testing
         #expect(r.stdout.contains("job-5 (size 5): too big (limit 4)\n"))
     }
 }
+
+@Suite struct LogLevelTests {
+    @Test func logLevelFiltersLinesOnStderr() async throws {
+        let s = try Scratch(["log.lua": "log.info('hello info'); log.warn('hello warn'); log.debug('hello debug')\n"])
+        defer { s.cleanup() }
+        let normal = try await tasker(["run", "log.lua"], in: s.dir)
+        #expect(normal.stderr.contains("INFO  hello info"))
+        #expect(normal.stderr.contains("WARN  hello warn"))
+        #expect(!normal.stderr.contains("hello debug"))
+        let warn = try await tasker(["run", "--log-level", "warn", "log.lua"], in: s.dir)
+        #expect(!warn.stderr.contains("hello info"))
+        #expect(warn.stderr.contains("WARN  hello warn"))
+        let debug = try await tasker(["run", "--log-level", "debug", "log.lua"], in: s.dir)
+        #expect(debug.stderr.contains("DEBUG hello debug"))
+        #expect(normal.stdout.isEmpty)
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 import TaskerCore
 import TaskerLua
@@ -22,7 +23,7 @@ final class TextSink: Sendable {
 /// Writes `source` to a temporary `name` (and any `files` beside it) and runs it.
 func runLua(_ source: String, name: String = "pipeline.lua", files: [String: String] = [:],
             args: [String] = [], vars: [String: String] = [:], concurrency: Int = 16,
-            watch: Bool = false) async throws -> LuaRun {
+            watch: Bool = false, logLevel: Logger.Level = .info) async throws -> LuaRun {
     // Short: Lua shortens chunk names over 60 characters in messages.
     let dir = URL(fileURLWithPath: "/tmp/tk-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -39,6 +40,7 @@ func runLua(_ source: String, name: String = "pipeline.lua", files: [String: Str
     options.vars = vars
     options.concurrency = concurrency
     options.watch = watch
+    options.logLevel = logLevel
     // chdir-free: run by absolute path, but report the short name in positions
     let cwdPath = dir.appendingPathComponent(name).path
     let result = await PipelineRunner.run(path: cwdPath, options: options)

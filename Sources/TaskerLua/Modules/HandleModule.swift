@@ -1,5 +1,6 @@
 import CLua
 import CLuaShim
+import Logging
 import TaskerCore
 
 /// Task handles: full userdata holding the task id, with `id`, `name`,
@@ -159,7 +160,7 @@ extension LuaRuntime {
                 let status = tasker_pcall_traceback(L, 1 + n, 0)
                 callContext = saved
                 if status != LUA_OK {
-                    options.diagnostics("tasker: error in 'finish' handler of task '\(engine.name(id))': \(s.describe(-1))")
+                    logger.error("error in the 'finish' handler of task '\(engine.name(id))': \(s.describe(-1))")
                     s.pop()
                 }
                 return 0

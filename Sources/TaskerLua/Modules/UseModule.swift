@@ -1,6 +1,7 @@
 import CLua
 import CLuaShim
 import Foundation
+import Logging
 import TaskerCore
 
 /// A file loaded with `tasker.use`: what it registered belongs to it.
@@ -95,7 +96,7 @@ extension LuaRuntime {
             }
             try watcher?.watch(file: file.path)
         } catch {
-            options.diagnostics("tasker: cannot watch \(file.chunkName): \(error)")
+            logger.error("cannot watch \(file.chunkName): \(error)")
         }
     }
 
@@ -119,7 +120,7 @@ extension LuaRuntime {
         let new: Registrations
         switch runUsedFile(file, on: L) {
         case .failure(let failure):
-            options.diagnostics("tasker: reload of \(file.chunkName) failed; keeping the previous version: \(failure.message)")
+            logger.error("reload of \(file.chunkName) failed; keeping the previous version: \(failure.message)")
             return
         case .success(let r):
             new = r
@@ -132,7 +133,7 @@ extension LuaRuntime {
         file.registrations = new
         reloads += 1
         onReload?(file.chunkName)
-        options.diagnostics("tasker: info: reloaded \(file.chunkName) (\(new.interceptors.count) interceptors, \(new.reactors.count) reactors)")
+        logger.info("reloaded \(file.chunkName) (\(new.interceptors.count) interceptors, \(new.reactors.count) reactors)")
     }
 
     /// Old registrations give way to new ones by name: the same name is
