@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
     ],
     targets: [
         // Lua 5.4 from the system (Debian: liblua5.4-dev).
@@ -40,7 +41,8 @@ let package = Package(
             name: "TaskerLua",
             dependencies: ["TaskerCore", "CLuaShim", "CLua",
                            .product(name: "Collections", package: "swift-collections"),
-                           .product(name: "Logging", package: "swift-log")],
+                           .product(name: "Logging", package: "swift-log"),
+                           .product(name: "Subprocess", package: "swift-subprocess")],
             swiftSettings: hotPath
         ),
         .executableTarget(

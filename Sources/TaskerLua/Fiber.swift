@@ -28,6 +28,8 @@ final class Fiber: TaskWaiter {
     var finished = false
     /// Monotonic deadline for fibers that are not task attempts (reactions).
     var deadline: UInt64 = 0
+    /// A process this fiber waits for; cancelled when the fiber is closed.
+    var execTask: Task<Void, Never>?
     var endedNormally = false
 
     init(runtime: LuaRuntime, kind: Kind, thread: OpaquePointer, anchor: Int32) {
@@ -49,6 +51,7 @@ final class Fiber: TaskWaiter {
         finished = false
         endedNormally = false
         deadline = 0
+        execTask = nil
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
     }
 
@@ -80,6 +83,7 @@ enum PendingOp {
     case all([TaskID])
     case any([TaskID])
     case some([TaskID])
+    case exec(ExecRequest)
     case exit
 }
 
@@ -91,6 +95,7 @@ enum Resumption {
     case anyWinner(TaskID)
     case failure(TaskFailure)
     case luaFailureOf(TaskID)
+    case exec(ExecOutcome, ExecRequest)
 }
 
 /// Work the runtime runs from its drain loop, never nested in other Lua code.

@@ -25,6 +25,8 @@ extension LuaRuntime {
         f.finished = true
         f.timer?.cancel()
         f.timer = nil
+        f.execTask?.cancel()  // SIGTERM, then SIGKILL after 2 s
+        f.execTask = nil
         if let id = f.taskID, fibersByTask[id] === f { fibersByTask[id] = nil }
         if case .reaction(let reaction) = f.kind { reactionFibers[reaction.id] = nil }
         let co = f.thread
@@ -197,6 +199,8 @@ extension LuaRuntime {
         case .some(let ids):
             let waiter = SomeWaiter(runtime: self, fiber: f, ids: ids)
             for id in ids { engine.addWaiter(id, waiter) }
+        case .exec(let request):
+            startExec(request, for: f)
         case .exit:
             close(f)
         }

@@ -149,6 +149,8 @@ extension LuaRuntime {
                 return 2
             }
             return pushOutcome(co, outcome, mode: mode, leading: true)
+        case .exec(let outcome, let request):
+            return pushExec(outcome, request, onto: co)
         case .anyWinner(let id):
             lua_pushboolean(co, 1)
             guard case .succeeded(let v)? = engine.outcome(id) else { return 1 }

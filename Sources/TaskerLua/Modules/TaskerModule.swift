@@ -9,6 +9,7 @@ enum TaskerModule {
         ("add", { L in LuaRuntime.from(L!).apiAdd(L!) }),
         ("all", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.all") }),
         ("any", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.any") }),
+        ("exec", { L in LuaRuntime.from(L!).apiExec(L!) }),
         ("every", { L in LuaRuntime.from(L!).apiEvery(L!) }),
         ("exit", { L in LuaRuntime.from(L!).apiExit(L!) }),
         ("intercept", { L in LuaRuntime.from(L!).apiIntercept(L!) }),
@@ -21,6 +22,7 @@ enum TaskerModule {
         ("react", { L in LuaRuntime.from(L!).apiReact(L!) }),
         ("use", { L in LuaRuntime.from(L!).apiUse(L!) }),
         ("sleep", { L in LuaRuntime.from(L!).apiSleep(L!) }),
+        ("sh", { L in LuaRuntime.from(L!).apiSh(L!) }),
         ("some", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.some") }),
     ]
 

@@ -1,0 +1,82 @@
+import Foundation
+import Subprocess
+#if canImport(System)
+import System
+#else
+import SystemPackage
+#endif
+
+/// What `tasker.exec` asked for.
+struct ExecRequest: Sendable {
+    var argv: [String]
+    var cwd: String?
+    var env: [String: String] = [:]
+    var stdin: [UInt8]?
+    var timeout: Double?
+    var check = true
+
+    /// The command as a person would type it, for messages.
+    var display: String { argv.joined(separator: " ") }
+}
+
+/// How a process run ended.
+enum ExecOutcome: Sendable {
+    case finished(code: Int, stdout: [UInt8], stderr: [UInt8])
+    case timedOut
+    case failed(String)
+}
+
+/// Runs one process with swift-subprocess: no shell, output captured per
+/// call; cancellation (and the timeout) send SIGTERM, then SIGKILL after 2 s.
+enum ExecRunner {
+    /// Output beyond this is an error rather than a memory blow-up.
+    static let outputLimit = 64 << 20
+
+    static func run(_ r: ExecRequest) async -> ExecOutcome {
+        do {
+            guard let timeout = r.timeout else { return try await spawn(r) }
+            return try await withThrowingTaskGroup(of: ExecOutcome.self) { group in
+                group.addTask { try await spawn(r) }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: UInt64(timeout * 1e9))
+                    return .timedOut
+                }
+                let first = try await group.next() ?? .timedOut
+                group.cancelAll()
+                return first
+            }
+        } catch is CancellationError {
+            return .failed("cancelled")
+        } catch {
+            return .failed("\(error)")
+        }
+    }
+
+    private static func spawn(_ r: ExecRequest) async throws -> ExecOutcome {
+        let program = r.argv[0]
+        let executable: Executable = program.contains("/") ? .path(FilePath(program)) : .name(program)
+        var platform = PlatformOptions()
+        // Its own process group, signalled as a whole: a shell's children
+        // (`sh -c "sleep 30; ..."`) do not outlive a cancel or timeout.
+        platform.processGroupID = 0
+        platform.teardownSequence = [.gracefulShutDown(toProcessGroup: true, allowedDurationToNextStep: .seconds(2))]
+        var updates: [Environment.Key: String?] = [:]
+        for (k, v) in r.env { updates[Environment.Key(rawValue: k)!] = v }
+        let configuration = Configuration(executable: executable, arguments: Arguments(Array(r.argv.dropFirst())),
+                                          environment: .inherit.updating(updates),
+                                          workingDirectory: r.cwd.map { FilePath($0) },
+                                          platformOptions: platform)
+        let result = if let stdin = r.stdin {
+            try await Subprocess.run(configuration, input: .array(stdin),
+                                     output: .bytes(limit: outputLimit), error: .bytes(limit: outputLimit))
+        } else {
+            try await Subprocess.run(configuration, input: .none,
+                                     output: .bytes(limit: outputLimit), error: .bytes(limit: outputLimit))
+        }
+        let code: Int = switch result.terminationStatus {
+        case .exited(let c): Int(c)
+        case .signaled(let s): 128 + Int(s)
+        }
+        return .finished(code: code, stdout: result.standardOutput, stderr: result.standardError)
+    }
+}

@@ -1,0 +1,141 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// `tasker.exec{"cmd", "arg", …, cwd=, env={}, stdin=, timeout=, check=true}`
+/// and `tasker.sh(command [, opts])` (DESIGN §2.7). Both wait; they return
+/// `{code=, stdout=, stderr=, ok=}`.
+extension LuaRuntime {
+    static let execOptions: Set<String> = ["cwd", "env", "stdin", "timeout", "check"]
+
+    func apiExec(_ L: OpaquePointer) -> Int32 {
+        guard lua_type(L, 1) == LUA_TTABLE else { return argError(L, "tasker.exec", 1, "table") }
+        let s = LuaStack(L)
+        var argv: [String] = []
+        for k in stride(from: 1, through: s.rawLength(1), by: 1) {
+            s.rawGet(1, k)
+            guard let a = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil) else {
+                return usage(L, "bad element #\(k) in 'tasker.exec' command (string expected, got \(s.typeName(-1)))")
+            }
+            s.pop()
+            argv.append(a)
+        }
+        guard !argv.isEmpty else { return usage(L, "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})") }
+        return execute(L, argv: argv, options: 1, fn: "tasker.exec")
+    }
+
+    func apiSh(_ L: OpaquePointer) -> Int32 {
+        guard let command = LuaStack(L).string(1) else { return argError(L, "tasker.sh", 1, "string") }
+        guard lua_type(L, 2) <= LUA_TNIL || lua_type(L, 2) == LUA_TTABLE else { return argError(L, "tasker.sh", 2, "table") }
+        return execute(L, argv: ["/bin/sh", "-c", command], options: lua_type(L, 2) == LUA_TTABLE ? 2 : 0, fn: "tasker.sh")
+    }
+
+    /// Reads the options from the table at `options` (0: none) and waits.
+    private func execute(_ L: OpaquePointer, argv: [String], options t: Int32, fn: String) -> Int32 {
+        var r = ExecRequest(argv: argv)
+        if t != 0 {
+            let s = LuaStack(L)
+            lua_pushnil(L)
+            while lua_next(L, t) != 0 {
+                s.pop()
+                if lua_type(L, -1) == LUA_TNUMBER { continue }  // the command's own elements
+                guard let key = s.string(-1), LuaRuntime.execOptions.contains(key) else {
+                    return usage(L, "unknown option \(s.describe(-1)) to '\(fn)' (known: \(LuaRuntime.execOptions.sorted().joined(separator: ", ")))")
+                }
+            }
+            func bad(_ field: String, _ expected: String) -> Int32 {
+                usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.typeName(-1)))")
+            }
+            s.rawGet(t, "cwd")
+            if !s.isNoneOrNil(-1) { guard let v = s.string(-1) else { return bad("cwd", "string") }; r.cwd = v }
+            s.rawGet(t, "stdin")
+            if !s.isNoneOrNil(-1) {
+                guard s.type(-1) == LUA_TSTRING else { return bad("stdin", "string") }
+                var len = 0
+                let p = tasker_tostring(L, -1, &len)!
+                r.stdin = Array(UnsafeRawBufferPointer(start: p, count: len))
+            }
+            s.rawGet(t, "timeout")
+            if !s.isNoneOrNil(-1) {
+                guard let v = s.number(-1), v > 0, v.isFinite else { return bad("timeout", "positive number") }
+                r.timeout = v
+            }
+            s.rawGet(t, "check")
+            if !s.isNoneOrNil(-1) {
+                guard s.type(-1) == LUA_TBOOLEAN else { return bad("check", "boolean") }
+                r.check = s.boolean(-1)
+            }
+            s.rawGet(t, "env")
+            if !s.isNoneOrNil(-1) {
+                guard s.type(-1) == LUA_TTABLE else { return bad("env", "table") }
+                let env = lua_gettop(L)
+                lua_pushnil(L)
+                while lua_next(L, env) != 0 {
+                    guard let k = s.string(-2), let v = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil) else {
+                        return usage(L, "bad option 'env' to '\(fn)' (table of strings expected)")
+                    }
+                    r.env[k] = v
+                    s.pop()
+                }
+            }
+        }
+        if let status = cannotWait(L, fn) { return status }
+        return suspend(L, .exec(r))
+    }
+
+    /// Runs the process in a Swift task; its end resumes the fiber on the loop.
+    func startExec(_ r: ExecRequest, for f: Fiber) {
+        loop.beginActivity()
+        let target = LoopBound(self, loop: loop)
+        let fiber = LoopBound(f, loop: loop)
+        f.execTask = Task {
+            let outcome = await ExecRunner.run(r)
+            target.loop.execute {
+                target.value.loop.endActivity()
+                fiber.value.execTask = nil
+                target.value.enqueue(.resume(fiber.value, .exec(outcome, r)))
+            }
+        }
+    }
+
+    /// `true, {code, stdout, stderr, ok}` or `false, err`.
+    func pushExec(_ outcome: ExecOutcome, _ r: ExecRequest, onto co: OpaquePointer) -> Int32 {
+        let s = LuaStack(co)
+        switch outcome {
+        case .timedOut:
+            lua_pushboolean(co, 0)
+            pushErrorTable(co, kind: "timeout", message: "'\(r.display)' exceeded \(formatSeconds(r.timeout ?? 0))", where: nil)
+        case .failed(let why):
+            lua_pushboolean(co, 0)
+            pushErrorTable(co, kind: "exec", message: "cannot run '\(r.display)': \(why)", where: nil)
+        case .finished(let code, let stdout, let stderr):
+            if r.check && code != 0 {
+                lua_pushboolean(co, 0)
+                let firstLine = String(decoding: stderr.prefix(500), as: UTF8.self).split(separator: "\n").first.map { ": \($0)" } ?? ""
+                pushErrorTable(co, kind: "exec", message: "'\(r.display)' exited with code \(code)\(firstLine)", where: nil)
+                s.push(code)
+                s.rawSet(-2, "code")
+                pushBytes(co, stderr)
+                s.rawSet(-2, "stderr")
+                return 2
+            }
+            lua_pushboolean(co, 1)
+            s.newTable(hash: 4)
+            s.push(code)
+            s.rawSet(-2, "code")
+            pushBytes(co, stdout)
+            s.rawSet(-2, "stdout")
+            pushBytes(co, stderr)
+            s.rawSet(-2, "stderr")
+            s.push(code == 0)
+            s.rawSet(-2, "ok")
+        }
+        return 2
+    }
+
+    private func pushBytes(_ co: OpaquePointer, _ bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { b in
+            b.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(co, $0.baseAddress, $0.count) }
+        }
+    }
+}

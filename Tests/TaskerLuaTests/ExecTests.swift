@@ -1,0 +1,96 @@
+import Testing
+
+/// DESIGN §2.7: tasker.exec and tasker.sh with real processes.
+@Suite struct ExecTests {
+    @Test func runsWithoutAShellCapturingOutputCodeAndOk() async throws {
+        let r = try await runLua("""
+            local out = tasker.exec{"printf", "%s|%s", "a b", "$HOME"}
+            print(out.code, out.ok, out.stdout, out.stderr == "")
+            local sh = tasker.sh("echo to-out; echo to-err >&2; exit 0")
+            print(sh.stdout, sh.stderr)
+            """)
+        #expect(r.lines == ["0\ttrue\ta b|$HOME\ttrue", "to-out", "\tto-err", ""])
+    }
+
+    @Test func cwdEnvAndStdin() async throws {
+        let r = try await runLua("""
+            print(tasker.exec{"pwd", cwd = "/tmp"}.stdout)
+            local e = tasker.sh('echo "$TASKER_T|${PATH:+path-kept}"', {env = {TASKER_T = "set"}})
+            print(e.stdout)
+            print(tasker.exec{"tr", "a-z", "A-Z", stdin = "shout\\n"}.stdout)
+            """)
+        #expect(r.lines == ["/tmp", "", "set|path-kept", "", "SHOUT", ""])
+    }
+
+    @Test func checkRaisesKindExecWithCodeAndStderrUnlessDisabled() async throws {
+        let r = try await runLua("""
+            local ok, e = pcall(tasker.sh, "echo broken >&2; exit 3")
+            print(ok, e.kind, e.code, e.stderr, e.message)
+            print(tasker.sh("exit 4", {check = false}).code, tasker.sh("exit 4", {check = false}).ok)
+            local ok2, e2 = pcall(tasker.exec, {"tasker-no-such-program"})
+            print(ok2, e2.kind, e2.message:find("cannot run 'tasker-no-such-program'", 1, true) == 1)
+            """)
+        #expect(r.lines == ["false\texec\t3\tbroken", "\t'/bin/sh -c echo broken >&2; exit 3' exited with code 3: broken",
+                            "4\tfalse", "false\texec\ttrue"])
+    }
+
+    @Test func timeoutAndCancelTerminateTheProcessAndItsChildren() async throws {
+        let r = try await runLua("""
+            local function alive(pid) return tasker.exec{"kill", "-0", pid, check = false}.code == 0 end
+            local dir = os.tmpname(); os.remove(dir)
+            local t0 = tasker.now()
+            local ok, e = pcall(tasker.sh, "echo $$ > " .. dir .. "; sleep 30", {timeout = 0.2})
+            print(ok, e.kind, e.message, tasker.now() - t0 < 10)
+            local pid = io.open(dir):read("l")
+            print(alive(pid))
+            local h = tasker.add(function() return tasker.sh("(sleep 30; echo never) & echo $! > " .. dir .. "; wait") end)
+            tasker.sleep(0.2)
+            h:cancel()
+            local child = io.open(dir):read("l")
+            while alive(child) and tasker.now() - t0 < 10 do tasker.sleep(0.01) end
+            print(h:state(), alive(child))
+            os.remove(dir)
+            """)
+        #expect(r.lines.count == 3)
+        #expect(r.lines[0].hasPrefix("false\ttimeout\t'/bin/sh -c echo $$ > "))
+        #expect(r.lines[0].hasSuffix("exceeded 0.2s\ttrue"))
+        #expect(r.lines[1] == "false")
+        #expect(r.lines[2] == "cancelled\tfalse")
+    }
+
+    @Test func outputOfParallelProcessesIsNeverInterleaved() async throws {
+        let r = try await runLua("""
+            local hs = {}
+            for n = 1, 8 do
+              hs[n] = tasker.add(function() return tasker.sh("for i in 1 2 3 4 5; do echo " .. n .. "-$i; done").stdout end)
+            end
+            local bad = 0
+            for n, out in ipairs(tasker.all(hs)) do
+              if out ~= ("%d-1\\n%d-2\\n%d-3\\n%d-4\\n%d-5\\n"):format(n, n, n, n, n) then bad = bad + 1 end
+            end
+            print(bad)
+            """)
+        #expect(r.lines == ["0"])
+    }
+
+    @Test func badArgumentsAreUsageErrors() async throws {
+        let r = try await runLua("""
+            for _, f in ipairs({
+              function() tasker.exec("ls") end,
+              function() tasker.exec({}) end,
+              function() tasker.exec({"ls", {}}) end,
+              function() tasker.exec({"ls", timeout = -1}) end,
+              function() tasker.exec({"ls", shell = true}) end,
+              function() tasker.sh(42) end,
+            }) do print(select(2, pcall(f)).message) end
+            """)
+        #expect(r.lines == [
+            "bad argument #1 to 'tasker.exec' (table expected, got string)",
+            "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})",
+            "bad element #2 in 'tasker.exec' command (string expected, got table)",
+            "bad option 'timeout' to 'tasker.exec' (positive number expected, got number)",
+            "unknown option shell to 'tasker.exec' (known: check, cwd, env, stdin, timeout)",
+            "bad argument #1 to 'tasker.sh' (string expected, got number)",
+        ])
+    }
+}
