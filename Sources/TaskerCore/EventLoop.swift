@@ -28,6 +28,8 @@ public final class EventLoop: @unchecked Sendable {
 
     private var timers = Heap<TimerEntry>()
     private var timerSequence: UInt64 = 0
+    /// Armed timers that keep the loop busy (not the status line's ticker).
+    fileprivate var busyTimers = 0
     private var microtasks = Deque<() -> Void>()
     private var activity = 0
 
@@ -76,17 +78,20 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Runs `action` at `deadline` (monotonic ns) unless cancelled first.
+    /// A timer that does not `keepAlive` (a display refresh) never stops the
+    /// loop from counting as idle.
     @discardableResult
-    public func schedule(at deadline: UInt64, _ action: @escaping () -> Void) -> LoopTimer {
-        let timer = LoopTimer(deadline: deadline, action: action)
+    public func schedule(at deadline: UInt64, keepAlive: Bool = true, _ action: @escaping () -> Void) -> LoopTimer {
+        let timer = LoopTimer(deadline: deadline, loop: self, keepAlive: keepAlive, action: action)
+        if keepAlive { busyTimers += 1 }
         timerSequence &+= 1
         timers.insert(TimerEntry(deadline: deadline, sequence: timerSequence, timer: timer))
         return timer
     }
 
     @discardableResult
-    public func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
-        schedule(at: Monotonic.now() &+ Monotonic.nanos(seconds), action)
+    public func schedule(after seconds: Double, keepAlive: Bool = true, _ action: @escaping () -> Void) -> LoopTimer {
+        schedule(at: Monotonic.now() &+ Monotonic.nanos(seconds), keepAlive: keepAlive, action)
     }
 
     /// Marks an outside operation in flight (a Swift task, a request): the
@@ -140,15 +145,14 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func waitForWork() {
-        let deadline = nextDeadline()
-        if deadline == nil && activity == 0, let onIdle {
+        if busyTimers == 0 && activity == 0, let onIdle {
             lock.lock()
             let quiet = inbox.isEmpty && !stopRequested
             lock.unlock()
             if quiet {
                 let changed = onIdle()
                 drainMicrotasks()
-                if changed || !timers.isEmpty || activity > 0 { return }
+                if changed || busyTimers > 0 || activity > 0 { return }
             }
         }
         lock.lock()
@@ -165,20 +169,26 @@ public final class EventLoop: @unchecked Sendable {
 /// A timer armed on an `EventLoop`; loop-confined.
 public final class LoopTimer {
     public let deadline: UInt64
+    private unowned let loop: EventLoop
+    private let keepAlive: Bool
     private var action: (() -> Void)?
 
-    init(deadline: UInt64, action: @escaping () -> Void) {
+    init(deadline: UInt64, loop: EventLoop, keepAlive: Bool, action: @escaping () -> Void) {
         self.deadline = deadline
+        self.loop = loop
+        self.keepAlive = keepAlive
         self.action = action
     }
 
     public var isCancelled: Bool { action == nil }
 
     /// Disarms the timer and drops what it captured.
-    public func cancel() { action = nil }
+    public func cancel() { _ = take() }
 
     fileprivate func take() -> (() -> Void)? {
-        defer { action = nil }
+        guard let action else { return nil }
+        self.action = nil
+        if keepAlive { loop.busyTimers -= 1 }
         return action
     }
 }

@@ -61,6 +61,8 @@ extension Tasker {
                 let parts = v.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 options.vars[String(parts[0])] = String(parts[1])
             }
+            let status: StatusLine? = noProgress || !StatusLine.wanted ? nil : StatusLine()
+            if let status { options.output = { status.write($0) } }
             let signals = SignalWatcher()
             let events: EventsWriter?
             do {
@@ -74,7 +76,9 @@ extension Tasker {
                     runtime.onReload = { file in events.reloaded(file) }
                 }
                 signals.start(runtime)
+                status?.attach(runtime.engine)
             }
+            status?.finish()
             signals.stop()
             fflush(nil)  // Lua's print writes through C stdio
             Summary(result: result).print()

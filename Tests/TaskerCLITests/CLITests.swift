@@ -226,3 +226,71 @@ import Testing
         #expect(normal.stdout.isEmpty)
     }
 }
+
+/// The live status line, seen in a real pseudo-terminal (util-linux `script`).
+@Suite struct StatusLineTests {
+    let script = """
+        local hs = {}
+        for i = 1, 3 do
+          hs[i] = tasker.add{name = "step-" .. i, run = function(ctx)
+            for k = 1, 4 do ctx:progress(k / 4, "part " .. k); tasker.sleep(0.06) end
+            return i
+          end}
+        end
+        print("sum", tasker.all(hs)[3])
+        """
+
+    /// Runs tasker in a pseudo-terminal; `noColor` sets or removes NO_COLOR.
+    func inTerminal(_ args: String, noColor: Bool = false) async throws -> String {
+        let s = try Scratch(["prog.lua": script])
+        defer { s.cleanup() }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        p.arguments = ["-qfec", "\(taskerBinary().path) \(args)", "/dev/null"]
+        p.currentDirectoryURL = s.dir
+        var environment = ProcessInfo.processInfo.environment
+        environment["NO_COLOR"] = noColor ? "1" : nil
+        p.environment = environment
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        return await withCheckedContinuation { continuation in
+            Thread {
+                let data = out.fileHandleForReading.readDataToEndOfFile()
+                p.waitUntilExit()
+                continuation.resume(returning: String(decoding: data, as: UTF8.self))
+            }.start()
+        }
+    }
+
+    @Test func showsRunningDoneAndABarPerTaskThenClearsForTheSummary() async throws {
+        let screen = try await inTerminal("run prog.lua")
+        #expect(screen.contains("tasker: running 3 · done 0/3 · failed 0"))
+        #expect(screen.contains("step-2 ["))
+        #expect(screen.contains("part "))
+        #expect(screen.contains("\u{1B}[32m#"))
+        #expect(screen.contains("sum\t3"))
+        #expect(screen.contains("tasker: 3 tasks: 3 succeeded, 0 failed"))
+        // erased before the summary: the last frame is followed by a clear
+        let summary = screen.range(of: "tasker: 3 tasks")!.lowerBound
+        #expect(screen[..<summary].hasSuffix("\u{1B}[J") || screen[..<summary].contains("\u{1B}[J"))
+    }
+
+    @Test func noProgressAndNoColorAreRespected() async throws {
+        let quiet = try await inTerminal("run --no-progress prog.lua")
+        #expect(!quiet.contains("running"))
+        #expect(quiet.contains("sum\t3"))
+        let plain = try await inTerminal("run prog.lua", noColor: true)
+        #expect(plain.contains("tasker: running"))
+        #expect(!plain.contains("\u{1B}[32m"))
+    }
+
+    @Test func noStatusLineWhenStderrIsNotATerminal() async throws {
+        let s = try Scratch(["prog.lua": script])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "prog.lua"], in: s.dir)
+        #expect(!r.stderr.contains("running"))
+        #expect(!r.stderr.contains("\u{1B}["))
+    }
+}
