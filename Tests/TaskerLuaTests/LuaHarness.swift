@@ -51,3 +51,7 @@ func runLua(_ source: String, name: String = "pipeline.lua", files: [String: Str
     r.failed = r.failed.map { ($0.name, clean($0.message)) }
     return LuaRun(output: clean(out.value), diagnostics: clean(diag.value), result: r)
 }
+
+enum PipelineCheck {
+    static func compiles(_ path: String) -> Bool { PipelineRunner.check(path: path) == nil }
+}

@@ -1,0 +1,172 @@
+---@meta
+-- LuaLS annotations for tasker's Lua API (DESIGN §2). Point your editor's
+-- Lua language server at this folder (see the README's .luarc.json).
+
+---@class tasker.Error
+---@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"interceptor"|"reactor"|"usage"
+---@field message string
+---@field where? string   # "file:line" of the call, for usage errors
+---@field code? integer   # exec: the exit code
+---@field stderr? string  # exec: what the program wrote to stderr
+
+---@class tasker.Retry
+---@field attempts? integer  # tries including the first (default 1)
+---@field delay? number      # seconds before the second try (default 0.5)
+---@field backoff? "exponential"|"fixed"
+---@field factor? number     # default 2
+---@field max_delay? number  # default 60
+---@field jitter? boolean    # uniform in [d/2, d]
+---@field when? fun(err: any, attempt: integer): boolean
+
+---@class tasker.Context
+---@field id integer
+---@field name string
+---@field args table
+---@field tags string[]
+---@field attempt integer  # 1-based
+local Context = {}
+---@param fraction number  # 0..1
+---@param message? string
+function Context:progress(fraction, message) end
+---@return boolean
+function Context:cancelled() end
+
+---@class tasker.Spec
+---@field run fun(ctx: tasker.Context, ...): ...
+---@field name? string
+---@field args? table
+---@field tags? string[]
+---@field priority? integer
+---@field timeout? number
+---@field retry? tasker.Retry
+---@field after? tasker.Handle|tasker.Handle[]
+---@field when? "success"|"failure"|"always"
+---@field start? boolean
+---@field delay? number
+---@field key? string
+
+---@alias tasker.State "waiting"|"pending"|"held"|"running"|"reacting"|"succeeded"|"failed"|"cancelled"
+
+---@class tasker.Handle
+---@field id integer
+---@field name string
+---@field attempts integer
+local Handle = {}
+---@return tasker.State
+function Handle:state() end
+function Handle:start() end
+---@param reason? string
+function Handle:cancel(reason) end
+---Waits; returns the task's values or raises its error.
+---@return any ...
+function Handle:await() end
+---Waits; returns true, values... or false, err. Never raises.
+---@return boolean ok
+---@return any ...
+function Handle:result() end
+---@param event "start"|"progress"|"retry"|"finish"
+---@param fn function
+function Handle:on(event, fn) end
+
+---@class tasker.TaskView
+---@field id integer
+---@field name string
+---@field args table
+---@field tags string[]
+---@field priority integer
+---@field attempt integer
+
+---@class tasker.Result
+---@field ok boolean
+---@field value? any
+---@field error? any
+
+---@class tasker.Registration
+---@field name string
+---@field remove fun()
+
+---@class tasker.ExecResult
+---@field code integer
+---@field stdout string
+---@field stderr string
+---@field ok boolean
+
+---@class tasker
+---@field args string[]              # the words after the script on the command line
+---@field vars table<string, string> # from --var key=value
+tasker = {}
+
+---@param spec tasker.Spec|fun(ctx: tasker.Context, ...): ...
+---@return tasker.Handle
+function tasker.add(spec) end
+---@param handles tasker.Handle[]
+---@return any[]
+function tasker.all(handles) end
+---@param handles tasker.Handle[]
+---@return any ...
+function tasker.any(handles) end
+---@param handles tasker.Handle[]
+---@return any[]
+function tasker.some(handles) end
+---@param specs (tasker.Spec|function)[]
+---@param opts? {concurrency?: integer, fail_fast?: boolean, name?: string}
+---@return tasker.Handle
+function tasker.parallel(specs, opts) end
+---@param specs (tasker.Spec|function)[]
+---@param opts? {name?: string}
+---@return tasker.Handle
+function tasker.serial(specs, opts) end
+---@param seconds number
+function tasker.sleep(seconds) end
+---@return number
+function tasker.now() end
+---@param seconds number
+---@param spec tasker.Spec|function
+---@return tasker.Handle
+function tasker.every(seconds, spec) end
+---@param code? integer
+function tasker.exit(code) end
+---@param spec fun(t: tasker.TaskView, held: integer): (string|nil, number?)|{name?: string, on?: "task"|"http", fn: fun(t: tasker.TaskView, held: integer): (string|nil, number?), max_hold?: number}
+---@return tasker.Registration
+function tasker.intercept(spec) end
+---@param spec {name?: string, on?: "task"|"http", when?: fun(t: tasker.TaskView, result: tasker.Result): boolean, fn: fun(t: tasker.TaskView, result: tasker.Result), requeue?: boolean, suspend?: boolean, reintercept?: boolean, timeout?: number, max_requeues?: integer}
+---@return tasker.Registration
+function tasker.react(spec) end
+---@param path string  # relative to the pipeline's directory
+function tasker.use(path) end
+---@param command (string|number)[]|{cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean}
+---@return tasker.ExecResult
+function tasker.exec(command) end
+---@param command string
+---@param opts? {cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean}
+---@return tasker.ExecResult
+function tasker.sh(command, opts) end
+
+---@class json
+---@field null lightuserdata  # JSON null
+json = {}
+---@param value any
+---@param opts? {pretty?: boolean}
+---@return string
+function json.encode(value, opts) end
+---@param text string
+---@return any
+function json.decode(text) end
+---@param t? table
+---@return table
+function json.array(t) end
+
+---@class log
+log = {}
+---@param message string
+---@param fields? table
+function log.debug(message, fields) end
+---@param message string
+---@param fields? table
+function log.info(message, fields) end
+---@param message string
+---@param fields? table
+function log.warn(message, fields) end
+---@param message string
+---@param fields? table
+function log.error(message, fields) end
