@@ -294,3 +294,79 @@ import Testing
         #expect(!r.stderr.contains("\u{1B}["))
     }
 }
+
+/// The ops recipes in examples/, run for real against temp dirs and processes.
+@Suite struct RecipeTests {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    func sh(_ command: String, in dir: URL) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/sh")
+        p.arguments = ["-c", command]
+        p.currentDirectoryURL = dir
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "setup failed: \(command)")
+    }
+
+    @Test func deployRunsTheStepsAndRollsBackWhenTheSmokeCheckFails() async throws {
+        let s = try Scratch([:])
+        defer { s.cleanup() }
+        let log = s.dir.appendingPathComponent("log").path
+        let ok = try await tasker(["run", "--var", "build=echo build >> \(log)", "--var", "deploy=echo deploy >> \(log)",
+                                   "examples/deploy.lua"], in: root)
+        #expect(ok.status == 0)
+        #expect(ok.stdout.contains("smoke    ok\nrollback not needed\n"))
+        let bad = try await tasker(["run", "--var", "deploy=echo deploy >> \(log)", "--var", "smoke=exit 7",
+                                    "--var", "smoke_delay=0", "--var", "rollback=echo rollback >> \(log)",
+                                    "examples/deploy.lua"], in: root)
+        #expect(bad.status == 1)
+        #expect(bad.stdout.contains("smoke    failed: exec: '/bin/sh -c exit 7' exited with code 7"))
+        #expect(bad.stdout.contains("rollback rolled back"))
+        let broken = try await tasker(["run", "--var", "build=exit 2", "examples/deploy.lua"], in: root)
+        #expect(broken.status == 1)
+        #expect(broken.stdout.contains("deploy   cancelled: dependency: task 'deploy' did not run: dependency 'test' was cancelled"))
+        #expect(broken.stdout.contains("rollback nothing to roll back"))
+        #expect(try String(contentsOfFile: log, encoding: .utf8) == "build\ndeploy\ndeploy\nrollback\n")
+    }
+
+    @Test func mirrorReposUpdatesClonesInParallelAndReportsFailures() async throws {
+        let s = try Scratch([:])
+        defer { s.cleanup() }
+        let git = "git -c user.name=t -c user.email=t@example -c init.defaultBranch=main"
+        try sh("""
+            \(git) init -q --bare upstream.git && \(git) clone -q upstream.git seed 2>/dev/null && cd seed && \
+            echo 1 > f && git add f && \(git) commit -qm one && git push -q origin HEAD:main && cd .. && \
+            \(git) clone -q upstream.git a && \(git) clone -q upstream.git b && mkdir notarepo && \
+            cd seed && echo 2 > f && \(git) commit -qam two && git push -q origin HEAD:main
+            """, in: s.dir)
+        let r = try await tasker(["run", "--var", "jobs=2", root.appendingPathComponent("examples/mirror_repos.lua").path,
+                                  "a", "b", "notarepo"], in: s.dir)
+        #expect(r.status == 1)
+        let lines = r.stdout.split(separator: "\n").map { $0.replacingOccurrences(of: #" +"#, with: " ", options: .regularExpression) }
+        #expect(lines.count == 4)
+        #expect(lines[0].range(of: #"^a updated [0-9a-f]{7}\.\.[0-9a-f]{7}$"#, options: .regularExpression) != nil, "\(lines)")
+        #expect(lines[1].hasPrefix("b updated "))
+        #expect(lines[2].hasPrefix("notarepo FAILED: "))
+        #expect(lines[3] == "3 repositories, 1 failed")
+        let again = try await tasker(["run", root.appendingPathComponent("examples/mirror_repos.lua").path, "a"], in: s.dir)
+        #expect(again.status == 0)
+        #expect(again.stdout.contains("up to date"))
+    }
+
+    @Test func watchDiskChecksOnAScheduleAndWarnsOverTheThreshold() async throws {
+        let s = try Scratch(["app.log": "start\n"])
+        defer { s.cleanup() }
+        let logPath = s.dir.appendingPathComponent("app.log").path
+        let r = try await tasker(["run", "--var", "path=\(s.dir.path)", "--var", "log=\(logPath)", "--var", "every=0.05",
+                                  "--var", "checks=3", "--var", "max_percent=0", "examples/watch_disk.lua"], in: root)
+        #expect(r.status == 0)
+        #expect(r.stderr.components(separatedBy: "WARN  [disk-check#").count - 1 == 3)
+        #expect(r.stderr.contains("disk almost full path=\(s.dir.path) used="))
+        let calm = try await tasker(["run", "--var", "path=\(s.dir.path)", "--var", "every=0.05", "--var", "checks=1",
+                                     "--var", "max_percent=100", "examples/watch_disk.lua"], in: root)
+        #expect(calm.stderr.contains("INFO  [disk-check#1] disk ok"))
+    }
+}
