@@ -117,8 +117,6 @@ public final class Engine {
 
     public func name(_ id: TaskID) -> String { record(id)?.name ?? "task-\(id)" }
 
-    /// The name given in the spec (or by an interceptor), if any.
-    public func explicitName(_ id: TaskID) -> String? { record(id)?.explicitName }
 
     /// The handle's state (a follower shows its leader's work until it ends).
     public func state(_ id: TaskID) -> TaskState {

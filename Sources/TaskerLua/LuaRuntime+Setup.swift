@@ -13,7 +13,7 @@ extension LuaRuntime {
             refs[keyPath: keyPath] = s.ref()
         }
         installErrorMetatable()
-        installPrelude()
+        TaskViewModule.install(self)
         HandleModule.install(self)
         ContextModule.install(self)
 
@@ -43,14 +43,6 @@ extension LuaRuntime {
             s.rawSet(globals, "print")
         }
         lua_settop(L, 0)
-    }
-
-    private func installPrelude() {
-        let status = Prelude.source.withCString { tasker_loadbuffer(L, $0, strlen($0), "=tasker") }
-        precondition(status == LUA_OK && tasker_pcall_traceback(L, 0, 2) == LUA_OK,
-                     "the built-in prelude must load: \(LuaStack(L).describe(-1))")
-        refs.whenCall = luaL_ref(L, tasker_registryindex())
-        refs.interceptCall = luaL_ref(L, tasker_registryindex())
     }
 
     private func installErrorMetatable() {

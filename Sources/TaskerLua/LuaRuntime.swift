@@ -233,8 +233,7 @@ struct Refs {
     var threads: Int32 = 0    // anchors of live threads
     var predicates: Int32 = 0 // [task id] = retry.when function
     var handleMeta: Int32 = 0
-    var interceptCall: Int32 = 0  // Prelude: intercept(fn, held, id, name, args, tags, priority, attempt)
-    var whenCall: Int32 = 0       // Prelude: when(fn, ok, v, id, name, args, tags, priority, attempt)
+    var taskViewMeta: Int32 = 0
     var contextMeta: Int32 = 0
     var errorMeta: Int32 = 0
     var jsonArrayMeta: Int32 = 0

@@ -80,22 +80,20 @@ extension LuaRuntime {
         return 1
     }
 
-    /// Calls `fn(t, held)` through the prelude, applies what it changed in
-    /// `t`, and turns its answer into a decision. Errors fail the task
-    /// (kind `interceptor`).
+    /// Calls `fn(t, held)` and turns its answer into a decision. Changes to
+    /// `t` apply to the task as they are made. Errors fail the task (kind
+    /// `interceptor`).
     func runInterceptor(_ i: LuaInterceptor, _ id: TaskID, held: Int) -> InterceptDecision {
         let s = LuaStack(L)
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
-        s.pushRegistry(refs.interceptCall)
         s.pushRegistry(i.function)
+        pushTaskView(L, id, attempt: engine.attempts(id) + 1)  // the attempt about to start
         s.push(held)
-        pushTaskArguments(L, id, attempt: engine.attempts(id) + 1)  // the attempt about to start
-        if let error = callForError(nargs: 8, nresults: 6, context: i.context, traceback: false) {
+        if let error = callForError(nargs: 2, nresults: 2, context: i.context, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error
             return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' failed: \(message)"))
         }
-        applyChanges(at: base + 3, to: id)
         let answer = s.isNoneOrNil(base + 1) ? "execute" : s.string(base + 1)
         switch answer {
         case "execute": return .execute
@@ -112,38 +110,4 @@ extension LuaRuntime {
             return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' returned \(shown) (expected nil, \"execute\", \"force\", \"hold\", \"discard\" or \"delay\", seconds)"))
         }
     }
-
-    /// id, name (nil if unnamed), args, tags (nil if none), priority, attempt:
-    /// what the prelude builds `t` from.
-    func pushTaskArguments(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
-        lua_pushinteger(L, lua_Integer(id))
-        if let name = engine.explicitName(id) { LuaStack(L).push(name) } else { lua_pushnil(L) }
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.args))
-        lua_rawgeti(L, -1, lua_Integer(id))
-        tasker_remove(L, -2)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.tags))
-        lua_rawgeti(L, -1, lua_Integer(id))
-        tasker_remove(L, -2)
-        lua_pushinteger(L, lua_Integer(engine.priority(id)))
-        lua_pushinteger(L, lua_Integer(attempt))
-    }
-
-    /// The prelude returns priority, name, args, tags from `first` on, each
-    /// nil when unchanged.
-    private func applyChanges(at first: Int32, to id: TaskID) {
-        let s = LuaStack(L)
-        if let p = s.integer(first) { engine.setPriority(id, p) }
-        if let n = s.string(first + 1) { engine.setName(id, n) }
-        storePart(first + 2, in: refs.args, id)
-        storePart(first + 3, in: refs.tags, id)
-    }
-
-    private func storePart(_ index: Int32, in table: Int32, _ id: TaskID) {
-        guard lua_type(L, index) == LUA_TTABLE else { return }
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(table))
-        lua_pushvalue(L, index)
-        lua_rawseti(L, -2, lua_Integer(id))
-        tasker_pop(L, 1)
-    }
-
 }

@@ -107,37 +107,28 @@ extension LuaRuntime {
         guard let when = r.when else { return .success(true) }
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
-        LuaStack(L).pushRegistry(refs.whenCall)
         LuaStack(L).pushRegistry(when)
-        switch outcome {
-        case .succeeded(let v):
-            lua_pushboolean(L, 1)
-            if pushValues(L, v, firstOnly: true) == 0 { lua_pushnil(L) }
-        case .failed(let f), .cancelled(let f):
-            lua_pushboolean(L, 0)
-            pushFailure(L, f)
-        }
-        pushTaskArguments(L, id, attempt: engine.attempts(id))
-        if let error = callForError(nargs: 9, nresults: 1, context: r.whenContext, traceback: false) {
+        pushReactionArguments(L, id, outcome)
+        if let error = callForError(nargs: 2, nresults: 1, context: r.whenContext, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:")[0]
             return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
         }
         return .success(lua_toboolean(L, -1) != 0)
     }
 
-    /// Pushes `t` and `result` ({ok, value, error}). The result is not
-    /// delivered yet, so it comes from the held outcome, not the engine's.
+    /// Pushes `t` and `result` ({ok, value} or {ok, error}). The result is
+    /// not delivered yet, so it comes from the held outcome, not the engine's.
     private func pushReactionArguments(_ L: OpaquePointer, _ id: TaskID, _ outcome: TaskOutcome) {
         let s = LuaStack(L)
         pushTaskView(L, id, attempt: engine.attempts(id))
-        s.newTable(hash: 3)
+        s.newTable(hash: 2)
         switch outcome {
         case .succeeded(let v):
-            s.push(true)
+            lua_pushboolean(L, 1)
             s.rawSet(-2, "ok")
             if pushValues(L, v, firstOnly: true) == 1 { s.rawSet(-2, "value") }
         case .failed(let f), .cancelled(let f):
-            s.push(false)
+            lua_pushboolean(L, 0)
             s.rawSet(-2, "ok")
             pushFailure(L, f)
             s.rawSet(-2, "error")
@@ -179,22 +170,4 @@ extension LuaRuntime {
         TaskFailure(.reactor, "reactor '\(reaction.reactor.name)' exceeded its timeout of \(formatSeconds(reaction.reactor.options.timeout ?? 0))")
     }
 
-    /// The mutable task view interceptors and reactors receive.
-    func pushTaskView(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
-        let s = LuaStack(L)
-        s.newTable(hash: 6)
-        let t = lua_gettop(L)
-        s.push(id)
-        s.rawSet(t, "id")
-        s.push(engine.name(id))
-        s.rawSet(t, "name")
-        pushPart(L, refs.args, id)
-        s.rawSet(t, "args")
-        pushPart(L, refs.tags, id)
-        s.rawSet(t, "tags")
-        s.push(engine.priority(id))
-        s.rawSet(t, "priority")
-        s.push(attempt)
-        s.rawSet(t, "attempt")
-    }
 }
