@@ -45,6 +45,40 @@ extension LuaRuntime {
         lua_settop(L, 0)
     }
 
+    /// Creates the metatable `name` (luaL_newmetatable also sets __name):
+    /// `index` as __index, with `methods` in a table it gets as upvalue 2,
+    /// plus the given metamethods. Returns its registry ref.
+    func makeMetatable(_ name: String, index: tasker_SwiftFunction, methods: [(String, tasker_SwiftFunction)],
+                       metamethods: [(String, tasker_SwiftFunction)]) -> Int32 {
+        let s = LuaStack(L)
+        luaL_newmetatable(L, name)
+        if methods.isEmpty {
+            s.push(index)
+        } else {
+            s.newTable(hash: Int32(methods.count))
+            for (method, fn) in methods {
+                s.push(fn)
+                s.rawSet(-2, method)
+            }
+            s.push(index, upvalues: 1)
+        }
+        s.rawSet(-2, "__index")
+        for (event, fn) in metamethods {
+            s.push(fn)
+            s.rawSet(-2, event)
+        }
+        return s.ref()
+    }
+
+    /// Whether the value at `i` has the metatable anchored at `ref`.
+    func hasMetatable(_ co: OpaquePointer, _ i: Int32, _ ref: Int32) -> Bool {
+        guard lua_getmetatable(co, i) != 0 else { return false }
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(ref))
+        let same = lua_rawequal(co, -1, -2) != 0
+        tasker_pop(co, 2)
+        return same
+    }
+
     private func installErrorMetatable() {
         let s = LuaStack(L)
         s.newTable(hash: 2)

@@ -92,13 +92,7 @@ extension LuaRuntime {
         return failure
     }
 
-    func isErrorTable(_ co: OpaquePointer, _ i: Int32) -> Bool {
-        guard lua_getmetatable(co, i) != 0 else { return false }
-        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.errorMeta))
-        let same = lua_rawequal(co, -1, -2) != 0
-        tasker_pop(co, 2)
-        return same
-    }
+    func isErrorTable(_ co: OpaquePointer, _ i: Int32) -> Bool { hasMetatable(co, i, refs.errorMeta) }
 
     /// Pushes the Lua error value for a failure: the raised value itself, or
     /// a new error table {kind, message} with tostring "kind: message".

@@ -43,21 +43,8 @@ enum ContextModule {
     }
 
     static func install(_ rt: LuaRuntime) {
-        let L = rt.L
-        let s = LuaStack(L)
-        luaL_newmetatable(L, metatableName)
-        s.newTable(hash: Int32(methods.count))
-        for (name, fn) in methods {
-            s.push(fn)
-            s.rawSet(-2, name)
-        }
-        s.push(index, upvalues: 1)
-        s.rawSet(-2, "__index")
-        s.push(newindex)
-        s.rawSet(-2, "__newindex")
-        s.push("tasker.context")
-        s.rawSet(-2, "__name")
-        rt.refs.contextMeta = s.ref()
+        rt.refs.contextMeta = rt.makeMetatable(metatableName, index: index, methods: methods,
+                                               metamethods: [("__newindex", newindex)])
     }
 }
 

@@ -55,25 +55,8 @@ enum HandleModule {
     }
 
     static func install(_ rt: LuaRuntime) {
-        let L = rt.L
-        let s = LuaStack(L)
-        luaL_newmetatable(L, metatableName)
-        s.newTable(hash: Int32(methods.count))
-        for (name, fn) in methods {
-            s.push(fn)
-            s.rawSet(-2, name)
-        }
-        s.push(index, upvalues: 1)
-        s.rawSet(-2, "__index")
-        s.push(tostring)
-        s.rawSet(-2, "__tostring")
-        s.push(eq)
-        s.rawSet(-2, "__eq")
-        s.push(newindex)
-        s.rawSet(-2, "__newindex")
-        s.push("tasker.handle")
-        s.rawSet(-2, "__name")
-        rt.refs.handleMeta = s.ref()
+        rt.refs.handleMeta = rt.makeMetatable(metatableName, index: index, methods: methods,
+                                              metamethods: [("__eq", eq), ("__newindex", newindex), ("__tostring", tostring)])
     }
 }
 

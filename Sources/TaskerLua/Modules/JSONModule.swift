@@ -454,11 +454,5 @@ private struct JSONDecoder {
 }
 
 extension LuaRuntime {
-    func isJSONArray(_ L: OpaquePointer, _ i: Int32) -> Bool {
-        guard lua_getmetatable(L, i) != 0 else { return false }
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.jsonArrayMeta))
-        let same = lua_rawequal(L, -1, -2) != 0
-        tasker_pop(L, 2)
-        return same
-    }
+    func isJSONArray(_ L: OpaquePointer, _ i: Int32) -> Bool { hasMetatable(L, i, refs.jsonArrayMeta) }
 }

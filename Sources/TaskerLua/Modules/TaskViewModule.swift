@@ -66,18 +66,8 @@ enum TaskViewModule {
     }
 
     static func install(_ rt: LuaRuntime) {
-        let L = rt.L
-        let s = LuaStack(L)
-        luaL_newmetatable(L, metatableName)
-        s.push(index)
-        s.rawSet(-2, "__index")
-        s.push(newindex)
-        s.rawSet(-2, "__newindex")
-        s.push(tostring)
-        s.rawSet(-2, "__tostring")
-        s.push(metatableName)
-        s.rawSet(-2, "__name")
-        rt.refs.taskViewMeta = s.ref()
+        rt.refs.taskViewMeta = rt.makeMetatable(metatableName, index: index, methods: [],
+                                                metamethods: [("__newindex", newindex), ("__tostring", tostring)])
     }
 }
 
