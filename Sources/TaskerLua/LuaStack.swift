@@ -10,7 +10,6 @@ struct LuaStack {
     init(_ L: OpaquePointer) { self.L = L }
 
     @inline(__always) var top: Int32 { lua_gettop(L) }
-    @inline(__always) func setTop(_ n: Int32) { lua_settop(L, n) }
     @inline(__always) func pop(_ n: Int32 = 1) { tasker_pop(L, n) }
     @inline(__always) func type(_ i: Int32) -> Int32 { lua_type(L, i) }
     @inline(__always) func isNoneOrNil(_ i: Int32) -> Bool { lua_type(L, i) <= LUA_TNIL }
@@ -83,7 +82,6 @@ struct LuaStack {
     @inline(__always) func push(_ d: Double) { lua_pushnumber(L, d) }
     @inline(__always) func push(_ b: Bool) { lua_pushboolean(L, b ? 1 : 0) }
     @inline(__always) func pushNil() { lua_pushnil(L) }
-    @inline(__always) func pushValue(_ i: Int32) { lua_pushvalue(L, i) }
     @inline(__always) func newTable(array: Int32 = 0, hash: Int32 = 0) { lua_createtable(L, array, hash) }
     @inline(__always) func pushRegistry(_ ref: Int32) { lua_rawgeti(L, tasker_registryindex(), lua_Integer(ref)) }
 
