@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
+        // Tests only: the HTTP server the HTTP tests talk to.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // Lua 5.4 from the system (Debian: liblua5.4-dev).
@@ -37,9 +39,11 @@ let package = Package(
             dependencies: [.product(name: "Collections", package: "swift-collections")],
             swiftSettings: hotPath
         ),
+        // The HTTP client behind a small protocol (FoundationNetworking).
+        .target(name: "TaskerHTTP"),
         .target(
             name: "TaskerLua",
-            dependencies: ["TaskerCore", "CLuaShim", "CLua",
+            dependencies: ["TaskerCore", "TaskerHTTP", "CLuaShim", "CLua",
                            .product(name: "Collections", package: "swift-collections"),
                            .product(name: "Logging", package: "swift-log"),
                            .product(name: "Subprocess", package: "swift-subprocess")],
@@ -53,7 +57,11 @@ let package = Package(
         ),
         .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
         .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore",
-                                                           .product(name: "Logging", package: "swift-log")]),
+                                                           .product(name: "Logging", package: "swift-log"),
+                                                           .product(name: "NIOCore", package: "swift-nio"),
+                                                           .product(name: "NIOPosix", package: "swift-nio"),
+                                                           .product(name: "NIOHTTP1", package: "swift-nio"),
+                                                           .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         .testTarget(name: "TaskerCLITests", dependencies: []),
     ],
     swiftLanguageModes: [.v6]

@@ -72,7 +72,7 @@ extension Engine {
             finalAttemptEnded(r, .ending(with: failure))
             return
         }
-        let delay = r.retry.delay(after: r.attempts)
+        let delay = failure.retryAfter.map { min(max(0, $0), r.retry.maxDelay) } ?? r.retry.delay(after: r.attempts)
         for o in observers {
             o.taskRetrying(r.id, failedAttempt: r.attempts, failure: failure, delay: delay, engine: self)
         }

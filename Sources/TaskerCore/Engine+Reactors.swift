@@ -3,7 +3,10 @@
 extension Engine {
     public func addReactor(_ r: TaskReactor) { reactors.append(r) }
 
-    public func removeReactor(_ r: TaskReactor) { reactors.removeAll { $0 === r } }
+    public func removeReactor(_ r: TaskReactor) {
+        reactors.removeAll { $0 === r }
+        coverage[ObjectIdentifier(r)] = nil
+    }
 
     /// Puts `new` where `old` was; a running reaction of `old` finishes as is.
     public func replaceReactor(_ old: TaskReactor, with new: TaskReactor) {
@@ -12,6 +15,7 @@ extension Engine {
             return
         }
         reactors[index] = new
+        coverage[ObjectIdentifier(old)] = nil
     }
 
     func finalAttemptEnded(_ r: TaskRecord, _ outcome: TaskOutcome) {
@@ -34,9 +38,28 @@ extension Engine {
             finishWork(r, outcome)
             return
         }
-        r.state = .reacting
-        r.reacting = ReactingState(pending: chosen.count, outcome: outcome)
+        // An attempt that started before a requeueing reactor's last
+        // reaction ended was made with the state that reaction replaced (a
+        // stale token): it is requeued without reacting again, so a storm
+        // of late 401s after a refresh causes no second refresh.
+        let state = ReactingState(pending: 0, outcome: outcome)
+        var fresh: [TaskReactor] = []
         for reactor in chosen {
+            if reactor.options.requeue, let end = coverage[ObjectIdentifier(reactor)], r.token <= end {
+                state.requeueLimit = min(state.requeueLimit ?? Int.max, reactor.options.maxRequeues)
+                state.reintercept = state.reintercept || reactor.options.reintercept
+            } else {
+                fresh.append(reactor)
+            }
+        }
+        guard !fresh.isEmpty else {
+            settleReactions(r, state)
+            return
+        }
+        r.state = .reacting
+        state.pending = fresh.count
+        r.reacting = state
+        for reactor in fresh {
             for o in observers { o.taskReacting(r.id, reactor: reactor.name, engine: self) }
             join(reactor, r)
         }
@@ -50,7 +73,7 @@ extension Engine {
         nextReaction += 1
         let reaction = Reaction(id: nextReaction, reactor: reactor, first: r.id)
         reactions[ObjectIdentifier(reactor)] = reaction
-        if reactor.options.suspend { suspended += 1 }
+        if reactor.options.suspend { suspendAll(1) }
         if let timeout = reactor.options.timeout {
             reaction.timer = loop.schedule(after: timeout) { [unowned self] in
                 reaction.timer = nil
@@ -71,7 +94,8 @@ extension Engine {
         reaction.timer = nil
         let reactor = reaction.reactor
         if reactions[ObjectIdentifier(reactor)] === reaction { reactions[ObjectIdentifier(reactor)] = nil }
-        if reactor.options.suspend { suspended -= 1 }
+        if reactor.options.suspend { suspendAll(-1) }
+        if failure == nil { coverage[ObjectIdentifier(reactor)] = currentToken }
         for id in reaction.tasks {
             guard let r = record(id), r.state == .reacting, let state = r.reacting else { continue }
             state.pending -= 1
@@ -103,6 +127,13 @@ extension Engine {
 }
 
 extension Engine {
+    /// A reactor with `suspend` holds back this engine and its peer: no task
+    /// or request starts while it runs.
+    private func suspendAll(_ delta: Int) {
+        suspended += delta
+        peer?.suspended += delta
+    }
+
     /// The result a reacting task holds back until its reactions end.
     public func heldOutcome(_ id: TaskID) -> TaskOutcome? { record(id)?.reacting?.outcome }
 }

@@ -31,6 +31,9 @@ public final class Engine {
     private var reactionReady = Deque<TaskID>()
     public internal(set) var reactors: [TaskReactor] = []
     var reactions: [ObjectIdentifier: Reaction] = [:]
+    /// Per reactor: the last attempt token its last successful reaction
+    /// covers (attempts that started before it ended).
+    var coverage: [ObjectIdentifier: UInt64] = [:]
     var nextReaction = 0
     var running = 0
     var keyIndex: [String: TaskID] = [:]
@@ -38,6 +41,9 @@ public final class Engine {
     private var nextToken: UInt64 = 0
     /// Handles not yet final.
     public internal(set) var unfinishedCount = 0
+    /// Another engine on the same loop (the HTTP requests' engine and the
+    /// tasks' engine): a suspending reaction in either holds back both.
+    public weak var peer: Engine?
     /// While positive, no new attempt starts (reactors with `suspend`).
     public var suspended = 0 {
         didSet { if suspended == 0 { scheduleDispatch() } }
@@ -252,6 +258,9 @@ public final class Engine {
         return released.popFirst() ?? ready.pop()
     }
 
+    /// The token of the latest attempt started.
+    var currentToken: UInt64 { nextToken }
+
     func newToken() -> UInt64 {
         nextToken &+= 1
         return nextToken
@@ -281,6 +290,17 @@ extension Engine {
 }
 
 extension Engine {
+    /// Frees the record of a final handle nobody will ask about again
+    /// (an HTTP request once its caller has the response): an engine
+    /// that runs millions of short-lived requests keeps 8 bytes for each.
+    public func forget(_ id: TaskID) {
+        guard let r = record(id), r.finalState != nil, r.state.isFinal, r.reacting == nil else { return }
+        records[id] = nil
+    }
+
+    /// Work added by a reaction (it starts while reactors suspend).
+    public func isOwnedByReaction(_ id: TaskID) -> Bool { record(id)?.ownedByReaction ?? false }
+
     public func priority(_ id: TaskID) -> Int { record(id)?.priority ?? 0 }
 
     /// Interceptors may change a task's priority and name before it starts.

@@ -23,6 +23,9 @@ public struct TaskFailure: Error, Sendable, CustomStringConvertible {
     public var payload: (any Sendable)?
     /// "file:line" of the script code the error is about, when known.
     public var position: String?
+    /// Seconds the failed work asked to wait before another try (HTTP
+    /// `Retry-After`); a retry waits this long, capped by `max_delay`.
+    public var retryAfter: Double?
 
     public init(_ kind: Kind, _ message: String, payload: (any Sendable)? = nil) {
         self.kind = kind

@@ -30,6 +30,8 @@ final class Fiber: TaskWaiter {
     var deadline: UInt64 = 0
     /// A process this fiber waits for; cancelled when the fiber is closed.
     var execTask: Task<Void, Never>?
+    /// The HTTP request this fiber waits for (an id in `httpEngine`).
+    var request: TaskID?
     var endedNormally = false
 
     init(runtime: LuaRuntime, kind: Kind, thread: OpaquePointer, anchor: Int32) {
@@ -52,6 +54,7 @@ final class Fiber: TaskWaiter {
         endedNormally = false
         deadline = 0
         execTask = nil
+        request = nil
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
     }
 
@@ -63,6 +66,12 @@ final class Fiber: TaskWaiter {
     var taskID: TaskID? { run?.task }
 
     func taskFinished(_ id: TaskID, engine: Engine) {
+        if engine !== runtime.engine {
+            guard request == id else { return }
+            request = nil
+            runtime.requestFinished(id, for: self)
+            return
+        }
         guard waitingOn == id else { return }
         waitingOn = nil
         runtime.enqueue(.resume(self, .taskResult(id, awaitMode)))
@@ -84,6 +93,7 @@ enum PendingOp {
     case any([TaskID])
     case some([TaskID])
     case exec(ExecRequest)
+    case http(HTTPCallSetup)
     case exit
 }
 
@@ -96,6 +106,7 @@ enum Resumption {
     case failure(TaskFailure)
     case luaFailureOf(TaskID)
     case exec(ExecOutcome, ExecRequest)
+    case http(TaskOutcome, HTTPCall)
 }
 
 /// Work the runtime runs from its drain loop, never nested in other Lua code.

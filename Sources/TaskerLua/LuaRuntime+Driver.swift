@@ -27,6 +27,10 @@ extension LuaRuntime {
         f.timer = nil
         f.execTask?.cancel()  // SIGTERM, then SIGKILL after 2 s
         f.execTask = nil
+        if let id = f.request {
+            f.request = nil
+            abandonRequest(id, by: f)
+        }
         if let id = f.taskID, fibersByTask[id] === f { fibersByTask[id] = nil }
         if case .reaction(let reaction) = f.kind { reactionFibers[reaction.id] = nil }
         let co = f.thread
@@ -118,7 +122,7 @@ extension LuaRuntime {
         case .reaction(let reaction):
             let failure = f.aborted
             retire(f)
-            engine.reactionEnded(reaction, failure: failure)
+            engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
     }
 
@@ -140,7 +144,7 @@ extension LuaRuntime {
             let failure = f.aborted ?? TaskFailure(.reactor, "reactor '\(reaction.reactor.name)' failed: "
                 + traceback(co).components(separatedBy: "\nstack traceback:")[0])
             retire(f)
-            engine.reactionEnded(reaction, failure: failure)
+            engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
     }
 
@@ -201,6 +205,8 @@ extension LuaRuntime {
             for id in ids { engine.addWaiter(id, waiter) }
         case .exec(let request):
             startExec(request, for: f)
+        case .http(let setup):
+            performHTTP(setup, for: f)
         case .exit:
             close(f)
         }

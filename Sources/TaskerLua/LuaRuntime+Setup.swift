@@ -29,6 +29,9 @@ extension LuaRuntime {
         let log = LogModule.install(self)
         lua_pushvalue(L, log)
         s.rawSet(globals, "log")
+        let http = HTTPModule.install(self)
+        lua_pushvalue(L, http)
+        s.rawSet(globals, "http")
         s.rawGet(globals, "package")
         s.rawGet(-1, "loaded")
         lua_pushvalue(L, tasker)
@@ -37,6 +40,8 @@ extension LuaRuntime {
         s.rawSet(-2, "json")
         lua_pushvalue(L, log)
         s.rawSet(-2, "log")
+        lua_pushvalue(L, http)
+        s.rawSet(-2, "http")
         s.pop(2)
         if options.output != nil {
             s.push(LuaRuntime.printFunction)

@@ -104,6 +104,19 @@ extension LuaRuntime {
             return
         }
         pushErrorTable(co, kind: failure.kind.rawValue, message: failure.message, where: failure.position)
+        if let info = failure.payload as? HTTPFailureInfo {
+            let s = LuaStack(co)
+            s.push(info.url)
+            s.rawSet(-2, "url")
+            if let code = info.code {
+                s.push(code.rawValue)
+                s.rawSet(-2, "code")
+            }
+            if let status = info.response?.status {
+                s.push(status)
+                s.rawSet(-2, "status")
+            }
+        }
     }
 
     func pushErrorTable(_ co: OpaquePointer, kind: String, message: String, where position: String?) {
@@ -145,6 +158,8 @@ extension LuaRuntime {
             return pushOutcome(co, outcome, mode: mode, leading: true)
         case .exec(let outcome, let request):
             return pushExec(outcome, request, onto: co)
+        case .http(let outcome, let call):
+            return pushHTTPResult(outcome, call, onto: co)
         case .anyWinner(let id):
             lua_pushboolean(co, 1)
             guard case .succeeded(let v)? = engine.outcome(id) else { return 1 }

@@ -4,6 +4,7 @@ import DequeModule
 import Foundation
 import Logging
 import TaskerCore
+import TaskerHTTP
 
 /// Runs one pipeline: one `lua_State`, confined to one `EventLoop` thread,
 /// driving the main chunk and every task body as coroutines of that state.
@@ -34,6 +35,10 @@ public final class LuaRuntime {
 
     public let loop: EventLoop
     public let engine: Engine
+    /// HTTP requests are tasks of their own engine: the `on="http"`
+    /// interceptors and reactors, retries and the in-flight cap apply to
+    /// them, and they take no task slot.
+    public let httpEngine: Engine
     let options: Options
     /// The `log` module and the runtime's own messages; lines go to `options.diagnostics`.
     let logger: Logger
@@ -68,6 +73,12 @@ public final class LuaRuntime {
     /// Tasks with `h:on` handlers, by task id.
     var handlerTasks = TaskTable<Bool>()
     lazy var taskBody = LuaTaskBody(runtime: self)
+    lazy var requestBody = LuaRequestBody(runtime: self)
+    /// Each request's call state, by its id in `httpEngine`.
+    var httpCalls = TaskTable<HTTPCall>()
+    var httpSettings = HTTPSettings()
+    /// Opened at the first request (after `http.configure` has had its say).
+    var transport: HTTPTransport?
     var exitCode: Int32?
     /// Ctrl-C/SIGTERM arrived (the loop may not have seen it yet).
     var interrupted: Bool {
@@ -89,6 +100,9 @@ public final class LuaRuntime {
         self.loop = loop
         self.options = options
         self.engine = Engine(loop: loop, concurrency: options.concurrency)
+        self.httpEngine = Engine(loop: loop, concurrency: HTTPSettings().concurrency)
+        engine.peer = httpEngine
+        httpEngine.peer = engine
         let level = options.logLevel, sink = options.diagnostics
         self.logger = Logger(label: "tasker") { _ in LineLogHandler(level: level, sink: sink) }
         crt = .allocate(capacity: 1)
@@ -133,6 +147,7 @@ public final class LuaRuntime {
         repeat {
             while let w = work.popFirst() { perform(w) }
             engine.dispatch()
+            httpEngine.dispatch()
         } while !work.isEmpty
     }
 
@@ -155,10 +170,11 @@ public final class LuaRuntime {
             finish()
             return true
         }
-        if engine.settleIdle() { return true }
+        if httpEngine.settleIdle() || engine.settleIdle() { return true }
         // Nothing can move: break the deadlock instead of hanging.
         logger.warning("nothing can make progress (tasks wait on each other); cancelling what is left")
         engine.cancelAll(reason: "deadlock: nothing could make progress")
+        httpEngine.cancelAll(reason: "deadlock: nothing could make progress")
         if !mainDone, let f = mainFiber, f.waitingOn == nil, f.timer == nil {
             // the main chunk waits on something no task will deliver
             enqueue(.resume(f, .failure(TaskFailure(.cancelled, "the main chunk was waiting on nothing that could finish"))))
@@ -187,6 +203,7 @@ public final class LuaRuntime {
         interrupted = true
         tasker_signal(crt)
         engine.cancelAll(reason: "interrupted")
+        httpEngine.cancelAll(reason: "interrupted")
         stopReactions(reason: "interrupted")
         if let f = mainFiber, !f.finished { enqueue(.close(f)) }
     }
@@ -196,6 +213,7 @@ public final class LuaRuntime {
         guard exitCode == nil else { return }
         exitCode = code
         engine.cancelAll(reason: "tasker.exit(\(code))")
+        httpEngine.cancelAll(reason: "tasker.exit(\(code))")
         stopReactions(reason: "tasker.exit(\(code))")
         if let f = mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
     }
@@ -237,6 +255,7 @@ struct Refs {
     var contextMeta: Int32 = 0
     var errorMeta: Int32 = 0
     var jsonArrayMeta: Int32 = 0
+    var responseMeta: Int32 = 0
 }
 
 /// Lets a signal handler on another thread stop runaway Lua code at once

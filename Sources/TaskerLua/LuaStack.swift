@@ -44,6 +44,15 @@ struct LuaStack {
 
     func boolean(_ i: Int32) -> Bool { lua_toboolean(L, i) != 0 }
 
+    /// A string, number or boolean as text (numbers as Lua prints them).
+    func describeScalar(_ i: Int32) -> String? {
+        switch lua_type(L, i) {
+        case LUA_TSTRING: string(i)
+        case LUA_TNUMBER, LUA_TBOOLEAN: describe(i)
+        default: nil
+        }
+    }
+
     /// `tostring(v)` under pcall; the error text if __tostring raises.
     func describe(_ i: Int32) -> String {
         let status = tasker_tostring_protected(L, i)

@@ -5,6 +5,8 @@ import TaskerCore
 /// An interceptor written in Lua: `fn(t, held)` decides per DESIGN §2.3.
 final class LuaInterceptor: TaskInterceptor {
     unowned let runtime: LuaRuntime
+    /// Tasks or HTTP requests (`on=`).
+    let target: HookTarget
     let name: String
     let maxHold: Double?
     /// The function, anchored in the registry.
@@ -12,8 +14,9 @@ final class LuaInterceptor: TaskInterceptor {
     /// Names this interceptor in errors from code it runs.
     let context: String
 
-    init(runtime: LuaRuntime, name: String, maxHold: Double?, function: Int32) {
+    init(runtime: LuaRuntime, target: HookTarget, name: String, maxHold: Double?, function: Int32) {
         self.runtime = runtime
+        self.target = target
         self.name = name
         self.maxHold = maxHold
         self.function = function
@@ -22,6 +25,30 @@ final class LuaInterceptor: TaskInterceptor {
 
     func intercept(_ id: TaskID, held: Int, engine: Engine) -> InterceptDecision {
         runtime.runInterceptor(self, id, held: held)
+    }
+
+    var engine: Engine { runtime.engine(for: target) }
+}
+
+/// What an interceptor or reactor applies to: `on = "task"` or `"http"`.
+enum HookTarget {
+    case task, http
+}
+
+extension LuaRuntime {
+    func engine(for target: HookTarget) -> Engine { target == .task ? engine : httpEngine }
+
+    /// Reads `on` from the spec table at 1 (a field error names `fn`).
+    func readTarget(_ L: OpaquePointer, fn: String) -> HookTarget? {
+        let s = LuaStack(L)
+        s.rawGet(1, "on")
+        defer { s.pop() }
+        if s.isNoneOrNil(-1) { return .task }
+        switch s.string(-1) {
+        case "task": return .task
+        case "http": return .http
+        default: return nil
+        }
     }
 }
 
@@ -34,8 +61,9 @@ extension LuaRuntime {
     /// `{name=, on="task", fn=, max_hold=}`.
     func apiIntercept(_ L: OpaquePointer) -> Int32 {
         let s = LuaStack(L)
-        var name = "interceptor-\(engine.interceptors.count + 1)"
+        var name = "interceptor-\(engine.interceptors.count + httpEngine.interceptors.count + 1)"
         var maxHold: Double?
+        var target = HookTarget.task
         let fnIndex: Int32
         switch s.type(1) {
         case LUA_TFUNCTION:
@@ -60,22 +88,18 @@ extension LuaRuntime {
                 }
                 maxHold = m
             }
-            s.rawGet(1, "on")
-            if !s.isNoneOrNil(-1) {
-                guard let on = s.string(-1), on == "task" || on == "http" else {
-                    return usage(L, "bad field 'on' in 'tasker.intercept' spec (\"task\" or \"http\" expected, got \(s.typeName(-1)))")
-                }
-                if on == "http" {
-                    return usage(L, "tasker.intercept: on = \"http\" needs the http module, which this version does not have yet")
-                }
+            guard let on = readTarget(L, fn: "tasker.intercept") else {
+                s.rawGet(1, "on")
+                return usage(L, "bad field 'on' in 'tasker.intercept' spec (\"task\" or \"http\" expected, got \(s.describe(-1)))")
             }
+            target = on
         default:
             return argError(L, "tasker.intercept", 1, "function or table")
         }
         lua_pushvalue(L, fnIndex)
         let ref = luaL_ref(L, tasker_registryindex())
-        let interceptor = LuaInterceptor(runtime: self, name: name, maxHold: maxHold, function: ref)
-        if staging != nil { staging!.interceptors.append(interceptor) } else { engine.addInterceptor(interceptor) }
+        let interceptor = LuaInterceptor(runtime: self, target: target, name: name, maxHold: maxHold, function: ref)
+        if staging != nil { staging!.interceptors.append(interceptor) } else { interceptor.engine.addInterceptor(interceptor) }
         pushRegistrationObject(L, name: name, .interceptor(interceptor))
         return 1
     }
@@ -88,7 +112,8 @@ extension LuaRuntime {
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
         s.pushRegistry(i.function)
-        pushTaskView(L, id, attempt: engine.attempts(id) + 1)  // the attempt about to start
+        let attempt = i.engine.attempts(id) + 1  // the attempt about to start
+        if i.target == .http { pushRequestTable(L, id, attempt: attempt) } else { pushTaskView(L, id, attempt: attempt) }
         s.push(held)
         if let error = callForError(nargs: 2, nresults: 2, context: i.context, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error

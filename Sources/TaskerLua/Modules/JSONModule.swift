@@ -61,29 +61,43 @@ extension LuaRuntime {
             s.pop()
         }
         lua_settop(L, 1)
-        var encoder = JSONEncoder(runtime: self, L: L, pretty: pretty)
+        let out: [UInt8]
         do {
-            try encoder.encode(1, depth: 0)
+            out = try encodeJSON(L, 1, pretty: pretty)
         } catch {
             return raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
         }
-        _ = encoder.out.withUnsafeBufferPointer { buffer in
+        _ = out.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { lua_pushlstring(L, $0.baseAddress, $0.count) }
         }
         return 1
     }
 
+    /// The JSON text of the value at `i`.
+    func encodeJSON(_ L: OpaquePointer, _ i: Int32, pretty: Bool = false) throws(JSONError) -> [UInt8] {
+        var encoder = JSONEncoder(runtime: self, L: L, pretty: pretty)
+        try encoder.encode(lua_absindex(L, i), depth: 0)
+        return encoder.out
+    }
+
     func jsonDecode(_ L: OpaquePointer) -> Int32 {
         guard lua_type(L, 1) == LUA_TSTRING else { return argError(L, "json.decode", 1, "string") }
-        var len = 0
-        let p = tasker_tostring(L, 1, &len)!
-        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
         lua_settop(L, 1)
+        return decodeJSONString(L, 1, fn: "json.decode")
+    }
+
+    /// Replaces the string at `i` (the top) by its decoded value, or raises
+    /// kind `json` at the caller's line.
+    func decodeJSONString(_ L: OpaquePointer, _ i: Int32, fn: String) -> Int32 {
+        var len = 0
+        let p = tasker_tostring(L, i, &len)!
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
+        let base = lua_gettop(L)
         var decoder = JSONDecoder(runtime: self, L: L, bytes: bytes)
         do {
             try decoder.decodeDocument()
         } catch {
-            lua_settop(L, 1)
+            lua_settop(L, base)
             return raise(L, TaskFailure(.json, error.message, position: LuaStack(L).whereString(level: 1)))
         }
         return 1

@@ -6,6 +6,7 @@ import TaskerCore
 /// as a coroutine (it may wait: sleep, await, add tasks).
 final class LuaReactor: TaskReactor {
     unowned let runtime: LuaRuntime
+    let target: HookTarget
     let name: String
     let options: ReactorOptions
     let when: Int32?
@@ -13,8 +14,9 @@ final class LuaReactor: TaskReactor {
     /// Names this reactor's 'when' in errors from code it runs.
     let whenContext: String
 
-    init(runtime: LuaRuntime, name: String, options: ReactorOptions, when: Int32?, function: Int32) {
+    init(runtime: LuaRuntime, target: HookTarget, name: String, options: ReactorOptions, when: Int32?, function: Int32) {
         self.runtime = runtime
+        self.target = target
         self.name = name
         self.options = options
         self.when = when
@@ -33,6 +35,8 @@ final class LuaReactor: TaskReactor {
     func abort(_ reaction: Reaction, engine: Engine) {
         runtime.abortReaction(reaction)
     }
+
+    var engine: Engine { runtime.engine(for: target) }
 }
 
 extension LuaRuntime {
@@ -56,7 +60,7 @@ extension LuaRuntime {
             }
         }
         var options = ReactorOptions()
-        var name = "reactor-\(engine.reactors.count + 1)"
+        var name = "reactor-\(engine.reactors.count + httpEngine.reactors.count + 1)"
         s.rawGet(1, "fn")
         guard s.type(-1) == LUA_TFUNCTION else { return bad("fn", "function") }
         let fnIndex = lua_gettop(L)
@@ -68,10 +72,9 @@ extension LuaRuntime {
             guard let n = s.string(-1) else { return bad("name", "string") }
             name = n
         }
-        s.rawGet(1, "on")
-        if !s.isNoneOrNil(-1) {
-            guard let on = s.string(-1), on == "task" || on == "http" else { return bad("on", "\"task\" or \"http\"") }
-            if on == "http" { return usage(L, "tasker.react: on = \"http\" needs the http module, which this version does not have yet") }
+        guard let target = readTarget(L, fn: "tasker.react") else {
+            s.rawGet(1, "on")
+            return bad("on", "\"task\" or \"http\"")
         }
         for (field, keyPath) in [("requeue", \ReactorOptions.requeue), ("suspend", \.suspend), ("reintercept", \.reintercept)] {
             s.rawGet(1, field)
@@ -97,8 +100,8 @@ extension LuaRuntime {
             lua_pushvalue(L, whenIndex)
             whenRef = luaL_ref(L, tasker_registryindex())
         }
-        let reactor = LuaReactor(runtime: self, name: name, options: options, when: whenRef, function: fnRef)
-        if staging != nil { staging!.reactors.append(reactor) } else { engine.addReactor(reactor) }
+        let reactor = LuaReactor(runtime: self, target: target, name: name, options: options, when: whenRef, function: fnRef)
+        if staging != nil { staging!.reactors.append(reactor) } else { reactor.engine.addReactor(reactor) }
         pushRegistrationObject(L, name: name, .reactor(reactor))
         return 1
     }
@@ -108,7 +111,7 @@ extension LuaRuntime {
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
         LuaStack(L).pushRegistry(when)
-        pushReactionArguments(L, id, outcome)
+        pushReactionArguments(L, r, id, outcome)
         if let error = callForError(nargs: 2, nresults: 1, context: r.whenContext, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:")[0]
             return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
@@ -118,8 +121,13 @@ extension LuaRuntime {
 
     /// Pushes `t` and `result` ({ok, value} or {ok, error}). The result is
     /// not delivered yet, so it comes from the held outcome, not the engine's.
-    private func pushReactionArguments(_ L: OpaquePointer, _ id: TaskID, _ outcome: TaskOutcome) {
+    private func pushReactionArguments(_ L: OpaquePointer, _ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome) {
         let s = LuaStack(L)
+        if r.target == .http {
+            pushRequestTable(L, id, attempt: httpEngine.attempts(id))
+            pushRequestResult(L, outcome)
+            return
+        }
         pushTaskView(L, id, attempt: engine.attempts(id))
         s.newTable(hash: 2)
         switch outcome {
@@ -143,8 +151,8 @@ extension LuaRuntime {
         reactionFibers[reaction.id] = f
         let co = f.thread
         LuaStack(co).pushRegistry(r.function)
-        pushReactionArguments(co, first, engine.heldOutcome(first)
-                              ?? .cancelled(TaskFailure(.cancelled, "task '\(engine.name(first))' was cancelled")))
+        pushReactionArguments(co, r, first, r.engine.heldOutcome(first)
+                              ?? .cancelled(TaskFailure(.cancelled, "task '\(r.engine.name(first))' was cancelled")))
         resume(f, nargs: 2)
     }
 
@@ -156,7 +164,7 @@ extension LuaRuntime {
             let failure = TaskFailure(.cancelled, "reactor '\(reaction.reactor.name)' was stopped: \(reason)")
             f.aborted = failure
             if current !== f { enqueue(.close(f)) }
-            engine.reactionEnded(reaction, failure: failure)
+            engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
     }
 
@@ -164,6 +172,11 @@ extension LuaRuntime {
         guard let f = reactionFibers[reaction.id], !f.finished else { return }
         f.aborted = reactionTimeout(reaction)
         if current === f { tasker_request_interrupt(crt, 1) } else { enqueue(.close(f)) }
+    }
+
+    /// The engine a reaction belongs to (its reactor's: tasks or requests).
+    func engine(of reaction: Reaction) -> Engine {
+        (reaction.reactor as? LuaReactor)?.engine ?? engine
     }
 
     func reactionTimeout(_ reaction: Reaction) -> TaskFailure {

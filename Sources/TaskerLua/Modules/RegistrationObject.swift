@@ -28,8 +28,8 @@ extension LuaRuntime {
         let rt = LuaRuntime.from(L)
         let index = Int(lua_tointegerx(L, tasker_upvalueindex(2), nil))
         switch rt.registrations[index] {
-        case .interceptor(let i)?: rt.engine.removeInterceptor(i)
-        case .reactor(let r)?: rt.engine.removeReactor(r)
+        case .interceptor(let i)?: i.engine.removeInterceptor(i)
+        case .reactor(let r)?: r.engine.removeReactor(r)
         case nil: break
         }
         rt.registrations[index] = nil

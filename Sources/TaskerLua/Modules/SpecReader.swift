@@ -143,9 +143,17 @@ struct SpecReader {
     }
 
     private func readRetry(_ t: Int32, into p: inout ParsedSpec) throws(SpecError) {
-        try checkKeys(t, allowed: Self.retryFields, what: "retry table")
+        let (policy, when) = try readRetryPolicy(t, base: RetryPolicy(attempts: 1), allowed: Self.retryFields)
+        p.predicate = when
+        p.spec.retry = policy
+    }
+
+    /// Reads a retry table over `base`; returns the policy and the stack
+    /// index of its `when` function (0 if none).
+    func readRetryPolicy(_ t: Int32, base: RetryPolicy, allowed: Set<String>) throws(SpecError) -> (RetryPolicy, Int32) {
+        try checkKeys(t, allowed: allowed, what: "retry table")
         let s = LuaStack(L)
-        var r = RetryPolicy(attempts: 1)
+        var r = base
         func number(_ name: String, min: Double) throws(SpecError) -> Double? {
             let i = field(t, name)
             if s.isNoneOrNil(i) { return nil }
@@ -174,12 +182,15 @@ struct SpecReader {
             guard s.type(jitter) == LUA_TBOOLEAN else { throw fieldError("retry.jitter", "boolean", jitter) }
             r.jitter = s.boolean(jitter)
         }
-        let when = field(t, "when")
-        if !s.isNoneOrNil(when) {
-            guard s.type(when) == LUA_TFUNCTION else { throw fieldError("retry.when", "function", when) }
-            p.predicate = when
+        var predicate: Int32 = 0
+        if allowed.contains("when") {
+            let when = field(t, "when")
+            if !s.isNoneOrNil(when) {
+                guard s.type(when) == LUA_TFUNCTION else { throw fieldError("retry.when", "function", when) }
+                predicate = when
+            }
         }
-        p.spec.retry = r
+        return (r, predicate)
     }
 }
 

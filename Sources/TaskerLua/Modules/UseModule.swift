@@ -46,8 +46,8 @@ extension LuaRuntime {
             return TASKER_RAISE
         case .success(let registrations):
             file.registrations = registrations
-            for i in registrations.interceptors { engine.addInterceptor(i) }
-            for r in registrations.reactors { engine.addReactor(r) }
+            for i in registrations.interceptors { i.engine.addInterceptor(i) }
+            for r in registrations.reactors { r.engine.addReactor(r) }
         }
         usedFiles[path] = file
         if options.watch { startWatching(file) }
@@ -126,10 +126,13 @@ extension LuaRuntime {
             new = r
         }
         let old = file.registrations
-        swap(old.interceptors, for: new.interceptors, name: \.name, replace: engine.replaceInterceptor,
-             remove: engine.removeInterceptor, add: engine.addInterceptor)
-        swap(old.reactors, for: new.reactors, name: \.name, replace: engine.replaceReactor,
-             remove: engine.removeReactor, add: engine.addReactor)
+        for target in [HookTarget.task, .http] {
+            let e = engine(for: target)
+            swap(old.interceptors.filter { $0.target == target }, for: new.interceptors.filter { $0.target == target },
+                 name: \.name, replace: e.replaceInterceptor, remove: e.removeInterceptor, add: e.addInterceptor)
+            swap(old.reactors.filter { $0.target == target }, for: new.reactors.filter { $0.target == target },
+                 name: \.name, replace: e.replaceReactor, remove: e.removeReactor, add: e.addReactor)
+        }
         file.registrations = new
         reloads += 1
         onReload?(file.chunkName)

@@ -1,0 +1,200 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `HTTPTransport` on FoundationNetworking's URLSession (DESIGN §2.6).
+///
+/// One session per transport, configured for a tool rather than a browser:
+/// no cookies, cache or credential store, and as many connections per host
+/// as requests may be in flight (URLSession's default of 6 would queue the
+/// rest inside URLSession, out of the engine's sight). Callbacks arrive on
+/// one serial delegate queue; per-request state lives in `Exchange`.
+public final class URLSessionTransport: HTTPTransport {
+    private let session: URLSession
+    private let router: ExchangeRouter
+
+    public init(connectionsPerHost: Int) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = max(1, connectionsPerHost)
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.urlCache = nil
+        configuration.urlCredentialStorage = nil
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        router = ExchangeRouter()
+        session = URLSession(configuration: configuration, delegate: router, delegateQueue: queue)
+    }
+
+    deinit {
+        // The session keeps its delegate until invalidated.
+        session.finishTasksAndInvalidate()
+    }
+
+    public func send(_ request: HTTPRequest,
+                     completion: @escaping @Sendable (Result<HTTPResponse, HTTPTransportError>) -> Void) -> HTTPExchange {
+        var r = URLRequest(url: request.url)
+        r.httpMethod = request.method
+        for h in request.headers { r.setValue(h.value, forHTTPHeaderField: h.name) }
+        r.httpBody = request.body
+        r.timeoutInterval = request.timeout
+        let task = session.dataTask(with: r)
+        let exchange = Exchange(task: task, request: request, completion: completion)
+        router.register(exchange, for: task.taskIdentifier)
+        task.resume()
+        return exchange
+    }
+}
+
+/// One request in flight.
+final class Exchange: HTTPExchange, @unchecked Sendable {
+    // Safety: `task` is immutable and URLSessionTask is thread-safe;
+    // `body`, `tooLarge` and `finished` are touched only by delegate
+    // callbacks, which URLSession runs one at a time on its serial queue.
+    let task: URLSessionDataTask
+    let followRedirects: Bool
+    let maxBodySize: Int
+    let originalHost: String?
+    let started = DispatchTime.now().uptimeNanoseconds
+    let completion: @Sendable (Result<HTTPResponse, HTTPTransportError>) -> Void
+    var body = Data()
+    var tooLarge = false
+    var finished = false
+
+    init(task: URLSessionDataTask, request: HTTPRequest,
+         completion: @escaping @Sendable (Result<HTTPResponse, HTTPTransportError>) -> Void) {
+        self.task = task
+        self.followRedirects = request.followRedirects
+        self.maxBodySize = request.maxBodySize
+        self.originalHost = request.url.host?.lowercased()
+        self.completion = completion
+    }
+
+    func cancel() { task.cancel() }
+
+    /// Delegate queue only.
+    func finish(_ error: Error?) {
+        guard !finished else { return }
+        finished = true
+        if tooLarge {
+            completion(.failure(HTTPTransportError(.other, "the response body exceeds the limit of \(maxBodySize) bytes (http.configure{max_body=...})")))
+            return
+        }
+        if let error {
+            completion(.failure(HTTPTransportError.from(error)))
+            return
+        }
+        let url = task.originalRequest?.url?.absoluteString ?? "?"
+        guard let response = task.response as? HTTPURLResponse else {
+            completion(.failure(HTTPTransportError(.other, "no HTTP response")))
+            return
+        }
+        var headers: [(name: String, value: String)] = []
+        headers.reserveCapacity(response.allHeaderFields.count)
+        for (k, v) in response.allHeaderFields {
+            headers.append((name: "\(k)".lowercased(), value: "\(v)"))
+        }
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+        completion(.success(HTTPResponse(status: response.statusCode, headers: headers, body: body,
+                                         url: response.url?.absoluteString ?? url, elapsed: elapsed)))
+    }
+}
+
+/// The session delegate: routes callbacks to their exchange.
+final class ExchangeRouter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // Safety: `exchanges` is guarded by `lock` (registration happens on the
+    // sender's thread, callbacks on the delegate queue).
+    private let lock = NSLock()
+    private var exchanges: [Int: Exchange] = [:]
+
+    func register(_ e: Exchange, for id: Int) {
+        lock.lock()
+        exchanges[id] = e
+        lock.unlock()
+    }
+
+    private func exchange(_ task: URLSessionTask, remove: Bool = false) -> Exchange? {
+        lock.lock()
+        defer { lock.unlock() }
+        return remove ? exchanges.removeValue(forKey: task.taskIdentifier) : exchanges[task.taskIdentifier]
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                    completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        if let e = exchange(dataTask), response.expectedContentLength > Int64(e.maxBodySize) {
+            e.tooLarge = true
+            completionHandler(.cancel)
+            return
+        }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        guard let e = exchange(dataTask), !e.tooLarge else { return }
+        if e.body.count + data.count > e.maxBodySize {
+            e.tooLarge = true
+            dataTask.cancel()
+            return
+        }
+        if e.body.isEmpty { e.body = data } else { e.body.append(data) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        exchange(task, remove: true)?.finish(error)
+    }
+
+    /// Follows redirects unless told not to; an `Authorization` header does
+    /// not travel to another host.
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+        guard let e = exchange(task), e.followRedirects else {
+            completionHandler(nil)
+            return
+        }
+        var next = request
+        if next.url?.host?.lowercased() != e.originalHost {
+            next.setValue(nil, forHTTPHeaderField: "Authorization")
+        }
+        completionHandler(next)
+    }
+}
+
+extension HTTPTransportError {
+    /// Maps URLSession's errors to DESIGN §2.6's codes.
+    static func from(_ error: Error) -> HTTPTransportError {
+        guard let e = error as? URLError else { return HTTPTransportError(.other, error.localizedDescription) }
+        let code: Code = switch e.code {
+        case .timedOut: .timeout
+        case .cannotConnectToHost, .notConnectedToInternet: .connect
+        case .cannotFindHost, .dnsLookupFailed: .dns
+        case .secureConnectionFailed, .serverCertificateHasBadDate, .serverCertificateUntrusted,
+             .serverCertificateHasUnknownRoot, .serverCertificateNotYetValid, .clientCertificateRejected,
+             .clientCertificateRequired: .tls
+        case .networkConnectionLost: .reset
+        case .cancelled: .cancelled
+        default: classify(e.localizedDescription)
+        }
+        let what = switch code {
+        case .timeout: "timed out"
+        case .connect: "could not connect"
+        case .dns: "could not resolve the host"
+        case .tls: "TLS failed"
+        case .reset: "the connection was lost"
+        case .cancelled: "cancelled"
+        case .other: "failed"
+        }
+        return HTTPTransportError(code, "\(what) (\(e.localizedDescription))")
+    }
+
+    /// FoundationNetworking reports several libcurl failures (a TLS
+    /// handshake with a server that does not speak TLS, a connection closed
+    /// mid-body) as an unknown error with libcurl's message; the message is
+    /// all there is to tell them by.
+    private static func classify(_ text: String) -> Code {
+        if ["SSL", "TLS", "certificate"].contains(where: { text.contains($0) }) { return .tls }
+        let lost = ["transfer closed", "reset by peer", "Recv failure", "Send failure", "Empty reply"]
+        return lost.contains(where: { text.contains($0) }) ? .reset : .other
+    }
+}

@@ -1,0 +1,326 @@
+import CLua
+import CLuaShim
+import Foundation
+import Logging
+import TaskerCore
+import TaskerHTTP
+
+/// What an HTTP failure carries besides its message: the transport code,
+/// or the response whose status failed the attempt (a retryable status).
+struct HTTPFailureInfo: Sendable {
+    var code: HTTPTransportError.Code?
+    var url: String
+    var response: HTTPResponse?
+}
+
+/// The body of every request in the requests' engine: it reads the request
+/// table (as the interceptors left it) and hands it to the transport.
+final class LuaRequestBody: TaskBody {
+    unowned let runtime: LuaRuntime
+
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
+    func startAttempt(_ run: AttemptRun, engine: Engine) { runtime.sendRequest(run) }
+
+    func abortAttempt(_ run: AttemptRun, reason: TaskFailure, engine: Engine) { runtime.stopExchange(run.task) }
+}
+
+extension LuaRuntime {
+    /// Statuses worth another try (DESIGN §2.6).
+    static let retryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+
+    /// The driver's half of `http.request`: the caller has yielded; add the
+    /// request and wait for it.
+    func performHTTP(_ setup: HTTPCallSetup, for f: Fiber) {
+        let id = httpEngine.add(setup.spec)
+        setup.call.id = id
+        httpCalls[id] = setup.call
+        f.request = id
+        httpEngine.addWaiter(id, f)
+    }
+
+    func sendRequest(_ run: AttemptRun) {
+        guard let call = httpCalls[run.task] else {
+            httpEngine.complete(run, with: .failure(TaskFailure(.cancelled, "request was cancelled")))
+            return
+        }
+        let request: HTTPRequest
+        switch HTTPRequestReader(L: L).read(call) {
+        case .failure(let failure):
+            httpEngine.complete(run, with: .failure(failure))
+            return
+        case .success(let r):
+            request = r
+        }
+        call.idempotent = request.isIdempotent
+        if transport == nil { transport = URLSessionTransport(connectionsPerHost: httpSettings.concurrency) }
+        loop.beginActivity()  // until the transport's completion is back on the loop
+        let target = LoopBound(self, loop: loop)
+        let display = "\(request.method) \(request.url.absoluteString)"
+        call.exchange = transport!.send(request) { result in
+            target.loop.execute { target.value.requestEnded(run, result, display: display, headers: request.headers) }
+        }
+        call.timer = loop.schedule(after: request.timeout) { [unowned self] in
+            call.timer = nil
+            self.stopExchange(run.task)
+            let failure = TaskFailure(.http, "\(display): timed out after \(formatSeconds(request.timeout))",
+                                      payload: HTTPFailureInfo(code: .timeout, url: request.url.absoluteString))
+            self.httpEngine.complete(run, with: .failure(failure))
+        }
+    }
+
+    /// Cancels the request's exchange and its timer (cancel, timeout).
+    func stopExchange(_ id: TaskID) {
+        guard let call = httpCalls[id] else { return }
+        call.timer?.cancel()
+        call.timer = nil
+        call.exchange?.cancel()
+        call.exchange = nil
+    }
+
+    /// The transport's answer, back on the loop. A late answer for an
+    /// attempt that was cancelled or timed out is dropped.
+    private func requestEnded(_ run: AttemptRun, _ result: Result<HTTPResponse, HTTPTransportError>,
+                              display: String, headers: [(name: String, value: String)]) {
+        loop.endActivity()
+        guard httpEngine.isCurrent(run), let call = httpCalls[run.task] else { return }
+        call.timer?.cancel()
+        call.timer = nil
+        call.exchange = nil
+        if logger.logLevel <= .debug { logRequest(display, headers, result) }
+        switch result {
+        case .success(let response) where LuaRuntime.retryableStatuses.contains(response.status):
+            var failure = TaskFailure(.http, "\(display) returned \(response.status)",
+                                      payload: HTTPFailureInfo(url: response.url, response: response))
+            failure.retryAfter = response.header("retry-after").flatMap(LuaRuntime.retryAfterSeconds)
+            httpEngine.complete(run, with: .failure(failure))
+        case .success(let response):
+            httpEngine.complete(run, with: .success(.swift(response)))
+        case .failure(let error):
+            let url = display.split(separator: " ", maxSplits: 1).last.map(String.init) ?? display
+            httpEngine.complete(run, with: .failure(TaskFailure(.http, "\(display): \(error.message)",
+                                                                payload: HTTPFailureInfo(code: error.code, url: url))))
+        }
+    }
+
+    /// `GET url -> 200 (12 ms)` at debug level, with the request headers
+    /// (secrets shown as `***` by the log handler).
+    private func logRequest(_ display: String, _ headers: [(name: String, value: String)],
+                            _ result: Result<HTTPResponse, HTTPTransportError>) {
+        var metadata: Logger.Metadata = [:]
+        for h in headers { metadata[h.name] = "\(h.value)" }
+        switch result {
+        case .success(let r):
+            logger.debug("\(display) -> \(r.status) (\(Int(r.elapsed * 1000)) ms)", metadata: metadata)
+        case .failure(let e):
+            logger.debug("\(display) -> \(e.code.rawValue): \(e.message)", metadata: metadata)
+        }
+    }
+
+    /// `Retry-After`: seconds, or an HTTP date.
+    static func retryAfterSeconds(_ value: String) -> Double? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(trimmed), seconds.isFinite { return max(0, seconds) }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: trimmed) else { return nil }
+        return max(0, date.timeIntervalSinceNow)
+    }
+
+    /// The retry rule on top of the policy's count: idempotent methods only,
+    /// retryable statuses and transient transport codes; never a cancel.
+    func mayRetry(_ call: HTTPCall, _ failure: TaskFailure) -> Bool {
+        guard call.idempotent, failure.kind == .http, let info = failure.payload as? HTTPFailureInfo else { return false }
+        if info.response != nil { return true }
+        guard let code = info.code else { return false }
+        return HTTPTransportError(code, "").isTransient
+    }
+
+    /// The request ended (after its reactions): hand the outcome to the
+    /// fiber and forget the request.
+    func requestFinished(_ id: TaskID, for f: Fiber) {
+        guard let call = httpCalls[id] else { return }
+        let outcome = httpEngine.outcome(id) ?? .cancelled(TaskFailure(.cancelled, "request was cancelled"))
+        dropRequest(id)
+        enqueue(.resume(f, .http(outcome, call)))
+    }
+
+    /// A fiber stopped waiting (closed): cancel its request.
+    func abandonRequest(_ id: TaskID, by f: Fiber) {
+        httpEngine.removeWaiter(id, f)
+        httpEngine.cancel(id, reason: "its caller stopped")
+        dropRequest(id)
+    }
+
+    private func dropRequest(_ id: TaskID) {
+        guard let call = httpCalls[id] else { return }
+        httpCalls[id] = nil
+        luaL_unref(L, tasker_registryindex(), call.table)
+        // Later: the engine is still inside the finish that got us here.
+        loop.enqueue { [unowned self] in self.httpEngine.forget(id) }
+    }
+
+    // MARK: results in Lua
+
+    /// `true, response` or `false, err` for the resumed caller.
+    func pushHTTPResult(_ outcome: TaskOutcome, _ call: HTTPCall, onto co: OpaquePointer) -> Int32 {
+        switch HTTPResult(outcome) {
+        case .response(let response):
+            if call.check && response.status >= 400 {
+                lua_pushboolean(co, 0)
+                var failure = TaskFailure(.http, "\(call.method) \(response.url) returned \(response.status)",
+                                          payload: HTTPFailureInfo(url: response.url, response: response))
+                failure.position = call.position
+                pushFailure(co, failure)
+                return 2
+            }
+            lua_pushboolean(co, 1)
+            pushResponse(co, response)
+            return 2
+        case .failure(var failure):
+            lua_pushboolean(co, 0)
+            if failure.position == nil { failure.position = call.position }
+            pushFailure(co, failure)
+            return 2
+        }
+    }
+
+    /// `{status, headers, body, url, elapsed, ok}` with `resp:json()`.
+    func pushResponse(_ co: OpaquePointer, _ r: HTTPResponse) {
+        let s = LuaStack(co)
+        s.newTable(hash: 6)
+        s.push(r.status)
+        s.rawSet(-2, "status")
+        s.push(r.status < 400)
+        s.rawSet(-2, "ok")
+        s.newTable(hash: Int32(r.headers.count))
+        for h in r.headers {
+            s.push(h.value)
+            s.rawSet(-2, h.name)
+        }
+        s.rawSet(-2, "headers")
+        r.body.withUnsafeBytes { raw in
+            _ = lua_pushlstring(co, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count)
+        }
+        s.rawSet(-2, "body")
+        s.push(r.url)
+        s.rawSet(-2, "url")
+        s.push(r.elapsed)
+        s.rawSet(-2, "elapsed")
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.responseMeta))
+        lua_setmetatable(co, -2)
+    }
+
+    /// The request table, `t` of `on="http"` interceptors and reactors.
+    func pushRequestTable(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
+        guard let call = httpCalls[id] else {
+            lua_createtable(L, 0, 0)
+            return
+        }
+        let s = LuaStack(L)
+        s.pushRegistry(call.table)
+        s.push(id)
+        s.rawSet(-2, "id")
+        s.push(attempt)
+        s.rawSet(-2, "attempt")
+    }
+
+    /// Pushes a reactor's `result` for a request: the response plus `ok`,
+    /// or `{ok=false, error=…}`.
+    func pushRequestResult(_ L: OpaquePointer, _ outcome: TaskOutcome) {
+        switch HTTPResult(outcome) {
+        case .response(let response):
+            pushResponse(L, response)
+        case .failure(let failure):
+            let s = LuaStack(L)
+            s.newTable(hash: 2)
+            s.push(false)
+            s.rawSet(-2, "ok")
+            pushFailure(L, failure)
+            s.rawSet(-2, "error")
+        }
+    }
+}
+
+/// A request's outcome as the caller sees it: a response (whatever its
+/// status, retries done) or a failure.
+enum HTTPResult {
+    case response(HTTPResponse)
+    case failure(TaskFailure)
+
+    init(_ outcome: TaskOutcome) {
+        switch outcome {
+        case .succeeded(.swift(let value as HTTPResponse)):
+            self = .response(value)
+        case .succeeded:
+            self = .failure(TaskFailure(.http, "no response"))
+        case .failed(let f), .cancelled(let f):
+            if let info = f.payload as? HTTPFailureInfo, let response = info.response {
+                self = .response(response)
+            } else {
+                self = .failure(f)
+            }
+        }
+    }
+}
+
+/// Reads a request table back into an `HTTPRequest` (raw access; what the
+/// interceptors changed is checked here).
+struct HTTPRequestReader {
+    let L: OpaquePointer
+
+    static func parseURL(_ text: String) -> URL? {
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", url.host?.isEmpty == false else { return nil }
+        return url
+    }
+
+    func read(_ call: HTTPCall) -> Result<HTTPRequest, TaskFailure> {
+        let s = LuaStack(L)
+        let base = lua_gettop(L)
+        defer { lua_settop(L, base) }
+        s.pushRegistry(call.table)
+        let t = lua_gettop(L)
+        func bad(_ field: String, _ expected: String) -> Result<HTTPRequest, TaskFailure> {
+            var f = TaskFailure(.usage, "bad request field t.\(field) (\(expected) expected, got \(s.typeName(-1)))")
+            f.position = call.position
+            return .failure(f)
+        }
+        s.rawGet(t, "method")
+        guard let method = s.string(-1), !method.isEmpty else { return bad("method", "string") }
+        s.rawGet(t, "url")
+        guard let text = s.string(-1) else { return bad("url", "string") }
+        guard let url = HTTPRequestReader.parseURL(text) else { return bad("url", "absolute http(s) url") }
+        s.rawGet(t, "timeout")
+        guard let timeout = s.number(-1), timeout > 0, timeout.isFinite else { return bad("timeout", "positive number") }
+        s.rawGet(t, "body")
+        var body: Data?
+        if s.type(-1) == LUA_TSTRING {
+            var len = 0
+            let p = tasker_tostring(L, -1, &len)!
+            body = Data(bytes: p, count: len)
+        } else if !s.isNoneOrNil(-1) {
+            return bad("body", "string or nil")
+        }
+        s.rawGet(t, "headers")
+        var headers: [(name: String, value: String)] = []
+        if s.type(-1) == LUA_TTABLE {
+            let h = lua_gettop(L)
+            lua_pushnil(L)
+            while lua_next(L, h) != 0 {
+                guard let name = s.type(-2) == LUA_TSTRING ? s.string(-2) : nil, let value = s.describeScalar(-1) else {
+                    return bad("headers", "table of strings")
+                }
+                s.pop()
+                headers.append((name: name.lowercased(), value: value))
+            }
+        } else if !s.isNoneOrNil(-1) {
+            return bad("headers", "table")
+        }
+        call.method = method.uppercased()
+        return .success(HTTPRequest(method: call.method, url: url, headers: headers, body: body, timeout: timeout,
+                                    followRedirects: call.followRedirects, maxBodySize: call.maxBody))
+    }
+}

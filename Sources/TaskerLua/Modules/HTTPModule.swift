@@ -1,0 +1,420 @@
+import CLua
+import CLuaShim
+import Foundation
+import TaskerCore
+import TaskerHTTP
+
+/// The `http` global (DESIGN §2.6): `http.request{...}`, the shorthands and
+/// `http.configure{...}`. A call builds the request table (what `on="http"`
+/// interceptors get as `t`), adds it to the requests' engine and waits.
+enum HTTPModule {
+    static let responseMetatableName = "tasker.response"
+
+    static func install(_ rt: LuaRuntime) -> Int32 {
+        let L = rt.L
+        let s = LuaStack(L)
+        s.newTable(hash: 8)
+        s.push({ L in LuaRuntime.from(L!).apiHTTPRequest(L!) })
+        s.rawSet(-2, "request")
+        s.push({ L in LuaRuntime.from(L!).apiHTTPConfigure(L!) })
+        s.rawSet(-2, "configure")
+        for (name, hasBody) in [("get", false), ("head", false), ("delete", false),
+                                ("post", true), ("put", true), ("patch", true)] {
+            s.push(name.uppercased())
+            s.push(hasBody)
+            s.push({ L in LuaRuntime.from(L!).apiHTTPShorthand(L!) }, upvalues: 2)
+            s.rawSet(-2, name)
+        }
+        let module = lua_gettop(L)
+        luaL_newmetatable(L, responseMetatableName)
+        s.newTable(hash: 1)
+        s.push({ L in LuaRuntime.from(L!).apiResponseJSON(L!) })
+        s.rawSet(-2, "json")
+        s.rawSet(-2, "__index")
+        rt.refs.responseMeta = s.ref()
+        lua_settop(L, module)
+        return module
+    }
+}
+
+/// Defaults set with `http.configure`.
+struct HTTPSettings {
+    var timeout = 30.0
+    /// Alamofire's default: two retries, 0.5 s then 1 s.
+    var retry = RetryPolicy(attempts: 3, delay: 0.5, backoff: .exponential, factor: 2, maxDelay: 30)
+    var headers: [(name: String, value: String)] = []
+    var concurrency = 64
+    var maxBody = 64 << 20
+}
+
+/// What the caller asked of one request beyond the request itself.
+final class HTTPCall {
+    /// The request table in the registry (`t` of the interceptors).
+    let table: Int32
+    let check: Bool
+    let followRedirects: Bool
+    let maxBody: Int
+    /// The caller's file:line, for errors.
+    let position: String
+    var id: TaskID = 0
+    /// The method of the last attempt (interceptors may change it).
+    var method = "GET"
+    var exchange: HTTPExchange?
+    var timer: LoopTimer?
+    var idempotent = true
+
+    init(table: Int32, check: Bool, followRedirects: Bool, maxBody: Int, position: String) {
+        self.table = table
+        self.check = check
+        self.followRedirects = followRedirects
+        self.maxBody = maxBody
+        self.position = position
+    }
+}
+
+/// A request waiting to be added to the engine (by the driver, once the
+/// caller has yielded).
+struct HTTPCallSetup {
+    let call: HTTPCall
+    let spec: TaskSpec
+}
+
+extension LuaRuntime {
+    static let requestFields: Set<String> = ["method", "url", "headers", "query", "body", "json", "timeout",
+                                             "follow_redirects", "retry", "check"]
+    static let configureFields: Set<String> = ["timeout", "retry", "headers", "concurrency", "max_body"]
+    static let httpRetryFields: Set<String> = ["attempts", "delay", "backoff", "factor", "max_delay", "jitter"]
+
+    /// `http.request{method=, url=, headers=, query=, body=, json=, timeout=,
+    /// follow_redirects=, retry=, check=}`.
+    func apiHTTPRequest(_ L: OpaquePointer) -> Int32 {
+        guard lua_type(L, 1) == LUA_TTABLE else { return argError(L, "http.request", 1, "table") }
+        lua_settop(L, 1)
+        return startRequest(L, options: 1, fn: "http.request")
+    }
+
+    /// `http.get(url [, opts])`, `http.post(url, body [, opts])`, …: upvalue
+    /// 2 is the method, 3 whether a body argument comes before the options.
+    func apiHTTPShorthand(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        let method = s.string(tasker_upvalueindex(2)) ?? "GET"
+        let hasBody = lua_toboolean(L, tasker_upvalueindex(3)) != 0
+        let fn = "http.\(method.lowercased())"
+        guard s.type(1) == LUA_TSTRING else { return argError(L, fn, 1, "string (the url)") }
+        let optionsArg: Int32 = hasBody ? 3 : 2
+        guard s.isNoneOrNil(optionsArg) || s.type(optionsArg) == LUA_TTABLE else { return argError(L, fn, optionsArg, "table") }
+        if hasBody {
+            let t = s.type(2)
+            guard t <= LUA_TNIL || t == LUA_TSTRING || t == LUA_TTABLE else { return argError(L, fn, 2, "string or table") }
+        }
+        lua_settop(L, 3)
+        // The options, copied, plus url, method and body.
+        s.newTable(hash: 8)
+        let options = lua_gettop(L)
+        if s.type(optionsArg) == LUA_TTABLE {
+            lua_pushnil(L)
+            while lua_next(L, optionsArg) != 0 {
+                lua_pushvalue(L, -2)
+                lua_pushvalue(L, -2)
+                lua_rawset(L, options)
+                s.pop()
+            }
+        }
+        lua_pushvalue(L, 1)
+        s.rawSet(options, "url")
+        s.push(method)
+        s.rawSet(options, "method")
+        if hasBody && !s.isNoneOrNil(2) {
+            lua_pushvalue(L, 2)
+            s.rawSet(options, s.type(2) == LUA_TTABLE ? "json" : "body")
+        }
+        return startRequest(L, options: options, fn: fn)
+    }
+
+    /// Builds the request table from the options at `o` and suspends the
+    /// caller until the response (or a failure) is in.
+    private func startRequest(_ L: OpaquePointer, options o: Int32, fn: String) -> Int32 {
+        let s = LuaStack(L)
+        if let bad = unknownKey(L, o, allowed: LuaRuntime.requestFields) {
+            return usage(L, "unknown option \(bad) to '\(fn)' (known: \(LuaRuntime.requestFields.sorted().joined(separator: ", ")))")
+        }
+        func bad(_ field: String, _ expected: String) -> Int32 {
+            usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.typeName(-1)))")
+        }
+        let settings = httpSettings
+        s.newTable(hash: 8)
+        let t = lua_gettop(L)
+
+        s.rawGet(o, "method")
+        var method = "GET"
+        if !s.isNoneOrNil(-1) {
+            guard let m = s.string(-1), !m.isEmpty else { return bad("method", "string") }
+            method = m.uppercased()
+        }
+        s.pop()
+        s.push(method)
+        s.rawSet(t, "method")
+
+        s.rawGet(o, "url")
+        guard var url = s.string(-1) else { return bad("url", "string") }
+        s.pop()
+        s.rawGet(o, "query")
+        if !s.isNoneOrNil(-1) {
+            guard s.type(-1) == LUA_TTABLE else { return bad("query", "table") }
+            guard let query = queryString(L, lua_gettop(L)) else {
+                return usage(L, "bad option 'query' to '\(fn)' (table of strings, numbers, booleans or lists of them expected)")
+            }
+            if !query.isEmpty { url += (url.contains("?") ? "&" : "?") + query }
+        }
+        s.pop()
+        guard HTTPRequestReader.parseURL(url) != nil else {
+            return usage(L, "\(fn): bad url '\(url)' (an absolute http:// or https:// url expected)")
+        }
+        s.push(url)
+        s.rawSet(t, "url")
+
+        // headers: the configured defaults, then the call's, names lower-cased
+        s.newTable(hash: Int32(settings.headers.count + 4))
+        let headers = lua_gettop(L)
+        for h in settings.headers {
+            s.push(h.value)
+            s.rawSet(headers, h.name)
+        }
+        s.rawGet(o, "headers")
+        if !s.isNoneOrNil(-1) {
+            guard s.type(-1) == LUA_TTABLE, copyHeaders(L, from: lua_gettop(L), to: headers) else {
+                return bad("headers", "table of strings")
+            }
+        }
+        s.pop()
+
+        s.rawGet(o, "body")
+        let hasBody = !s.isNoneOrNil(-1)
+        if hasBody {
+            guard s.type(-1) == LUA_TSTRING else { return bad("body", "string") }
+            s.rawSet(t, "body")
+        } else {
+            s.pop()
+        }
+        s.rawGet(o, "json")
+        if !s.isNoneOrNil(-1) {
+            guard !hasBody else { return usage(L, "\(fn): give 'body' or 'json', not both") }
+            let bytes: [UInt8]
+            do {
+                bytes = try encodeJSON(L, -1)
+            } catch {
+                return raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
+            }
+            _ = bytes.withUnsafeBufferPointer { b in b.withMemoryRebound(to: CChar.self) { lua_pushlstring(L, $0.baseAddress, $0.count) } }
+            s.rawSet(t, "body")
+            s.rawGet(headers, "content-type")
+            if s.isNoneOrNil(-1) {
+                s.push("application/json")
+                s.rawSet(headers, "content-type")
+            }
+            s.pop()
+        }
+        s.pop()
+        lua_pushvalue(L, headers)
+        s.rawSet(t, "headers")
+
+        s.rawGet(o, "timeout")
+        var timeout = settings.timeout
+        if !s.isNoneOrNil(-1) {
+            guard let v = s.number(-1), v > 0, v.isFinite else { return bad("timeout", "positive number") }
+            timeout = v
+        }
+        s.pop()
+        s.push(timeout)
+        s.rawSet(t, "timeout")
+
+        var followRedirects = true, check = false
+        s.rawGet(o, "follow_redirects")
+        if !s.isNoneOrNil(-1) {
+            guard s.type(-1) == LUA_TBOOLEAN else { return bad("follow_redirects", "boolean") }
+            followRedirects = s.boolean(-1)
+        }
+        s.rawGet(o, "check")
+        if !s.isNoneOrNil(-1) {
+            guard s.type(-1) == LUA_TBOOLEAN else { return bad("check", "boolean") }
+            check = s.boolean(-1)
+        }
+        s.pop(2)
+
+        var retry = settings.retry
+        s.rawGet(o, "retry")
+        if s.type(-1) == LUA_TBOOLEAN {
+            if !s.boolean(-1) { retry.attempts = 1 }
+        } else if !s.isNoneOrNil(-1) {
+            guard s.type(-1) == LUA_TTABLE else { return bad("retry", "table or false") }
+            do {
+                retry = try SpecReader(runtime: self, L: L, function: fn)
+                    .readRetryPolicy(lua_gettop(L), base: settings.retry, allowed: LuaRuntime.httpRetryFields).0
+            } catch {
+                guard case .usage(let message) = error else { return TASKER_RAISE }
+                return usage(L, message)
+            }
+        }
+        lua_settop(L, t)
+
+        if let status = cannotWait(L, fn) { return status }
+        let call = HTTPCall(table: s.ref(), check: check, followRedirects: followRedirects,
+                            maxBody: settings.maxBody, position: s.whereString(level: 1))
+        var spec = TaskSpec(name: "\(method) \(url)", body: requestBody)
+        spec.retry = retry
+        spec.retryWhen = { [unowned self] failure, _ in self.mayRetry(call, failure) }
+        spec.ownedByReaction = callerBelongsToReaction
+        return suspend(L, .http(HTTPCallSetup(call: call, spec: spec)))
+    }
+
+    /// Reactions' own requests start while reactors suspend, and are not
+    /// reacted to (a reaction must not wait on itself).
+    private var callerBelongsToReaction: Bool {
+        guard let f = current else { return false }
+        switch f.kind {
+        case .reaction: return true
+        case .task(let run): return engine.isOwnedByReaction(run.task)
+        case .main: return false
+        }
+    }
+
+    /// The first key of the table at `t` not in `allowed`, described.
+    func unknownKey(_ L: OpaquePointer, _ t: Int32, allowed: Set<String>) -> String? {
+        let s = LuaStack(L)
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {
+            s.pop()
+            guard let key = s.string(-1), s.type(-1) == LUA_TSTRING, allowed.contains(key) else {
+                let shown = s.type(-1) == LUA_TSTRING ? "'\(s.string(-1)!)'" : "of type \(s.typeName(-1))"
+                s.pop()
+                return shown
+            }
+        }
+        return nil
+    }
+
+    /// Copies string-keyed headers into the table at `to`, names lower-cased.
+    func copyHeaders(_ L: OpaquePointer, from: Int32, to: Int32) -> Bool {
+        let s = LuaStack(L)
+        lua_pushnil(L)
+        while lua_next(L, from) != 0 {
+            guard s.type(-2) == LUA_TSTRING, let name = s.string(-2),
+                  s.type(-1) == LUA_TSTRING || s.type(-1) == LUA_TNUMBER, let value = s.describeScalar(-1) else {
+                s.pop(2)
+                return false
+            }
+            s.pop()
+            s.push(value)
+            s.rawSet(to, name.lowercased())
+        }
+        return true
+    }
+
+    /// `k=v&…` from a table of scalars or lists of scalars, keys sorted.
+    private func queryString(_ L: OpaquePointer, _ t: Int32) -> String? {
+        let s = LuaStack(L)
+        var pairs: [(String, String)] = []
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {
+            guard let key = s.type(-2) == LUA_TSTRING ? s.string(-2) : nil else { s.pop(2); return nil }
+            if s.type(-1) == LUA_TTABLE {
+                for k in stride(from: 1, through: s.rawLength(-1), by: 1) {
+                    s.rawGet(-1, k)
+                    guard let v = s.describeScalar(-1) else { s.pop(3); return nil }
+                    s.pop()
+                    pairs.append((key, v))
+                }
+            } else {
+                guard let v = s.describeScalar(-1) else { s.pop(2); return nil }
+                pairs.append((key, v))
+            }
+            s.pop()
+        }
+        pairs.sort { $0.0 < $1.0 }
+        return pairs.map { "\(percentEncode($0.0))=\(percentEncode($0.1))" }.joined(separator: "&")
+    }
+
+    private func percentEncode(_ s: String) -> String {
+        s.addingPercentEncoding(withAllowedCharacters: LuaRuntime.queryAllowed) ?? s
+    }
+
+    static let queryAllowed: CharacterSet = {
+        var c = CharacterSet.alphanumerics
+        c.insert(charactersIn: "-._~")
+        return c
+    }()
+
+    /// `http.configure{timeout=, retry=, headers=, concurrency=, max_body=}`:
+    /// defaults for the requests made after it.
+    func apiHTTPConfigure(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        guard s.type(1) == LUA_TTABLE else { return argError(L, "http.configure", 1, "table") }
+        lua_settop(L, 1)
+        if let bad = unknownKey(L, 1, allowed: LuaRuntime.configureFields) {
+            return usage(L, "unknown option \(bad) to 'http.configure' (known: \(LuaRuntime.configureFields.sorted().joined(separator: ", ")))")
+        }
+        func bad(_ field: String, _ expected: String) -> Int32 {
+            usage(L, "bad option '\(field)' to 'http.configure' (\(expected) expected, got \(s.typeName(-1)))")
+        }
+        var settings = httpSettings
+        s.rawGet(1, "timeout")
+        if !s.isNoneOrNil(-1) {
+            guard let v = s.number(-1), v > 0, v.isFinite else { return bad("timeout", "positive number") }
+            settings.timeout = v
+        }
+        s.rawGet(1, "concurrency")
+        if !s.isNoneOrNil(-1) {
+            guard let v = s.integer(-1), v >= 1 else { return bad("concurrency", "positive integer") }
+            settings.concurrency = v
+        }
+        s.rawGet(1, "max_body")
+        if !s.isNoneOrNil(-1) {
+            guard let v = s.integer(-1), v >= 0 else { return bad("max_body", "non-negative integer (bytes)") }
+            settings.maxBody = v
+        }
+        s.rawGet(1, "headers")
+        if !s.isNoneOrNil(-1) {
+            s.newTable()
+            guard s.type(-2) == LUA_TTABLE, copyHeaders(L, from: lua_gettop(L) - 1, to: lua_gettop(L)) else {
+                s.pop()
+                return bad("headers", "table of strings")
+            }
+            var headers: [(name: String, value: String)] = []
+            lua_pushnil(L)
+            while lua_next(L, -2) != 0 {
+                headers.append((name: s.string(-2)!, value: s.string(-1)!))
+                s.pop()
+            }
+            settings.headers = headers.sorted { $0.name < $1.name }
+            s.pop()
+        }
+        s.rawGet(1, "retry")
+        if s.type(-1) == LUA_TBOOLEAN {
+            if !s.boolean(-1) { settings.retry.attempts = 1 }
+        } else if !s.isNoneOrNil(-1) {
+            guard s.type(-1) == LUA_TTABLE else { return bad("retry", "table or false") }
+            do {
+                settings.retry = try SpecReader(runtime: self, L: L, function: "http.configure")
+                    .readRetryPolicy(lua_gettop(L), base: settings.retry, allowed: LuaRuntime.httpRetryFields).0
+            } catch {
+                guard case .usage(let message) = error else { return TASKER_RAISE }
+                return usage(L, message)
+            }
+        }
+        if settings.concurrency != httpSettings.concurrency {
+            httpEngine.concurrency = settings.concurrency
+            transport = nil  // the next request opens a session sized for it
+        }
+        httpSettings = settings
+        return 0
+    }
+
+    /// `resp:json()`: the body decoded (kind `json` if it is not JSON).
+    func apiResponseJSON(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        guard s.type(1) == LUA_TTABLE else { return argError(L, "resp:json", 1, "response table") }
+        s.rawGet(1, "body")
+        guard s.type(-1) == LUA_TSTRING else { return usage(L, "resp:json(): the response has no body") }
+        return decodeJSONString(L, lua_gettop(L), fn: "resp:json")
+    }
+}

@@ -1,0 +1,298 @@
+import Foundation
+import Logging
+import Testing
+
+/// Runs `source` with `base` (the test server's address) defined.
+func runHTTP(_ source: String, concurrency: Int = 16, logLevel: Logger.Level = .info) async throws -> LuaRun {
+    try await runLua("local base = tasker.vars.base\n" + source, vars: ["base": TestHTTPServer.shared.base],
+                     concurrency: concurrency, logLevel: logLevel)
+}
+
+func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
+
+/// DESIGN §2.6 against a real server on 127.0.0.1.
+@Suite struct HTTPRequestTests {
+    @Test func responseFieldsQueryHeadersAndJSON() async throws {
+        let r = try await runHTTP("""
+            local resp = http.request{url = base .. "/echo", query = {b = 2, a = {"x", "y z"}},
+                                      headers = {["X-Custom"] = "v"}}
+            local e = resp:json()
+            print(resp.status, resp.ok, resp.headers["content-type"], resp.url == base .. "/echo?a=x&a=y%20z&b=2")
+            print(type(resp.elapsed), resp.elapsed >= 0 and resp.elapsed < 10)
+            print(e.method, e.query, e.headers["x-custom"])
+            local p = http.post(base .. "/echo", "raw body").json and http.post(base .. "/echo", "raw body"):json()
+            print(p.method, p.body)
+            local j = http.request{method = "put", url = base .. "/echo", json = {n = 1}}:json()
+            print(j.method, j.body, j.headers["content-type"])
+            print(http.patch(base .. "/echo", {k = true}):json().body)
+            print(http.delete(base .. "/echo"):json().method)
+            local h = http.head(base .. "/echo")
+            print(h.status, h.body == "")
+            """)
+        #expect(r.exitCode == 0, "\(r.result.mainError ?? "")")
+        #expect(r.lines == ["200\ttrue\tapplication/json\ttrue", "number\ttrue", "GET\ta=x&a=y%20z&b=2\tv",
+                            "POST\traw body", "PUT\t{\"n\":1}\tapplication/json", "{\"k\":true}", "DELETE", "200\ttrue"])
+    }
+
+    @Test func statusIsReturnedAndRaisedOnlyWithCheck() async throws {
+        let r = try await runHTTP("""
+            local resp = http.get(base .. "/status/404")
+            print(resp.status, resp.ok, resp.body)
+            local ok, err = pcall(function() return http.get(base .. "/status/418", {check = true}) end)
+            print(ok, err.kind, err.status, err.url == base .. "/status/418", err.where)
+            print(http.get(base .. "/status/204", {check = true}).status)
+            """)
+        #expect(r.lines == ["404\tfalse\tstatus 404", "false\thttp\t418\ttrue\tpipeline.lua:4", "204"])
+    }
+
+    @Test func transportFailuresRaiseKindHTTPWithCode() async throws {
+        let port = TestHTTPServer.shared.port
+        let r = try await runHTTP("""
+            local function code(url, opts)
+                local ok, err = pcall(function() return http.get(url, opts) end)
+                return err.kind, err.code, err.url, err.where
+            end
+            print(code("http://127.0.0.1:1/x", {retry = false}))
+            print(code("http://no-such-host.invalid/x", {retry = false}))
+            print(code("https://127.0.0.1:\(port)/echo", {retry = false}))
+            print(code(base .. "/delay?s=5", {retry = false, timeout = 0.2}))
+            print(code(base .. "/drop", {retry = false}))
+            """)
+        #expect(r.lines == ["http\tconnect\thttp://127.0.0.1:1/x\tpipeline.lua:3",
+                            "http\tdns\thttp://no-such-host.invalid/x\tpipeline.lua:3",
+                            "http\ttls\thttps://127.0.0.1:\(port)/echo\tpipeline.lua:3",
+                            "http\ttimeout\t\(TestHTTPServer.shared.base)/delay?s=5\tpipeline.lua:3",
+                            "http\treset\t\(TestHTTPServer.shared.base)/drop\tpipeline.lua:3"])
+        #expect(r.result.seconds < 4)
+    }
+
+    @Test func bodyLargerThanTheLimitFailsClearly() async throws {
+        let r = try await runHTTP("""
+            http.configure{max_body = 1000}
+            print(#http.get(base .. "/large?bytes=1000").body)
+            local ok, err = pcall(function() return http.get(base .. "/large?bytes=200000") end)
+            print(ok, err.kind, err.code, err.message:find("exceeds the limit of 1000 bytes", 1, true) ~= nil)
+            """)
+        #expect(r.lines == ["1000", "false\thttp\tother\ttrue"])
+    }
+
+    @Test func badArgumentsAreUsageErrorsAtTheCallersLine() async throws {
+        let r = try await runHTTP("""
+            for _, f in ipairs{
+                function() http.get(5) end,
+                function() http.get("ftp://x/y") end,
+                function() http.request{url = base, bogus = 1} end,
+                function() http.get(base, {timeout = -1}) end,
+                function() http.post(base, "a", {json = {}}) end,
+                function() http.configure{concurrency = 0} end,
+                function() return http.get(base .. "/status/200"):json() end,
+            } do
+                local ok, err = pcall(f)
+                print(err.kind, err.where, err.message)
+            end
+            """)
+        #expect(r.lines == [
+            "usage\tpipeline.lua:3\tbad argument #1 to 'http.get' (string (the url) expected, got number)",
+            "usage\tpipeline.lua:4\thttp.get: bad url 'ftp://x/y' (an absolute http:// or https:// url expected)",
+            "usage\tpipeline.lua:5\tunknown option 'bogus' to 'http.request' (known: body, check, follow_redirects, headers, json, method, query, retry, timeout, url)",
+            "usage\tpipeline.lua:6\tbad option 'timeout' to 'http.get' (positive number expected, got number)",
+            "usage\tpipeline.lua:7\thttp.post: give 'body' or 'json', not both",
+            "usage\tpipeline.lua:8\tbad option 'concurrency' to 'http.configure' (positive integer expected, got number)",
+            "json\tpipeline.lua:9\tunexpected 's' at line 1, column 1 (byte 1)",
+        ])
+    }
+
+    @Test func cancellingTheTaskCancelsItsRequestAtOnce() async throws {
+        // The run ends only when the transport has given the request back:
+        // well before the server's 5 s answer only if it was cancelled.
+        let r = try await runHTTP("""
+            local h = tasker.add{name = "slow", run = function() return http.get(base .. "/delay?s=5") end}
+            tasker.sleep(0.2)
+            h:cancel()
+            print(h:state())
+            """)
+        #expect(r.lines == ["cancelled"])
+        #expect(r.result.seconds < 3)
+    }
+
+    @Test func twoHundredConcurrentRequests() async throws {
+        let r = try await runHTTP("""
+            local hs = {}
+            for i = 1, 200 do
+                hs[i] = tasker.add(function() return http.get(base .. "/echo", {query = {i = i}}):json().query end)
+            end
+            local values = tasker.all(hs)
+            local good = 0
+            for i, q in ipairs(values) do if q == "i=" .. i then good = good + 1 end end
+            print(good)
+            """, concurrency: 200)
+        #expect(r.lines == ["200"])
+    }
+
+    @Test func requestsInFlightAreCapped() async throws {
+        let key = uniqueKey()
+        let r = try await runHTTP("""
+            http.configure{concurrency = 3}
+            local hs = {}
+            for i = 1, 12 do hs[i] = tasker.add(function() return http.get(base .. "/delay?s=0.05&key=\(key)").status end) end
+            print(#tasker.all(hs))
+            """, concurrency: 12)
+        #expect(r.lines == ["12"])
+        #expect(TestHTTPServer.shared.maxInFlight(key) == 3)
+    }
+
+    @Test func secretHeadersAreMaskedInLogs() async throws {
+        let r = try await runHTTP("""
+            http.get(base .. "/echo", {headers = {Authorization = "Bearer s3cret", ["X-Api-Key"] = "k3y", Accept = "text/plain"}})
+            log.info("sent", {authorization = "Bearer s3cret"})
+            """, logLevel: .debug)
+        #expect(r.diagnostics.contains("GET \(TestHTTPServer.shared.base)/echo -> 200"))
+        #expect(r.diagnostics.contains("authorization=***"))
+        #expect(r.diagnostics.contains("x-api-key=***"))
+        #expect(r.diagnostics.contains("accept=text/plain"))
+        #expect(!r.diagnostics.contains("s3cret") && !r.diagnostics.contains("k3y"))
+    }
+}
+
+/// Retries (idempotent methods, statuses, transport codes, Retry-After)
+/// and redirects.
+@Suite struct HTTPRetryAndRedirectTests {
+    @Test func retryableStatusesAreRetriedThroughTheInterceptorsAgain() async throws {
+        let key = uniqueKey()
+        let r = try await runHTTP("""
+            local seen = {}
+            tasker.intercept{on = "http", fn = function(t) seen[#seen + 1] = t.method .. "#" .. t.attempt end}
+            local resp = http.get(base .. "/flaky?key=\(key)&fail=2&status=503", {retry = {delay = 0.01}})
+            print(resp.status, resp.body, table.concat(seen, " "))
+            """)
+        #expect(r.lines == ["200\tok after 2\tGET#1 GET#2 GET#3"])
+        #expect(TestHTTPServer.shared.count(key) == 3)
+    }
+
+    @Test func nonIdempotentMethodsAndOtherStatusesAreNotRetried() async throws {
+        let post = uniqueKey(), notFound = uniqueKey(), exhausted = uniqueKey()
+        let r = try await runHTTP("""
+            print(http.post(base .. "/flaky?key=\(post)&fail=1&status=503", "x", {retry = {delay = 0.01}}).status)
+            print(http.get(base .. "/flaky?key=\(notFound)&fail=1&status=404", {retry = {delay = 0.01}}).status)
+            local ok, err = pcall(function()
+                return http.get(base .. "/flaky?key=\(exhausted)&fail=9&status=502", {retry = {delay = 0.01}, check = true})
+            end)
+            print(err.kind, err.status)
+            """)
+        #expect(r.lines == ["503", "404", "http\t502"])
+        #expect(TestHTTPServer.shared.count(post) == 1)
+        #expect(TestHTTPServer.shared.count(notFound) == 1)
+        #expect(TestHTTPServer.shared.count(exhausted) == 3)
+    }
+
+    @Test func transientTransportFailuresAreRetried() async throws {
+        let r = try await runHTTP("""
+            local attempts = 0
+            tasker.intercept{on = "http", fn = function(t) attempts = t.attempt end}
+            local ok, err = pcall(function() return http.get("http://127.0.0.1:1/", {retry = {attempts = 4, delay = 0.01}}) end)
+            print(err.code, attempts)
+            http.configure{retry = {attempts = 2, delay = 0.01}}
+            pcall(function() return http.get("http://127.0.0.1:1/") end)
+            print(attempts)
+            """)
+        #expect(r.lines == ["connect\t4", "2"])
+    }
+
+    @Test func retryAfterIsHonouredAndCappedByMaxDelay() async throws {
+        let honoured = uniqueKey(), capped = uniqueKey()
+        let r = try await runHTTP("""
+            local t0 = tasker.now()
+            local a = http.get(base .. "/flaky?key=\(honoured)&fail=1&status=429&retry_after=0.3", {retry = {delay = 0.01}})
+            local waited = tasker.now() - t0
+            print(a.status, waited >= 0.29)
+            t0 = tasker.now()
+            local b = http.get(base .. "/flaky?key=\(capped)&fail=1&status=503&retry_after=120", {retry = {max_delay = 0.05}})
+            print(b.status, tasker.now() - t0 < 5)
+            """)
+        #expect(r.lines == ["200\ttrue", "200\ttrue"])
+    }
+
+    @Test func redirectsKeepAuthorizationOnlyOnTheSameHost() async throws {
+        let base = TestHTTPServer.shared.base, port = TestHTTPServer.shared.port
+        let r = try await runHTTP("""
+            local auth = {headers = {Authorization = "Bearer t"}}
+            local same = http.get(base .. "/redirect?to=/echo", auth)
+            print(same.status, same.url, same:json().headers.authorization)
+            local other = http.get(base .. "/redirect?to=http://localhost:\(port)/echo", auth)
+            print(other.status, other.url, other:json().headers.authorization)
+            local stay = http.get(base .. "/redirect?to=/echo", {follow_redirects = false})
+            print(stay.status, stay.headers.location)
+            """)
+        #expect(r.lines == ["200\t\(base)/echo\tBearer t", "200\thttp://localhost:\(port)/echo\tnil", "302\t/echo"])
+    }
+}
+
+/// `on = "http"` interceptors and reactors.
+@Suite struct HTTPInterceptorReactorTests {
+    @Test func interceptorsChangeDiscardAndFailRequests() async throws {
+        let r = try await runHTTP("""
+            tasker.intercept{name = "auth", on = "http", fn = function(t)
+                t.headers.authorization = "Bearer abc"
+                if t.url:find("drop") then return "discard" end
+                if t.url:find("boom") then error("no such thing") end
+                t.url = t.url:gsub("/renamed", "/echo")
+            end}
+            print(http.get(base .. "/renamed"):json().headers.authorization)
+            local ok, err = pcall(function() return http.get(base .. "/drop") end)
+            print(err.kind, err.where)
+            ok, err = pcall(function() return http.get(base .. "/boom") end)
+            print(err.kind, err.message:find("interceptor 'auth' failed", 1, true) ~= nil)
+            local t = tasker.add(function() return http.get(base .. "/echo").status end)
+            print(t:await())
+            """)
+        #expect(r.lines == ["Bearer abc", "discarded\tpipeline.lua:9", "interceptor\ttrue", "200"])
+    }
+
+    @Test func heldRequestsGoOutAsABatch() async throws {
+        let r = try await runHTTP("""
+            local order = {}
+            tasker.intercept{on = "http", fn = function(t, held)
+                if held < 2 and not t.url:find("last") then return "hold" end
+            end}
+            local hs = {}
+            for i = 1, 3 do
+                hs[i] = tasker.add(function() local q = http.get(base .. "/echo?n=" .. i):json().query; order[#order + 1] = q; return q end)
+            end
+            print(table.concat(tasker.all(hs), " "))
+            """)
+        #expect(r.lines == ["n=1 n=2 n=3"])
+    }
+
+    @Test func a401StormCausesOneTokenRefreshAndEveryRequestSucceeds() async throws {
+        let realm = uniqueKey()
+        let r = try await runHTTP("""
+            local token = "stale"
+            tasker.intercept{name = "auth", on = "http", fn = function(t)
+                if not t.url:find("/token") then t.headers.authorization = "Bearer " .. token end
+            end}
+            tasker.react{name = "refresh", on = "http", requeue = true, reintercept = true, suspend = true,
+                when = function(t, r) return r.status == 401 end,
+                fn = function(t, r) token = http.post(base .. "/token?realm=\(realm)"):json().token end}
+            local hs = {}
+            for i = 1, 60 do hs[i] = tasker.add(function() return http.get(base .. "/bearer?realm=\(realm)").status end) end
+            local ok = 0
+            for _, s in ipairs(tasker.all(hs)) do if s == 200 then ok = ok + 1 end end
+            print(ok, token)
+            """, concurrency: 60)
+        #expect(r.lines == ["60\ttok-1"])
+        #expect(TestHTTPServer.shared.refreshes(realm) == 1)
+    }
+
+    @Test func reactorsSeeTransportFailuresAndRequeueAtMostMaxRequeues() async throws {
+        let r = try await runHTTP("""
+            local reactions = 0
+            tasker.react{on = "http", requeue = true, max_requeues = 2,
+                when = function(t, r) return not r.ok end,
+                fn = function(t, r) reactions = reactions + 1; last = r.error and r.error.code or r.status end}
+            print(http.get(base .. "/status/500", {retry = false}).status)
+            local ok, err = pcall(function() return http.get("http://127.0.0.1:1/", {retry = false}) end)
+            print(err.code, reactions, last)
+            """)
+        #expect(r.lines == ["500", "connect\t6\tconnect"])
+    }
+}

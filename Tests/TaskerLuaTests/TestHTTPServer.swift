@@ -1,0 +1,179 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// A small HTTP/1.1 server on 127.0.0.1 (a random port) for the HTTP tests.
+/// Started once per test process; tests keep apart by their own `key`s.
+///
+///     /echo                 200, JSON of method, path, query, headers, body
+///     /status/N             status N (`?retry_after=S` adds Retry-After)
+///     /delay?s=X[&key=K]    200 after X seconds (tracks K's most in flight)
+///     /redirect?to=URL      302 to URL
+///     /token?realm=R        a new token for realm R (counts refreshes)
+///     /bearer?realm=R       200 with the realm's current token, else 401
+///     /flaky?key=K&fail=N&status=S[&retry_after=T]
+///                           status S for the first N calls of K, then 200
+///     /count?key=K          how many calls K has had
+///     /drop                 promises 100000 bytes, sends 10, closes
+///     /large?bytes=N        N bytes
+final class TestHTTPServer: Sendable {
+    static let shared: TestHTTPServer = {
+        do { return try TestHTTPServer() } catch { fatalError("cannot start the test HTTP server: \(error)") }
+    }()
+
+    struct State {
+        var counters: [String: Int] = [:]
+        var tokens: [String: Int] = [:]
+        var inFlight: [String: Int] = [:]
+        var maxInFlight: [String: Int] = [:]
+    }
+
+    let port: Int
+    let state = NIOLockedValueBox(State())
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    init() throws {
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let state = self.state
+        channel = try ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 512)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(TestHTTPHandler(state: state))
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).wait()
+        port = channel.localAddress!.port!
+    }
+
+    func count(_ key: String) -> Int { state.withLockedValue { $0.counters[key] ?? 0 } }
+    func refreshes(_ realm: String) -> Int { state.withLockedValue { $0.tokens[realm] ?? 0 } }
+    func maxInFlight(_ key: String) -> Int { state.withLockedValue { $0.maxInFlight[key] ?? 0 } }
+}
+
+private final class TestHTTPHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let state: NIOLockedValueBox<TestHTTPServer.State>
+    var head: HTTPRequestHead?
+    var body = ByteBuffer()
+
+    init(state: NIOLockedValueBox<TestHTTPServer.State>) { self.state = state }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h):
+            head = h
+            body.clear()
+        case .body(var b):
+            body.writeBuffer(&b)
+        case .end:
+            guard let head else { return }
+            route(context, head)
+        }
+    }
+
+    private func route(_ context: ChannelHandlerContext, _ head: HTTPRequestHead) {
+        let components = URLComponents(string: head.uri)
+        let path = components?.path ?? head.uri
+        var query: [String: String] = [:]
+        for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
+        let keepAlive = head.isKeepAlive
+
+        if path == "/echo" {
+            var headers: [String: String] = [:]
+            for (name, value) in head.headers { headers[name.lowercased()] = value }
+            let object: [String: Any] = ["method": head.method.rawValue, "path": path,
+                                         "query": components?.percentEncodedQuery ?? "", "headers": headers,
+                                         "body": body.getString(at: body.readerIndex, length: body.readableBytes) ?? ""]
+            let data = try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+            respond(context, .ok, String(decoding: data, as: UTF8.self), keepAlive,
+                    extra: [("content-type", "application/json")])
+        } else if path.hasPrefix("/status/"), let code = Int(path.dropFirst("/status/".count)) {
+            var extra: [(String, String)] = []
+            if let ra = query["retry_after"] { extra.append(("retry-after", ra)) }
+            respond(context, HTTPResponseStatus(statusCode: code), "status \(code)", keepAlive, extra: extra)
+        } else if path == "/delay" {
+            let seconds = Double(query["s"] ?? "0") ?? 0
+            let key = query["key"] ?? ""
+            state.withLockedValue { s in
+                s.inFlight[key, default: 0] += 1
+                s.maxInFlight[key] = max(s.maxInFlight[key] ?? 0, s.inFlight[key]!)
+            }
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: .nanoseconds(Int64(seconds * 1e9))) {
+                let (handler, context) = bound.value
+                handler.state.withLockedValue { $0.inFlight[key, default: 0] -= 1 }
+                handler.respond(context, .ok, "slept", keepAlive)
+            }
+        } else if path == "/redirect", let to = query["to"] {
+            respond(context, .found, "", keepAlive, extra: [("location", to)])
+        } else if path == "/token" {
+            let realm = query["realm"] ?? ""
+            let n = state.withLockedValue { s -> Int in
+                s.tokens[realm, default: 0] += 1
+                return s.tokens[realm]!
+            }
+            respond(context, .ok, "{\"token\":\"tok-\(n)\"}", keepAlive, extra: [("content-type", "application/json")])
+        } else if path == "/bearer" {
+            let realm = query["realm"] ?? ""
+            let n = state.withLockedValue { $0.tokens[realm] ?? 0 }
+            if n > 0, head.headers["authorization"].first == "Bearer tok-\(n)" {
+                respond(context, .ok, "hello \(realm)", keepAlive)
+            } else {
+                respond(context, .unauthorized, "no", keepAlive)
+            }
+        } else if path == "/flaky" {
+            let key = query["key"] ?? ""
+            let fail = Int(query["fail"] ?? "0") ?? 0
+            let n = state.withLockedValue { s -> Int in
+                s.counters[key, default: 0] += 1
+                return s.counters[key]!
+            }
+            if n <= fail {
+                var extra: [(String, String)] = []
+                if let ra = query["retry_after"] { extra.append(("retry-after", ra)) }
+                respond(context, HTTPResponseStatus(statusCode: Int(query["status"] ?? "503") ?? 503), "fail \(n)",
+                        keepAlive, extra: extra)
+            } else {
+                respond(context, .ok, "ok after \(n - 1)", keepAlive)
+            }
+        } else if path == "/count" {
+            let key = query["key"] ?? ""
+            respond(context, .ok, "\(state.withLockedValue { $0.counters[key] ?? 0 })", keepAlive)
+        } else if path == "/drop" {
+            var h = HTTPHeaders()
+            h.add(name: "content-length", value: "100000")
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: h))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "0123456789")))), promise: nil)
+            context.close(promise: nil)
+        } else if path == "/large" {
+            let n = Int(query["bytes"] ?? "0") ?? 0
+            respond(context, .ok, String(repeating: "x", count: n), keepAlive)
+        } else {
+            respond(context, .notFound, "not found", keepAlive)
+        }
+    }
+
+    private func respond(_ context: ChannelHandlerContext, _ status: HTTPResponseStatus, _ text: String,
+                         _ keepAlive: Bool, extra: [(String, String)] = []) {
+        var headers = HTTPHeaders()
+        headers.add(name: "content-length", value: "\(text.utf8.count)")
+        for (k, v) in extra { headers.add(name: k, value: v) }
+        if !keepAlive { headers.add(name: "connection", value: "close") }
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: text)))), promise: nil)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { bound.value.close(promise: nil) }
+        }
+    }
+}
