@@ -2,8 +2,8 @@
 -- exactly one refresh runs, the calls that failed meanwhile wait for it and
 -- run again with the new token.
 --   tasker run examples/token_refresh_tasks.lua
--- (The "API" is simulated so the recipe runs anywhere; with the http module
--- the same interceptor and reactor apply to requests.)
+-- (The "API" is simulated so the recipe runs anywhere; token_refresh.lua is
+-- the same recipe with real HTTP requests.)
 
 local token = {value = "expired", version = 1}
 local refreshes = 0

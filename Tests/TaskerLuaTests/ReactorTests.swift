@@ -29,6 +29,32 @@ import TaskerCore
         #expect(r.exitCode == 0)
     }
 
+    @Test func lateFailuresOfAttemptsStartedBeforeTheReactionEndedAreRequeuedWithoutReactingAgain() async throws {
+        // "slow" started with version 1 before the reaction (0.05 s) ended and
+        // fails only after it: it is covered. "later" starts after it and
+        // fails with version 2: that one is a fresh trigger.
+        let r = try await runLua("""
+            local version, reactions = 1, 0
+            tasker.react{name = "refresh", requeue = true,
+              when = function(t, result) return not result.ok end,
+              fn = function() reactions = reactions + 1; tasker.sleep(0.05); version = version + 1 end}
+            local function body(wait, failWhenBelow)
+              return function(ctx)
+                local seen = version
+                tasker.sleep(wait)
+                if seen < failWhenBelow then error("stale " .. seen) end
+                return ctx.attempt .. ":" .. seen
+              end
+            end
+            local fast = tasker.add{name = "fast", run = body(0, 2)}
+            local slow = tasker.add{name = "slow", run = body(0.2, 2)}
+            print(fast:await(), slow:await(), reactions)
+            local later = tasker.add{name = "later", run = body(0, 3)}
+            print(later:await(), reactions)
+            """)
+        #expect(r.lines == ["2:2\t2:2\t1", "2:3\t2"])
+    }
+
     @Test func whenSeesTheResultAndANoLeavesItUnchanged() async throws {
         let r = try await runLua("""
             local seen = {}

@@ -13,6 +13,7 @@ import NIOPosix
 ///     /redirect?to=URL      302 to URL
 ///     /token?realm=R        a new token for realm R (counts refreshes)
 ///     /bearer?realm=R       200 with the realm's current token, else 401
+///     /items/N              the same check (realm ""), 200 {"item":"N"}
 ///     /flaky?key=K&fail=N&status=S[&retry_after=T]
 ///                           status S for the first N calls of K, then 200
 ///     /count?key=K          how many calls K has had
@@ -123,11 +124,12 @@ private final class TestHTTPHandler: ChannelInboundHandler {
                 return s.tokens[realm]!
             }
             respond(context, .ok, "{\"token\":\"tok-\(n)\"}", keepAlive, extra: [("content-type", "application/json")])
-        } else if path == "/bearer" {
+        } else if path == "/bearer" || path.hasPrefix("/items/") {
             let realm = query["realm"] ?? ""
             let n = state.withLockedValue { $0.tokens[realm] ?? 0 }
             if n > 0, head.headers["authorization"].first == "Bearer tok-\(n)" {
-                respond(context, .ok, "hello \(realm)", keepAlive)
+                respond(context, .ok, path == "/bearer" ? "hello \(realm)" : "{\"item\":\"\(path.dropFirst(7))\"}", keepAlive,
+                        extra: path == "/bearer" ? [] : [("content-type", "application/json")])
             } else {
                 respond(context, .unauthorized, "no", keepAlive)
             }
