@@ -19,6 +19,9 @@ public final class URLSessionTransport: HTTPTransport {
         configuration.httpMaximumConnectionsPerHost = max(1, connectionsPerHost)
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
+        // Without this, every response header line is decoded and scanned
+        // for cookies even with no cookie store: ~20% of URLSession's time.
+        configuration.httpCookieAcceptPolicy = .never
         configuration.urlCache = nil
         configuration.urlCredentialStorage = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
