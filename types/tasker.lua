@@ -170,3 +170,60 @@ function log.warn(message, fields) end
 ---@param message string
 ---@param fields? table
 function log.error(message, fields) end
+
+---@class http.Response
+---@field status integer
+---@field ok boolean  # status < 400
+---@field headers table<string, string>  # lower-case names
+---@field body string
+---@field url string  # after redirects
+---@field elapsed number  # seconds
+local Response = {}
+---@return any
+function Response:json() end
+
+---@class http.Request  # `t` of on="http" interceptors and reactors
+---@field id integer
+---@field attempt integer
+---@field method string
+---@field url string
+---@field headers table<string, string>
+---@field body string?
+---@field timeout number
+
+---@alias http.Options {method?: string, url?: string, headers?: table<string, string>, query?: table<string, any>, body?: string, json?: any, timeout?: number, follow_redirects?: boolean, retry?: tasker.Retry|false, check?: boolean}
+
+---@class http
+http = {}
+---@param opts http.Options
+---@return http.Response
+function http.request(opts) end
+---@param url string
+---@param opts? http.Options
+---@return http.Response
+function http.get(url, opts) end
+---@param url string
+---@param opts? http.Options
+---@return http.Response
+function http.head(url, opts) end
+---@param url string
+---@param opts? http.Options
+---@return http.Response
+function http.delete(url, opts) end
+---@param url string
+---@param body? string|table  # a table is sent as JSON
+---@param opts? http.Options
+---@return http.Response
+function http.post(url, body, opts) end
+---@param url string
+---@param body? string|table
+---@param opts? http.Options
+---@return http.Response
+function http.put(url, body, opts) end
+---@param url string
+---@param body? string|table
+---@param opts? http.Options
+---@return http.Response
+function http.patch(url, body, opts) end
+---@param opts {timeout?: number, retry?: tasker.Retry|false, headers?: table<string, string>, concurrency?: integer, max_body?: integer}
+function http.configure(opts) end
