@@ -28,6 +28,9 @@ public final class EventLoop: @unchecked Sendable {
 
     private var timers = Heap<TimerEntry>()
     private var timerSequence: UInt64 = 0
+    /// Cancelled timers still in the heap (they leave it lazily; see
+    /// `timerCancelled`).
+    private var cancelledTimers = 0
     /// Armed timers that keep the loop busy (not the status line's ticker).
     fileprivate var busyTimers = 0
     private var microtasks = Deque<() -> Void>()
@@ -132,16 +135,33 @@ public final class EventLoop: @unchecked Sendable {
             if let action = first.timer.take() {
                 action()
                 drainMicrotasks()
+            } else {
+                cancelledTimers -= 1
             }
         }
     }
 
     private func nextDeadline() -> UInt64? {
         while let first = timers.min {
-            if first.timer.isCancelled { _ = timers.popMin(); continue }
+            if first.timer.isCancelled {
+                _ = timers.popMin()
+                cancelledTimers -= 1
+                continue
+            }
             return first.deadline
         }
         return nil
+    }
+
+    /// A cancelled timer stays in the heap until its deadline; most are
+    /// cancelled long before (a request's 30 s timeout, cancelled when the
+    /// response arrives), so at thousands per second they would pile up.
+    /// Rebuild the heap once they are more than half of it.
+    fileprivate func timerCancelled() {
+        cancelledTimers += 1
+        guard cancelledTimers > 1024, cancelledTimers * 2 > timers.count else { return }
+        timers = Heap(timers.unordered.filter { !$0.timer.isCancelled })
+        cancelledTimers = 0
     }
 
     private func waitForWork() {
@@ -183,7 +203,9 @@ public final class LoopTimer {
     public var isCancelled: Bool { action == nil }
 
     /// Disarms the timer and drops what it captured.
-    public func cancel() { _ = take() }
+    public func cancel() {
+        if take() != nil { loop.timerCancelled() }
+    }
 
     fileprivate func take() -> (() -> Void)? {
         guard let action else { return nil }

@@ -1,0 +1,24 @@
+import Testing
+@testable import TaskerCore
+
+@Suite struct EventLoopTimerTests {
+    /// Thousands of cancelled timers (the heap is rebuilt without them)
+    /// leave the live ones firing, in deadline order, and the loop idle
+    /// once they have fired.
+    @Test func liveTimersFireInOrderAmongManyCancelledOnes() async {
+        let fired: [Int] = await onLoop { _, loop, done in
+            var fired: [Int] = []
+            var live: [LoopTimer] = []
+            for i in 0..<5000 {
+                let t = loop.schedule(after: 60) { fired.append(-i) }
+                if i % 1000 == 999 {
+                    live.append(loop.schedule(after: 0.01 * Double(5 - i / 1000)) { fired.append(i) })
+                }
+                t.cancel()
+            }
+            loop.schedule(after: 0.2) { done(fired) }
+            withExtendedLifetime(live) {}
+        }
+        #expect(fired == [4999, 3999, 2999, 1999, 999])
+    }
+}
