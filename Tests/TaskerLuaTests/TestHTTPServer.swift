@@ -19,6 +19,9 @@ import NIOPosix
 ///     /count?key=K          how many calls K has had
 ///     /drop                 promises 100000 bytes, sends 10, closes
 ///     /large?bytes=N        N bytes
+///     /collect?key=K        counts POSTs of K and the items in their JSON arrays (K.items)
+///     /page?key=K&p=P&of=N  page P of N: {"items": [...], "next": url or null}
+///     /metrics/NAME         {"service": NAME, "requests": …, "errors": …}
 final class TestHTTPServer: Sendable {
     static let shared: TestHTTPServer = {
         do { return try TestHTTPServer() } catch { fatalError("cannot start the test HTTP server: \(error)") }
@@ -157,6 +160,25 @@ private final class TestHTTPHandler: ChannelInboundHandler {
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: h))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "0123456789")))), promise: nil)
             context.close(promise: nil)
+        } else if path == "/collect" {
+            let key = query["key"] ?? ""
+            let items = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [Any])?.count ?? 0
+            state.withLockedValue { s in
+                s.counters[key, default: 0] += 1
+                s.counters[key + ".items", default: 0] += items
+            }
+            respond(context, .ok, "{\"ok\":true}", keepAlive, extra: [("content-type", "application/json")])
+        } else if path == "/page" {
+            let key = query["key"] ?? "", p = Int(query["p"] ?? "1") ?? 1, of = Int(query["of"] ?? "1") ?? 1
+            state.withLockedValue { $0.counters[key, default: 0] += 1 }
+            let items = (1...3).map { "\"\(key)-\(p)-\($0)\"" }.joined(separator: ",")
+            let next = p < of ? "\"/page?key=\(key)&p=\(p + 1)&of=\(of)\"" : "null"
+            respond(context, .ok, "{\"items\":[\(items)],\"next\":\(next)}", keepAlive,
+                    extra: [("content-type", "application/json")])
+        } else if path.hasPrefix("/metrics/") {
+            let name = String(path.dropFirst("/metrics/".count))
+            respond(context, .ok, "{\"service\":\"\(name)\",\"requests\":\(name.count * 100),\"errors\":\(name.count % 3)}",
+                    keepAlive, extra: [("content-type", "application/json")])
         } else if path == "/large" {
             let n = Int(query["bytes"] ?? "0") ?? 0
             respond(context, .ok, String(repeating: "x", count: n), keepAlive)
