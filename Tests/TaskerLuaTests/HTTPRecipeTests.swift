@@ -38,7 +38,7 @@ func runExample(_ name: String, args: [String] = [], vars: [String: String] = [:
         let server = TestHTTPServer.shared, base = server.base, hook = uniqueKey()
         let urls = ["\(base)/status/200", "\(base)/status/503", "\(base)/delay?s=5", "http://127.0.0.1:1/"]
         let r = await runExample("healthcheck.lua", args: urls,
-                                 vars: ["webhook": "\(base)/collect?key=\(hook)", "timeout": "0.3"])
+                                 vars: ["webhook": "\(base)/collect?key=\(hook)", "timeout": "1"])
         #expect(r.result.exitCode == 1)
         #expect(r.lines.count == 5)
         let expected = [("UP   200", urls[0]), ("DOWN 503", urls[1]), ("DOWN timeout", urls[2]), ("DOWN connect", urls[3])]
