@@ -9,15 +9,9 @@ let examplesDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponen
 /// Runs an example file as it is, against the test HTTP server.
 func runExample(_ name: String, args: [String] = [], vars: [String: String] = [:],
                 concurrency: Int = 16) async -> (lines: [String], diagnostics: String, result: RunResult) {
-    let out = TextSink(), diag = TextSink()
-    var options = LuaRuntime.Options()
-    options.output = { out.append($0) }
-    options.diagnostics = { diag.append($0 + "\n") }
-    options.args = args
-    options.vars = vars
-    options.concurrency = concurrency
-    let result = await PipelineRunner.run(path: examplesDirectory.appendingPathComponent(name).path, options: options)
-    return (out.value.split(separator: "\n").map(String.init), diag.value, result)
+    let r = await runFile(examplesDirectory.appendingPathComponent(name).path, args: args, vars: vars,
+                          concurrency: concurrency)
+    return (r.output.split(separator: "\n").map(String.init), r.diagnostics, r.result)
 }
 
 /// The HTTP recipes in examples/, run for real against the test server.

@@ -31,6 +31,20 @@ func runLua(_ source: String, name: String = "pipeline.lua", files: [String: Str
     for (file, text) in files.merging([name: source], uniquingKeysWith: { $1 }) {
         try text.write(to: dir.appendingPathComponent(file), atomically: true, encoding: .utf8)
     }
+    // chdir-free: run by absolute path, but report the short name in positions
+    let run = await runFile(dir.appendingPathComponent(name).path, args: args, vars: vars,
+                            concurrency: concurrency, watch: watch, logLevel: logLevel)
+    let prefix = dir.path + "/"
+    func clean(_ s: String) -> String { s.replacingOccurrences(of: prefix, with: "") }
+    var r = run.result
+    r.mainError = r.mainError.map(clean)
+    r.failed = r.failed.map { ($0.name, clean($0.message)) }
+    return LuaRun(output: clean(run.output), diagnostics: clean(run.diagnostics), result: r)
+}
+
+/// Runs a pipeline file as it is, capturing what it prints and logs.
+func runFile(_ path: String, args: [String] = [], vars: [String: String] = [:], concurrency: Int = 16,
+             watch: Bool = false, logLevel: Logger.Level = .info) async -> LuaRun {
     let out = TextSink()
     let diag = TextSink()
     var options = LuaRuntime.Options()
@@ -41,15 +55,8 @@ func runLua(_ source: String, name: String = "pipeline.lua", files: [String: Str
     options.concurrency = concurrency
     options.watch = watch
     options.logLevel = logLevel
-    // chdir-free: run by absolute path, but report the short name in positions
-    let cwdPath = dir.appendingPathComponent(name).path
-    let result = await PipelineRunner.run(path: cwdPath, options: options)
-    let prefix = dir.path + "/"
-    func clean(_ s: String) -> String { s.replacingOccurrences(of: prefix, with: "") }
-    var r = result
-    r.mainError = r.mainError.map(clean)
-    r.failed = r.failed.map { ($0.name, clean($0.message)) }
-    return LuaRun(output: clean(out.value), diagnostics: clean(diag.value), result: r)
+    let result = await PipelineRunner.run(path: path, options: options)
+    return LuaRun(output: out.value, diagnostics: diag.value, result: result)
 }
 
 enum PipelineCheck {
