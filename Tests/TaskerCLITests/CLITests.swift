@@ -150,6 +150,28 @@ import Testing
         #expect(objects[5]["state"] as? String == "succeeded")
     }
 
+    @Test func secretHeaderValuesNeverReachTheEventsFileOrStderr() async throws {
+        // A failing request with secret headers, logged at debug level: the
+        // error lands in the events file and the summary, the headers do not.
+        let s = try Scratch(["sec.lua": """
+            local h = tasker.add{name = "call", run = function()
+              return http.get("http://127.0.0.1:1/x", {retry = false,
+                headers = {Authorization = "Bearer s3cret-token", ["X-Api-Key"] = "k3y-value", Cookie = "c00kie"}})
+            end}
+            h:result()
+            """])
+        defer { s.cleanup() }
+        let events = s.dir.appendingPathComponent("sec.jsonl").path
+        let r = try await tasker(["run", "--log-level", "debug", "--events", events, "sec.lua"], in: s.dir)
+        #expect(r.status == 1)
+        let text = try String(contentsOfFile: events, encoding: .utf8)
+        #expect(text.contains("\"event\":\"finished\"") && text.contains("could not connect"))
+        #expect(r.stderr.contains("authorization=***") && r.stderr.contains("x-api-key=***") && r.stderr.contains("cookie=***"))
+        for secret in ["s3cret-token", "k3y-value", "c00kie"] {
+            #expect(!text.contains(secret) && !r.stderr.contains(secret) && !r.stdout.contains(secret))
+        }
+    }
+
     @Test func helloExampleRuns() async throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let r = try await tasker(["run", "examples/hello.lua", "tasker"], in: root)
