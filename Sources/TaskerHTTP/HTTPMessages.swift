@@ -52,6 +52,10 @@ public struct HTTPResponse: Sendable {
 public struct HTTPTransportError: Error, Sendable, CustomStringConvertible {
     public enum Code: String, Sendable {
         case timeout, connect, dns, tls, reset, cancelled, other
+
+        /// Worth another try: the request may not have reached the server,
+        /// or the server did not answer in time.
+        public var isTransient: Bool { self == .timeout || self == .connect || self == .dns || self == .reset }
     }
 
     public var code: Code
@@ -63,12 +67,6 @@ public struct HTTPTransportError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(code.rawValue): \(message)" }
-
-    /// Codes worth another try: the request may not have reached the server,
-    /// or the server did not answer in time.
-    public var isTransient: Bool {
-        code == .timeout || code == .connect || code == .dns || code == .reset
-    }
 }
 
 /// Sends requests; the completion runs on some other thread, exactly once.

@@ -56,9 +56,10 @@ extension LuaRuntime {
         if transport == nil { transport = URLSessionTransport(connectionsPerHost: httpSettings.concurrency) }
         loop.beginActivity()  // until the transport's completion is back on the loop
         let target = LoopBound(self, loop: loop)
-        let display = "\(request.method) \(request.url.absoluteString)"
+        let url = request.url.absoluteString
+        let display = "\(request.method) \(url)"
         call.exchange = transport!.send(request) { result in
-            target.loop.execute { target.value.requestEnded(run, result, display: display, headers: request.headers) }
+            target.loop.execute { target.value.requestEnded(run, result, url: url, display: display, headers: request.headers) }
         }
         call.timer = loop.schedule(after: request.timeout) { [unowned self] in
             call.timer = nil
@@ -81,7 +82,7 @@ extension LuaRuntime {
     /// The transport's answer, back on the loop. A late answer for an
     /// attempt that was cancelled or timed out is dropped.
     private func requestEnded(_ run: AttemptRun, _ result: Result<HTTPResponse, HTTPTransportError>,
-                              display: String, headers: [(name: String, value: String)]) {
+                              url: String, display: String, headers: [(name: String, value: String)]) {
         loop.endActivity()
         guard httpEngine.isCurrent(run), let call = httpCalls[run.task] else { return }
         call.timer?.cancel()
@@ -97,7 +98,6 @@ extension LuaRuntime {
         case .success(let response):
             httpEngine.complete(run, with: .success(.swift(response)))
         case .failure(let error):
-            let url = display.split(separator: " ", maxSplits: 1).last.map(String.init) ?? display
             httpEngine.complete(run, with: .failure(TaskFailure(.http, "\(display): \(error.message)",
                                                                 payload: HTTPFailureInfo(code: error.code, url: url))))
         }
@@ -134,8 +134,7 @@ extension LuaRuntime {
     func mayRetry(_ call: HTTPCall, _ failure: TaskFailure) -> Bool {
         guard call.idempotent, failure.kind == .http, let info = failure.payload as? HTTPFailureInfo else { return false }
         if info.response != nil { return true }
-        guard let code = info.code else { return false }
-        return HTTPTransportError(code, "").isTransient
+        return info.code?.isTransient ?? false
     }
 
     /// The request ended (after its reactions): hand the outcome to the

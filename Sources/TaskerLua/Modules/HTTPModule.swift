@@ -47,6 +47,12 @@ struct HTTPSettings {
     var maxBody = 64 << 20
 }
 
+/// A usage error's text, as a `Result` failure.
+struct UsageMessage: Error {
+    let text: String
+    init(_ text: String) { self.text = text }
+}
+
 /// What the caller asked of one request beyond the request itself.
 final class HTTPCall {
     /// The request table in the registry (`t` of the interceptors).
@@ -241,19 +247,11 @@ extension LuaRuntime {
         }
         s.pop(2)
 
-        var retry = settings.retry
         s.rawGet(o, "retry")
-        if s.type(-1) == LUA_TBOOLEAN {
-            if !s.boolean(-1) { retry.attempts = 1 }
-        } else if !s.isNoneOrNil(-1) {
-            guard s.type(-1) == LUA_TTABLE else { return bad("retry", "table or false") }
-            do {
-                retry = try SpecReader(runtime: self, L: L, function: fn)
-                    .readRetryPolicy(lua_gettop(L), base: settings.retry, allowed: LuaRuntime.httpRetryFields).0
-            } catch {
-                guard case .usage(let message) = error else { return TASKER_RAISE }
-                return usage(L, message)
-            }
+        let retry: RetryPolicy
+        switch readHTTPRetry(L, over: settings.retry, fn: fn) {
+        case .success(let r): retry = r
+        case .failure(let message): return usage(L, message.text)
         }
         lua_settop(L, t)
 
@@ -275,6 +273,30 @@ extension LuaRuntime {
         case .reaction: return true
         case .task(let run): return engine.isOwnedByReaction(run.task)
         case .main: return false
+        }
+    }
+
+    /// The `retry` option on top of the stack: `false` (one attempt), a
+    /// retry table read over `base`, or nil (`base`).
+    private func readHTTPRetry(_ L: OpaquePointer, over base: RetryPolicy, fn: String) -> Result<RetryPolicy, UsageMessage> {
+        let s = LuaStack(L)
+        switch s.type(-1) {
+        case LUA_TNIL, LUA_TNONE:
+            return .success(base)
+        case LUA_TBOOLEAN:
+            var r = base
+            if !s.boolean(-1) { r.attempts = 1 }
+            return .success(r)
+        case LUA_TTABLE:
+            do {
+                return .success(try SpecReader(runtime: self, L: L, function: fn)
+                    .readRetryPolicy(lua_gettop(L), base: base, allowed: LuaRuntime.httpRetryFields).0)
+            } catch {
+                guard case .usage(let message) = error else { return .failure(UsageMessage("bad option 'retry' to '\(fn)'")) }
+                return .failure(UsageMessage(message))
+            }
+        default:
+            return .failure(UsageMessage("bad option 'retry' to '\(fn)' (table or false expected, got \(s.typeName(-1)))"))
         }
     }
 
@@ -389,17 +411,9 @@ extension LuaRuntime {
             s.pop()
         }
         s.rawGet(1, "retry")
-        if s.type(-1) == LUA_TBOOLEAN {
-            if !s.boolean(-1) { settings.retry.attempts = 1 }
-        } else if !s.isNoneOrNil(-1) {
-            guard s.type(-1) == LUA_TTABLE else { return bad("retry", "table or false") }
-            do {
-                settings.retry = try SpecReader(runtime: self, L: L, function: "http.configure")
-                    .readRetryPolicy(lua_gettop(L), base: settings.retry, allowed: LuaRuntime.httpRetryFields).0
-            } catch {
-                guard case .usage(let message) = error else { return TASKER_RAISE }
-                return usage(L, message)
-            }
+        switch readHTTPRetry(L, over: settings.retry, fn: "http.configure") {
+        case .success(let r): settings.retry = r
+        case .failure(let message): return usage(L, message.text)
         }
         if settings.concurrency != httpSettings.concurrency {
             httpEngine.concurrency = settings.concurrency

@@ -38,8 +38,8 @@ enum HookTarget {
 extension LuaRuntime {
     func engine(for target: HookTarget) -> Engine { target == .task ? engine : httpEngine }
 
-    /// Reads `on` from the spec table at 1 (a field error names `fn`).
-    func readTarget(_ L: OpaquePointer, fn: String) -> HookTarget? {
+    /// Reads `on` from the spec table at 1; nil if it is neither.
+    func readTarget(_ L: OpaquePointer) -> HookTarget? {
         let s = LuaStack(L)
         s.rawGet(1, "on")
         defer { s.pop() }
@@ -88,7 +88,7 @@ extension LuaRuntime {
                 }
                 maxHold = m
             }
-            guard let on = readTarget(L, fn: "tasker.intercept") else {
+            guard let on = readTarget(L) else {
                 s.rawGet(1, "on")
                 return usage(L, "bad field 'on' in 'tasker.intercept' spec (\"task\" or \"http\" expected, got \(s.describe(-1)))")
             }

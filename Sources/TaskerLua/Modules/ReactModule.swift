@@ -72,7 +72,7 @@ extension LuaRuntime {
             guard let n = s.string(-1) else { return bad("name", "string") }
             name = n
         }
-        guard let target = readTarget(L, fn: "tasker.react") else {
+        guard let target = readTarget(L) else {
             s.rawGet(1, "on")
             return bad("on", "\"task\" or \"http\"")
         }
