@@ -2,10 +2,13 @@
 // (the OpenResty approach):
 //  * a yield carrying the engine mark passes through user coroutines up to
 //    the engine's driver, and the driver's answer flows back down;
+//  * a yield made by the hook (a time slice ended, or the task must stop)
+//    passes up the same way, so a pause or a stop is never mistaken for the
+//    user's own yield and cannot be caught by the code it stops;
 //  * engine threads (the main chunk, task bodies) look like Lua's main
 //    thread: running() says ismain, isyieldable() is false, yield() fails
 //    with Lua's own message, and they cannot be resumed or closed by users.
-#include "CLuaShim.h"
+#include "internal.h"
 
 enum { MODE_RESUME = 0, MODE_WRAP = 1 };
 enum { COS_RUN, COS_DEAD, COS_YIELD, COS_NORM };
@@ -75,7 +78,24 @@ static int resume_step(lua_State *L, lua_State *co, int narg, int mode) {
         return resume_failed(L, co, mode);
     }
     lua_xmove(L, co, narg);
+again:
     status = lua_resume(co, L, narg, &nres);
+    if (status == LUA_YIELD && nres == 0) {
+        tasker_Runtime *rt = tasker_runtime(L);
+        if (tasker_take_hook_yield(rt, co)) {
+            int stop = rt->hook_stop;
+            if (lua_isyieldable(L)) {  // pass the pause (or stop) up to the driver
+                rt->hook_yield = L;
+                return lua_yieldk(L, 0, mode, resume_cont);
+            }
+            // Resumed from a context that cannot yield (a C function): a pause
+            // goes on at once; a stop is raised here instead.
+            if (stop && rt->on_interrupt && rt->on_interrupt(L, &stop) == TASKER_HOOK_RAISE)
+                return tasker_sticky_error(L);
+            narg = 0;
+            goto again;
+        }
+    }
     if (status == LUA_YIELD && nres > 0 && lua_touserdata(co, -nres) == tasker_engine_mark()) {
         // An engine call (sleep, await, ...) inside this coroutine: pass it up.
         if (!lua_isyieldable(L)) {

@@ -1,12 +1,10 @@
 // State creation, the allocator, the trampoline and the interrupt hook.
-#include "CLuaShim.h"
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 #include <time.h>
-
-int tasker_open_coroutine(lua_State *L);
 
 static char engine_mark;
 void *tasker_engine_mark(void) { return &engine_mark; }
@@ -35,16 +33,100 @@ tasker_Runtime *tasker_runtime(lua_State *L) {
 void tasker_setfiber(lua_State *L, void *fiber) { memcpy(lua_getextraspace(L), &fiber, sizeof fiber); }
 void *tasker_getfiber(lua_State *L) { void *f; memcpy(&f, lua_getextraspace(L), sizeof f); return f; }
 
-void tasker_request_interrupt(tasker_Runtime *rt, int on) { rt->interrupt = on; }
-void tasker_signal(tasker_Runtime *rt) { rt->signalled = 1; }
+// ---- the runtime record ---------------------------------------------------------
 
-// Every 1000 VM instructions: stop runaway code once it is cancelled or past
-// its deadline. Checking the clock here costs ~20 ns per 1000 instructions.
+tasker_Runtime *tasker_runtime_new(void) {
+    tasker_Runtime *rt = calloc(1, sizeof *rt);
+    if (rt) {
+        atomic_init(&rt->interrupt, 0);
+        atomic_init(&rt->signalled, 0);
+    }
+    return rt;
+}
+
+void tasker_runtime_free(tasker_Runtime *rt) { free(rt); }
+
+void tasker_runtime_set_owner(tasker_Runtime *rt, void *owner, tasker_InterruptFunction fn) {
+    rt->owner = owner;
+    rt->on_interrupt = fn;
+}
+
+void *tasker_runtime_owner(tasker_Runtime *rt) { return rt->owner; }
+
+void tasker_request_interrupt(tasker_Runtime *rt, int on) {
+    atomic_store_explicit(&rt->interrupt, on, memory_order_relaxed);
+}
+
+int tasker_signal(tasker_Runtime *rt, int sig) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&rt->signalled, &expected, sig)) return sig;
+    return expected;
+}
+
+int tasker_signalled(tasker_Runtime *rt) { return atomic_load(&rt->signalled); }
+
+void tasker_set_deadlines(tasker_Runtime *rt, uint64_t deadline, uint64_t slice) {
+    rt->deadline_ns = deadline;
+    rt->slice_ns = slice;
+}
+
+uint64_t tasker_deadline(tasker_Runtime *rt) { return rt->deadline_ns; }
+uint64_t tasker_slice(tasker_Runtime *rt) { return rt->slice_ns; }
+void tasker_set_slice(tasker_Runtime *rt, uint64_t slice) { rt->slice_ns = slice; }
+uint64_t tasker_budget(tasker_Runtime *rt) { return rt->budget_ns; }
+
+uint64_t tasker_set_budget(tasker_Runtime *rt, uint64_t budget) {
+    uint64_t old = rt->budget_ns;
+    rt->budget_ns = budget;
+    return old;
+}
+
+int tasker_take_hook_yield(tasker_Runtime *rt, lua_State *co) {
+    if (rt->hook_yield != co) return 0;
+    rt->hook_yield = NULL;
+    return 1;
+}
+
+// ---- the hook -------------------------------------------------------------------
+
+static void count_hook(lua_State *L, lua_Debug *ar);
+
+void tasker_reset_hook(lua_State *L) { lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000); }
+
+int tasker_sticky_error(lua_State *L) {
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    return lua_error(L);
+}
+
+static inline int due(uint64_t deadline, uint64_t now) { return deadline != 0 && now >= deadline; }
+
+// Every 1000 VM instructions: consult Swift when the running code was
+// aborted, a signal arrived, or a deadline (timeout, time slice, budget)
+// passed. Reading the clock here costs ~20 ns per 1000 instructions.
 static void count_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     tasker_Runtime *rt = tasker_runtime(L);
-    if (!rt->interrupt && !rt->signalled && (rt->deadline_ns == 0 || tasker_now_ns() < rt->deadline_ns)) return;
-    if (rt->on_interrupt && rt->on_interrupt(L)) lua_error(L);
+    if (!atomic_load_explicit(&rt->interrupt, memory_order_relaxed)
+        && !atomic_load_explicit(&rt->signalled, memory_order_relaxed)) {
+        if (rt->deadline_ns == 0 && rt->slice_ns == 0 && rt->budget_ns == 0) return;
+        uint64_t now = tasker_now_ns();
+        if (!due(rt->deadline_ns, now) && !due(rt->slice_ns, now) && !due(rt->budget_ns, now)) return;
+    }
+    if (rt->on_interrupt == NULL) return;
+    int stop = 0;
+    switch (rt->on_interrupt(L, &stop)) {
+    case TASKER_HOOK_RAISE:
+        tasker_sticky_error(L);
+        return;
+    case TASKER_HOOK_YIELD:
+        if (!lua_isyieldable(L)) return;
+        rt->hook_yield = L;
+        rt->hook_stop = stop;
+        lua_yield(L, 0);  // must be the hook's last act
+        return;
+    default:
+        return;
+    }
 }
 
 static int open_all(lua_State *L) {
@@ -65,7 +147,7 @@ lua_State *tasker_newstate(tasker_Runtime *rt, char *err, size_t errlen) {
         return NULL;
     }
     // Installed on the main thread; every thread created later inherits it.
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000);
+    tasker_reset_hook(L);
     return L;
 }
 
@@ -103,11 +185,26 @@ static int tostring_cf(lua_State *L) {
     return 1;
 }
 
+// How long a __tostring metamethod may run when tasker turns a value into
+// text (an error message): 2 s, like handlers.
+#define TOSTRING_BUDGET_NS 2000000000ull
+
 int tasker_tostring_protected(lua_State *L, int idx) {
     idx = lua_absindex(L, idx);
+    int user_code = luaL_getmetafield(L, idx, "__tostring") != LUA_TNIL;
+    if (user_code) lua_pop(L, 1);
+    tasker_Runtime *rt = tasker_runtime(L);
+    uint64_t saved = rt->budget_ns;
+    if (user_code) {
+        uint64_t budget = tasker_now_ns() + TOSTRING_BUDGET_NS;
+        if (saved == 0 || budget < saved) rt->budget_ns = budget;
+    }
     lua_pushcfunction(L, tostring_cf);
     lua_pushvalue(L, idx);
-    return lua_pcall(L, 1, 1, 0);
+    int status = lua_pcall(L, 1, 1, 0);
+    rt->budget_ns = saved;
+    if (status != LUA_OK && user_code) tasker_reset_hook(L);
+    return status;
 }
 
 int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chunkname) {

@@ -40,7 +40,7 @@ extension Engine {
     func endAttempt(_ r: TaskRecord) {
         guard r.inSlot else { return }
         r.inSlot = false
-        running -= 1
+        if r.slotLent { r.slotLent = false } else { running -= 1 }
         r.deadline = 0
         r.timeoutTimer?.cancel()
         r.timeoutTimer = nil

@@ -5,8 +5,9 @@ extension Engine {
     /// cancels the work only when it is the last one on it.
     public func cancel(_ id: TaskID, reason: String? = nil) {
         guard let r = record(id), r.finalState == nil else { return }
-        let failure = TaskFailure(.cancelled, reason.map { "task '\(r.name)' was cancelled: \($0)" }
+        var failure = TaskFailure(.cancelled, reason.map { "task '\(r.name)' was cancelled: \($0)" }
                                                ?? "task '\(r.name)' was cancelled")
+        failure.summary = reason.map { "cancelled: \($0)" } ?? "cancelled"
         cancel(r, failure)
     }
 
@@ -115,15 +116,29 @@ extension Engine {
         case .cancelled: "was cancelled"
         default: "failed"
         }
-        return TaskFailure(.dependency,
-                           "task '\(r.name)' did not run: dependency '\(dep.name)' \(what) (when = \"\(r.condition.rawValue)\")")
+        var failure = TaskFailure(.dependency,
+                                  "task '\(r.name)' did not run: dependency '\(dep.name)' \(what) (when = \"\(r.condition.rawValue)\")")
+        failure.summary = "skipped: dependency '\(dep.name)' \(what)"
+        return failure
     }
 
     /// Cancels every handle that is not final (Ctrl-C, `tasker.exit`, a
     /// failed main chunk).
     public func cancelAll(reason: String) {
         for case let r? in records where r.finalState == nil {
-            cancel(r, TaskFailure(.cancelled, "task '\(r.name)' was cancelled: \(reason)"))
+            var failure = TaskFailure(.cancelled, "task '\(r.name)' was cancelled: \(reason)")
+            failure.summary = "cancelled: \(reason)"
+            cancel(r, failure)
+        }
+    }
+
+    /// Fails every handle that is not final with `failure` (a deadlock that
+    /// had to be broken).
+    public func failAll(_ failure: TaskFailure) {
+        for case let r? in records where r.finalState == nil {
+            var f = failure
+            f.message = "task '\(r.name)': \(failure.message)"
+            cancel(r, f)
         }
     }
 
@@ -135,7 +150,9 @@ extension Engine {
         if releaseAllHeld() { return true }
         var changed = false
         for case let r? in records where r.finalState == nil && !r.startRequested && r.state == .waiting {
-            cancel(r, TaskFailure(.cancelled, "task '\(r.name)' was never started"))
+            var failure = TaskFailure(.cancelled, "task '\(r.name)' was never started")
+            failure.summary = "never started"
+            cancel(r, failure)
             changed = true
         }
         return changed

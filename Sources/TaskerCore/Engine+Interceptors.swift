@@ -93,7 +93,9 @@ extension Engine {
 
     private func armMaxHold(_ i: TaskInterceptor, _ batch: HeldBatch) {
         guard let maxHold = i.maxHold else { return }
-        batch.timer = loop.schedule(after: maxHold) { [unowned self, weak i] in
+        // Not a reason to stay alive: an otherwise idle run releases what is
+        // held at once instead of waiting out `max_hold`.
+        batch.timer = loop.schedule(after: maxHold, keepAlive: false) { [unowned self, weak i] in
             batch.timer = nil
             if let i { self.release(i) }
         }

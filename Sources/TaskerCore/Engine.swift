@@ -36,6 +36,11 @@ public final class Engine {
     var coverage: [ObjectIdentifier: UInt64] = [:]
     var nextReaction = 0
     var running = 0
+    /// Attempts that lent their slot while waiting and are woken, waiting
+    /// for a slot again: they go before tasks not yet started.
+    var reclaiming = Deque<(run: AttemptRun, resume: () -> Void)>()
+    /// After an interrupt or `tasker.exit`: nothing starts any more.
+    public private(set) var closed = false
     var keyIndex: [String: TaskID] = [:]
     private var dispatchScheduled = false
     private var nextToken: UInt64 = 0
@@ -97,6 +102,7 @@ public final class Engine {
     }
 
     func attachDependencies(_ r: TaskRecord, _ after: [TaskID]) {
+        r.after = after
         for depID in after {
             guard let dep = record(depID) else { continue }
             if let outcome = dep.outcome {
@@ -153,6 +159,9 @@ public final class Engine {
 
     public func parent(_ id: TaskID) -> TaskID? { record(id)?.parent }
 
+    /// The tasks this one was added `after`.
+    public func dependencies(_ id: TaskID) -> [TaskID] { record(id)?.after ?? [] }
+
     public func groupMembers(_ id: TaskID) -> [TaskID]? {
         guard let r = record(id), case .group(let g) = r.role else { return nil }
         return g.members
@@ -175,16 +184,23 @@ public final class Engine {
         r.moreWaiters.removeAll { $0 === waiter }
     }
 
-    /// Counts per final state, and the failed handles in id order.
-    public func summary() -> (counts: [TaskState: Int], failed: [TaskID]) {
-        var counts: [TaskState: Int] = [:]
-        var failed: [TaskID] = []
+    /// Counts per final state (tasks apart from groups and schedules), and
+    /// the failed and cancelled tasks in id order. A group fails when a
+    /// member fails: that is one failure, the member's.
+    public func summary() -> RunCounts {
+        var c = RunCounts()
         for case let r? in records {
             let s = state(r.id)
-            counts[s, default: 0] += 1
-            if s == .failed { failed.append(r.id) }
+            switch r.role {
+            case .group, .schedule:
+                c.groups[s, default: 0] += 1
+            default:
+                c.tasks[s, default: 0] += 1
+                if s == .failed { c.failed.append(r.id) }
+                if s == .cancelled { c.cancelled.append(r.id) }
+            }
         }
-        return (counts, failed)
+        return c
     }
 
     // MARK: starting
@@ -244,6 +260,13 @@ public final class Engine {
     /// a held or delayed task takes no slot.
     public func dispatch() {
         dispatchScheduled = false
+        guard !closed else { return }
+        while running < concurrency, let (run, resume) = reclaiming.popFirst() {
+            guard let r = record(run.task), r.inSlot, r.token == run.token, r.slotLent else { continue }
+            r.slotLent = false
+            running += 1
+            resume()
+        }
         while running < concurrency, let id = nextToStart() {
             guard let r = record(id), r.queued, !r.state.isFinal else { continue }
             r.queued = false  // whoever queues it again (a release, a delay) sets it
@@ -256,6 +279,46 @@ public final class Engine {
         if let id = reactionReady.popFirst() { return id }
         guard suspended == 0 else { return nil }
         return released.popFirst() ?? ready.pop()
+    }
+
+    /// Stops starting anything: queued tasks stay where they are until they
+    /// are cancelled (an interrupt, `tasker.exit`).
+    public func close() {
+        closed = true
+    }
+
+    /// A running attempt waits on other tasks: its slot goes to someone else
+    /// meanwhile (so tasks that await the tasks they add cannot fill every
+    /// slot and starve them).
+    public func lendSlot(_ run: AttemptRun) {
+        guard let r = record(run.task), r.inSlot, r.token == run.token, !r.slotLent else { return }
+        r.slotLent = true
+        running -= 1
+        scheduleDispatch()
+    }
+
+    /// Whether the attempt has lent its slot (see `lendSlot`).
+    public func hasLentSlot(_ run: AttemptRun) -> Bool {
+        guard let r = record(run.task), r.inSlot, r.token == run.token else { return false }
+        return r.slotLent
+    }
+
+    /// The attempt is about to go on: `resume` runs once it has a slot again,
+    /// now if one is free, else before any task not yet started. Never runs
+    /// if the attempt ends first (cancelled, timed out).
+    public func reclaimSlot(_ run: AttemptRun, _ resume: @escaping () -> Void) {
+        guard let r = record(run.task), r.inSlot, r.token == run.token, r.slotLent else {
+            resume()
+            return
+        }
+        if running < concurrency && reclaiming.isEmpty && !closed {
+            r.slotLent = false
+            running += 1
+            resume()
+        } else {
+            reclaiming.append((run, resume))
+            scheduleDispatch()
+        }
     }
 
     /// The token of the latest attempt started.

@@ -34,7 +34,12 @@ public final class EventLoop: @unchecked Sendable {
     /// Armed timers that keep the loop busy (not the status line's ticker).
     fileprivate var busyTimers = 0
     private var microtasks = Deque<() -> Void>()
+    /// Work for the next turn, after timers have fired (see `enqueueNextTurn`).
+    private var deferred = Deque<() -> Void>()
     private var activity = 0
+    /// How long one turn may drain work before timers and jobs from other
+    /// threads (signals) get their turn.
+    public static let turnBudget: UInt64 = 10_000_000
 
     /// Called on the loop when it has nothing left to do (see type docs);
     /// returns whether it changed anything (then idleness is checked again).
@@ -80,6 +85,13 @@ public final class EventLoop: @unchecked Sendable {
         microtasks.append(work)
     }
 
+    /// Queues `work` for the next turn, after due timers have fired and jobs
+    /// from other threads have run: a long computation that pauses itself
+    /// lets the rest of the program move.
+    public func enqueueNextTurn(_ work: @escaping () -> Void) {
+        deferred.append(work)
+    }
+
     /// Runs `action` at `deadline` (monotonic ns) unless cancelled first.
     /// A timer that does not `keepAlive` (a display refresh) never stops the
     /// loop from counting as idle.
@@ -118,19 +130,36 @@ public final class EventLoop: @unchecked Sendable {
             if stopping { return }
             for job in jobs { job() }
             fireDueTimers()
+            if !deferred.isEmpty {
+                microtasks.append(contentsOf: deferred)
+                deferred.removeAll(keepingCapacity: true)
+            }
             drainMicrotasks()
             waitForWork()
         }
     }
 
+    /// Runs queued work for at most `turnBudget`; what is left runs after
+    /// the next round of timers and jobs, so work that keeps queueing more
+    /// work never starves them.
     private func drainMicrotasks() {
-        while let work = microtasks.popFirst() { work() }
+        guard !microtasks.isEmpty else { return }
+        let start = Monotonic.now()
+        var n = 0
+        while let work = microtasks.popFirst() {
+            work()
+            n &+= 1
+            if n & 63 == 0 && Monotonic.now() &- start > Self.turnBudget { return }
+        }
     }
 
+    /// Fires the timers due now that were armed before this call: a timer
+    /// that re-arms itself for the same instant waits for the next turn.
     private func fireDueTimers() {
         guard !timers.isEmpty else { return }
         let now = Monotonic.now()
-        while let first = timers.min, first.deadline <= now {
+        let armedBefore = timerSequence
+        while let first = timers.min, first.deadline <= now, first.sequence <= armedBefore {
             _ = timers.popMin()
             if let action = first.timer.take() {
                 action()
@@ -165,7 +194,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func waitForWork() {
-        if busyTimers == 0 && activity == 0, let onIdle {
+        if busyTimers == 0 && activity == 0 && microtasks.isEmpty && deferred.isEmpty, let onIdle {
             lock.lock()
             let quiet = inbox.isEmpty && !stopRequested
             lock.unlock()
@@ -176,7 +205,7 @@ public final class EventLoop: @unchecked Sendable {
             }
         }
         lock.lock()
-        if inbox.isEmpty && !stopRequested && microtasks.isEmpty {
+        if inbox.isEmpty && !stopRequested && microtasks.isEmpty && deferred.isEmpty {
             let next = nextDeadline()
             if next == nil || next! > Monotonic.now() {
                 lock.wait(until: next)

@@ -27,12 +27,15 @@ final class TaskRecord {
     var key: String?
     var body: TaskBody?
     var parent: TaskID?
+    var after: [TaskID] = []
 
     // progress of the work
     var unmetDependencies = 0
     var attempts = 0
     var token: UInt64 = 0
     var inSlot = false
+    /// The running attempt gave its slot back while it waits on other tasks.
+    var slotLent = false
     var queued = false
     var timer: LoopTimer?
     var timeoutTimer: LoopTimer?

@@ -13,7 +13,7 @@ public enum TaskState: String, Sendable, CaseIterable {
 public struct TaskFailure: Error, Sendable, CustomStringConvertible {
     public enum Kind: String, Sendable {
         case error, timeout, cancelled, discarded, dependency, http, exec, json
-        case interceptor, reactor, usage
+        case interceptor, reactor, usage, deadlock
     }
 
     public var kind: Kind
@@ -26,6 +26,9 @@ public struct TaskFailure: Error, Sendable, CustomStringConvertible {
     /// Seconds the failed work asked to wait before another try (HTTP
     /// `Retry-After`); a retry waits this long, capped by `max_delay`.
     public var retryAfter: Double?
+    /// A short reason for the run's summary ("skipped: dependency 'build'
+    /// failed"); `description` when absent.
+    public var summary: String?
 
     public init(_ kind: Kind, _ message: String, payload: (any Sendable)? = nil) {
         self.kind = kind
@@ -111,4 +114,16 @@ public struct AttemptRun: Sendable, Hashable {
         self.attempt = attempt
         self.token = token
     }
+}
+
+/// What a run ended with, by kind of handle (see `Engine.summary()`).
+public struct RunCounts: Sendable {
+    /// Plain tasks (and single-flight handles) per final state.
+    public var tasks: [TaskState: Int] = [:]
+    /// `parallel`/`serial` groups and `every` schedules per final state.
+    public var groups: [TaskState: Int] = [:]
+    public var failed: [TaskID] = []
+    public var cancelled: [TaskID] = []
+
+    public init() {}
 }

@@ -32,13 +32,14 @@ enum ExecRunner {
     /// Output beyond this is an error rather than a memory blow-up.
     static let outputLimit = 64 << 20
 
-    static func run(_ r: ExecRequest) async -> ExecOutcome {
+    static func run(_ r: ExecRequest, groups: ProcessGroups) async -> ExecOutcome {
         do {
-            guard let timeout = r.timeout else { return try await spawn(r) }
+            guard let timeout = r.timeout else { return try await spawn(r, groups: groups) }
             return try await withThrowingTaskGroup(of: ExecOutcome.self) { group in
-                group.addTask { try await spawn(r) }
+                group.addTask { try await spawn(r, groups: groups) }
                 group.addTask {
-                    try await Task.sleep(nanoseconds: UInt64(timeout * 1e9))
+                    // Saturates: a timeout of 1e300 s waits "forever", it does not trap.
+                    try await Task.sleep(nanoseconds: timeout >= 1.8e10 ? UInt64.max : UInt64(timeout * 1e9))
                     return .timedOut
                 }
                 let first = try await group.next() ?? .timedOut
@@ -52,7 +53,7 @@ enum ExecRunner {
         }
     }
 
-    private static func spawn(_ r: ExecRequest) async throws -> ExecOutcome {
+    private static func spawn(_ r: ExecRequest, groups: ProcessGroups) async throws -> ExecOutcome {
         let program = r.argv[0]
         let executable: Executable = program.contains("/") ? .path(FilePath(program)) : .name(program)
         var platform = PlatformOptions()
@@ -66,12 +67,22 @@ enum ExecRunner {
                                           environment: .inherit.updating(updates),
                                           workingDirectory: r.cwd.map { FilePath($0) },
                                           platformOptions: platform)
+        // The group is known from the moment the child exists, so that it can
+        // be killed at the end of the run even if its leader exits early.
+        var leader: pid_t = 0
+        defer { if leader != 0 { groups.leaderExited(leader) } }
         let result = if let stdin = r.stdin {
             try await Subprocess.run(configuration, input: .array(stdin),
-                                     output: .bytes(limit: outputLimit), error: .bytes(limit: outputLimit))
+                                     output: .bytes(limit: outputLimit), error: .bytes(limit: outputLimit)) { execution in
+                leader = execution.processIdentifier.value
+                groups.started(leader)
+            }
         } else {
             try await Subprocess.run(configuration, input: .none,
-                                     output: .bytes(limit: outputLimit), error: .bytes(limit: outputLimit))
+                                     output: .bytes(limit: outputLimit), error: .bytes(limit: outputLimit)) { execution in
+                leader = execution.processIdentifier.value
+                groups.started(leader)
+            }
         }
         let code: Int = switch result.terminationStatus {
         case .exited(let c): Int(c)

@@ -33,6 +33,8 @@ final class Fiber: TaskWaiter {
     /// The HTTP request this fiber waits for (an id in `httpEngine`).
     var request: TaskID?
     var endedNormally = false
+    /// A resumption is queued (it must not be resumed twice).
+    var resumeQueued = false
 
     init(runtime: LuaRuntime, kind: Kind, thread: OpaquePointer, anchor: Int32) {
         self.runtime = runtime
@@ -55,6 +57,7 @@ final class Fiber: TaskWaiter {
         deadline = 0
         execTask = nil
         request = nil
+        resumeQueued = false
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
     }
 
@@ -100,6 +103,8 @@ enum PendingOp {
 /// How a suspended fiber is resumed.
 enum Resumption {
     case nothing
+    /// Its time slice ended; it goes on where it was (no values).
+    case continueSlice
     case taskResult(TaskID, AwaitMode)
     case values([TaskID], compact: Bool)
     case anyWinner(TaskID)

@@ -57,7 +57,9 @@ extension LuaRuntime {
         loop.beginActivity()  // until the transport's completion is back on the loop
         let target = LoopBound(self, loop: loop)
         let url = request.url.absoluteString
-        let display = "\(request.method) \(url)"
+        let display = "\(request.method) \(Redaction.url(url))"
+        call.shownURL = Redaction.url(url)
+        call.attemptStart = Monotonic.now()
         call.exchange = transport!.send(request) { result in
             target.loop.execute { target.value.requestEnded(run, result, url: url, display: display, headers: request.headers) }
         }
@@ -98,7 +100,7 @@ extension LuaRuntime {
         case .success(let response):
             httpEngine.complete(run, with: .success(.swift(response)))
         case .failure(let error):
-            httpEngine.complete(run, with: .failure(TaskFailure(.http, "\(display): \(error.message)",
+            httpEngine.complete(run, with: .failure(TaskFailure(.http, "\(display): \(Redaction.url(error.message))",
                                                                 payload: HTTPFailureInfo(code: error.code, url: url))))
         }
     }
@@ -169,7 +171,7 @@ extension LuaRuntime {
         case .response(let response):
             if call.check && response.status >= 400 {
                 lua_pushboolean(co, 0)
-                var failure = TaskFailure(.http, "\(call.method) \(response.url) returned \(response.status)",
+                var failure = TaskFailure(.http, "\(call.method) \(Redaction.url(response.url)) returned \(response.status)",
                                           payload: HTTPFailureInfo(url: response.url, response: response))
                 failure.position = call.position
                 pushFailure(co, failure)
@@ -283,7 +285,7 @@ struct HTTPRequestReader {
         s.pushRegistry(call.table)
         let t = lua_gettop(L)
         func bad(_ field: String, _ expected: String) -> Result<HTTPRequest, TaskFailure> {
-            var f = TaskFailure(.usage, "bad request field t.\(field) (\(expected) expected, got \(s.typeName(-1)))")
+            var f = TaskFailure(.usage, "bad request field t.\(field) (\(expected) expected, got \(s.got(-1, expected: expected)))")
             f.position = call.position
             return .failure(f)
         }

@@ -15,7 +15,7 @@ extension LuaRuntime {
 
     /// "bad argument #2 to 'tasker.sleep' (number expected, got string)"
     func argError(_ L: OpaquePointer, _ fn: String, _ arg: Int32, _ expected: String, index: Int32? = nil) -> Int32 {
-        usage(L, "bad argument #\(arg) to '\(fn)' (\(expected) expected, got \(LuaStack(L).typeName(index ?? arg)))")
+        usage(L, "bad argument #\(arg) to '\(fn)' (\(expected) expected, got \(LuaStack(L).got(index ?? arg, expected: expected)))")
     }
 
     /// Raises an error value built from a failure (not a usage error).
@@ -100,15 +100,15 @@ extension LuaRuntime {
     /// the hook stops it as a runaway.
     func callForError(nargs: Int32, nresults: Int32, context: String, traceback: Bool = true) -> String? {
         let saved = callContext
-        let savedDeadline = crt.pointee.deadline_ns
         callContext = context
-        crt.pointee.deadline_ns = Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget)
+        let savedBudget = tasker_set_budget(crt, Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget))
         defer {
             callContext = saved
-            crt.pointee.deadline_ns = savedDeadline
+            tasker_set_budget(crt, savedBudget)
         }
         let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall(L, nargs, nresults)
         guard status != LUA_OK else { return nil }
+        tasker_reset_hook(L)  // a stop made it check every instruction
         defer { tasker_pop(L, 1) }
         return LuaStack(L).describe(-1)
     }

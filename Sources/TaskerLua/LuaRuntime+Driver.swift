@@ -39,8 +39,12 @@ extension LuaRuntime {
         // raised by the hook, Lua 5.4.4 leaves hooks disabled on it.
         let clean = lua_status(co) == LUA_OK && lua_gettop(co) == 0 && f.endedNormally
         if !clean {
-            crt.pointee.interrupt = 0
-            _ = lua_resetthread(co)  // closes pending to-be-closed variables
+            tasker_request_interrupt(crt, 0)
+            // Closes pending to-be-closed variables, under a budget like any
+            // other code tasker runs outside a task.
+            let saved = tasker_set_budget(crt, Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget))
+            _ = lua_resetthread(co)
+            tasker_set_budget(crt, saved)
             lua_settop(co, 0)
         }
         if clean && fiberPool.count < 256 {
@@ -77,27 +81,59 @@ extension LuaRuntime {
 
     func resume(_ f: Fiber, with r: Resumption) {
         guard !f.finished else { return }
+        f.resumeQueued = false
         if f.aborted != nil || (exitCode != nil && f === mainFiber) {
             close(f)
             return
         }
+        if let run = f.run, engine.hasLentSlot(run) {
+            // It gave its slot back while it waited: take one again first.
+            f.resumeQueued = true
+            engine.reclaimSlot(run) { [unowned self] in self.enqueue(.resume(f, r)) }
+            return
+        }
         let nargs = push(r, onto: f.thread)
+        if f === mainFiber { rememberTaskError(r, pushed: nargs, on: f.thread) }
         resume(f, nargs: nargs)
+    }
+
+    /// The main chunk is handed a task's error (`await`, `all`): keep the
+    /// value, so that if the main chunk raises it, the run reports that
+    /// task's failure (exit 1) rather than a script error.
+    private func rememberTaskError(_ r: Resumption, pushed n: Int32, on co: OpaquePointer) {
+        let id: TaskID
+        switch r {
+        case .luaFailureOf(let t): id = t
+        case .taskResult(let t, .raising) where engine.outcome(t)?.failure != nil: id = t
+        default: return
+        }
+        guard n == 2 else { return }
+        luaL_unref(L, tasker_registryindex(), mainTaskErrorRef)
+        lua_pushvalue(co, -1)
+        lua_xmove(co, L, 1)
+        mainTaskErrorRef = luaL_ref(L, tasker_registryindex())
+        mainTaskErrorName = engine.name(id)
     }
 
     func resume(_ f: Fiber, nargs: Int32) {
         let co = f.thread
         current = f
-        crt.pointee.deadline_ns = f.taskID.map(engine.deadline) ?? f.deadline
-        crt.pointee.interrupt = f.aborted != nil ? 1 : 0
+        let now = Monotonic.now()
+        tasker_set_deadlines(crt, f.taskID.map(engine.deadline) ?? f.deadline, now &+ LuaRuntime.sliceNanos)
+        tasker_request_interrupt(crt, f.aborted != nil ? 1 : 0)
         var nres: Int32 = 0
         let status = lua_resume(co, L, nargs, &nres)
         current = nil
-        crt.pointee.deadline_ns = 0
-        crt.pointee.interrupt = 0
+        tasker_set_deadlines(crt, 0, 0)
+        tasker_request_interrupt(crt, 0)
         switch status {
         case LUA_OK: fiberReturned(f, nres)
         case LUA_YIELD:
+            if tasker_take_hook_yield(crt, co) != 0 {
+                // The hook paused it: stopped (closed now) or its slice ended.
+                if f.aborted != nil { fiberFailed(f) } else { continueLater(f) }
+                return
+            }
             tasker_pop(co, nres)
             fiberYielded(f)
         default: fiberFailed(f)
@@ -111,7 +147,7 @@ extension LuaRuntime {
             mainDone = true
             retire(f)
         case .task(let run):
-            if let failure = f.aborted {
+            if let failure = f.aborted ?? overran(run) {
                 retire(f)
                 engine.complete(run, with: .failure(failure))
                 return
@@ -132,6 +168,11 @@ extension LuaRuntime {
         case .main:
             mainDone = true
             if exitCode == nil && !interrupted {
+                if let name = mainTaskErrorName, f.aborted == nil {
+                    lua_rawgeti(co, tasker_registryindex(), lua_Integer(mainTaskErrorRef))
+                    if lua_rawequal(co, -1, -2) != 0 { mainErrorTask = name }
+                    tasker_pop(co, 1)
+                }
                 mainError = traceback(co)
                 engine.cancelAll(reason: "the main chunk failed")
             }
@@ -146,6 +187,14 @@ extension LuaRuntime {
             retire(f)
             engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
+    }
+
+    /// A body that returns after its deadline (a long C call the hook could
+    /// not interrupt, such as a huge `string.rep`) timed out all the same.
+    private func overran(_ run: AttemptRun) -> TaskFailure? {
+        let deadline = engine.deadline(run.task)
+        guard deadline != 0, Monotonic.now() >= deadline else { return nil }
+        return engine.timeoutFailure(run.task)
     }
 
     /// The error on top of `co` with the traceback of where it was raised.
@@ -190,6 +239,21 @@ extension LuaRuntime {
                 f.timer = nil
                 self.enqueue(.resume(f, .nothing))
             }
+        case .await, .all, .any, .some:
+            // Waiting on other tasks: the slot goes to someone else meanwhile.
+            if let run = f.run { engine.lendSlot(run) }
+            performWait(op, for: f)
+        case .exec(let request):
+            startExec(request, for: f)
+        case .http(let setup):
+            performHTTP(setup, for: f)
+        case .exit:
+            close(f)
+        }
+    }
+
+    private func performWait(_ op: PendingOp, for f: Fiber) {
+        switch op {
         case .await(let id, let mode):
             f.awaitMode = mode
             f.waitingOn = id
@@ -203,30 +267,58 @@ extension LuaRuntime {
         case .some(let ids):
             let waiter = SomeWaiter(runtime: self, fiber: f, ids: ids)
             for id in ids { engine.addWaiter(id, waiter) }
-        case .exec(let request):
-            startExec(request, for: f)
-        case .http(let setup):
-            performHTTP(setup, for: f)
-        case .exit:
-            close(f)
+        default:
+            break
         }
     }
 
     // MARK: the interrupt hook
 
-    /// Called by the count hook when the running code may have to stop
-    /// (aborted, past its deadline, or Ctrl-C): push the error to raise.
-    static let onInterrupt: @convention(c) (OpaquePointer?) -> Int32 = { L in
-        guard let L else { return 0 }
-        let rt = LuaRuntime.from(L)
-        let reason = rt.current.map(rt.stopReason(for:)) ?? rt.callbackOverrun(L)
-        guard let reason else { return 0 }
-        rt.pushFailure(L, reason)
-        return 1
+    /// Called by the count hook when the running code may have to stop or
+    /// pause (aborted, past a deadline or budget, a signal, its slice over).
+    static let onInterrupt: @convention(c) (OpaquePointer?, UnsafeMutablePointer<Int32>?) -> Int32 = { L, stop in
+        guard let L else { return Int32(TASKER_HOOK_GO_ON) }
+        return LuaRuntime.from(L).hookCheck(L, stop)
     }
 
-    /// Why the running fiber must stop now, if it must. The reason sticks,
-    /// so code that catches it is stopped again at the next check.
+    private func hookCheck(_ L: OpaquePointer, _ stop: UnsafeMutablePointer<Int32>?) -> Int32 {
+        let now = Monotonic.now()
+        let budget = tasker_budget(crt)
+        if budget != 0 {
+            // Code tasker called where nothing can yield (a handler, a
+            // predicate, __tostring): only its budget stops it. After Ctrl-C
+            // these still run: they are the cancel paths.
+            guard now >= budget else { return Int32(TASKER_HOOK_GO_ON) }
+            pushFailure(L, budgetOverrun(L))
+            return Int32(TASKER_HOOK_RAISE)
+        }
+        guard let f = current else {
+            guard interrupted else { return Int32(TASKER_HOOK_GO_ON) }
+            pushFailure(L, TaskFailure(.cancelled, "interrupted"))
+            return Int32(TASKER_HOOK_RAISE)
+        }
+        if let reason = stopReason(for: f) {
+            // Yielding out of the fiber cannot be caught by a pcall in it;
+            // where it cannot yield, the raise repeats until it escapes.
+            if lua_isyieldable(L) != 0 {
+                stop?.pointee = 1
+                return Int32(TASKER_HOOK_YIELD)
+            }
+            pushFailure(L, reason)
+            return Int32(TASKER_HOOK_RAISE)
+        }
+        let slice = tasker_slice(crt)
+        if slice != 0 && now >= slice {
+            if lua_isyieldable(L) != 0 {
+                stop?.pointee = 0
+                return Int32(TASKER_HOOK_YIELD)
+            }
+            tasker_set_slice(crt, now &+ LuaRuntime.sliceNanos)  // cannot pause here; ask again later
+        }
+        return Int32(TASKER_HOOK_GO_ON)
+    }
+
+    /// Why the running fiber must stop now, if it must. The reason sticks.
     func stopReason(for f: Fiber) -> TaskFailure? {
         if let reason = f.aborted { return reason }
         let now = Monotonic.now()
@@ -245,18 +337,14 @@ extension LuaRuntime {
                 f.aborted = TaskFailure(.cancelled, "reactor '\(reaction.reactor.name)' was stopped: interrupted")
             }
         case .main:
-            if interrupted { return TaskFailure(.cancelled, "interrupted") }
+            if interrupted || exitCode != nil { f.aborted = TaskFailure(.cancelled, "interrupted") }
         }
         return f.aborted
     }
 
-    /// A handler, predicate or interceptor (no fiber) past its budget.
-    /// After Ctrl-C these still run: they are the cancel paths, and a
-    /// runaway one is what a second Ctrl-C is for.
-    func callbackOverrun(_ L: OpaquePointer) -> TaskFailure? {
-        let deadline = crt.pointee.deadline_ns
-        guard deadline != 0, Monotonic.now() >= deadline else { return nil }
-        var failure = TaskFailure(.timeout, "\(callContext ?? "a callback") ran longer than \(formatSeconds(LuaRuntime.callBudget)) (a runaway loop?)")
+    /// A handler, predicate, interceptor or __tostring past its budget.
+    func budgetOverrun(_ L: OpaquePointer) -> TaskFailure {
+        var failure = TaskFailure(.timeout, "\(callContext ?? "a callback (such as __tostring)") ran longer than \(formatSeconds(LuaRuntime.callBudget)) (a runaway loop?)")
         failure.position = LuaStack(L).whereString(level: 0)
         return failure
     }

@@ -138,6 +138,8 @@ extension LuaRuntime {
     func push(_ r: Resumption, onto co: OpaquePointer) -> Int32 {
         _ = lua_checkstack(co, 8)
         switch r {
+        case .continueSlice:
+            return 0
         case .nothing:
             lua_pushboolean(co, 1)
             return 1

@@ -43,7 +43,8 @@ public final class LuaRuntime {
     /// The `log` module and the runtime's own messages; lines go to `options.diagnostics`.
     let logger: Logger
     let L: OpaquePointer
-    let crt: UnsafeMutablePointer<tasker_Runtime>
+    /// The C record the count hook reads (deadlines, the signal, the owner).
+    let crt: OpaquePointer
     var refs = Refs()
 
     var work = Deque<Work>()
@@ -52,6 +53,12 @@ public final class LuaRuntime {
     var mainFiber: Fiber?
     var mainDone = false
     var mainError: String?
+    /// The task whose error the main chunk raised (it got it from `await`,
+    /// `all`, `any`…), if that is how it failed.
+    var mainErrorTask: String?
+    /// The last task error handed to the main chunk, and its task's name.
+    var mainTaskErrorRef: Int32 = LUA_NOREF
+    var mainTaskErrorName: String?
     /// The fiber running each task's current attempt, by task id.
     var fibersByTask = TaskTable<Fiber>()
     /// Fibers whose threads finished cleanly, ready for reuse.
@@ -80,11 +87,12 @@ public final class LuaRuntime {
     /// Opened at the first request (after `http.configure` has had its say).
     var transport: HTTPTransport?
     var exitCode: Int32?
-    /// Ctrl-C/SIGTERM arrived (the loop may not have seen it yet).
-    var interrupted: Bool {
-        get { crt.pointee.signalled != 0 }
-        set { if newValue { tasker_signal(crt) } }
-    }
+    /// Every process group the run's `exec`/`sh` calls started.
+    public let processGroups = ProcessGroups()
+    /// Ctrl-C/SIGTERM/SIGHUP arrived (the loop may not have seen it yet).
+    var interrupted: Bool { tasker_signalled(crt) != 0 }
+    /// The signal whose stop has been applied (nothing starts after it).
+    var interruptApplied = false
     var finishedRun = false
     var scriptPath = ""
     /// Names the non-yieldable code running now ("an event handler").
@@ -93,6 +101,10 @@ public final class LuaRuntime {
     /// Called on the loop after each successful reload, with the file.
     public var onReload: ((String) -> Void)?
     let startTime = Monotonic.now()
+
+    /// A fiber running pure Lua this long without waiting is paused so the
+    /// rest of the run can move (a time slice).
+    static let sliceNanos: UInt64 = 10_000_000
 
     /// Creates the state on the loop thread.
     public init(loop: EventLoop, options: Options) throws {
@@ -105,16 +117,14 @@ public final class LuaRuntime {
         httpEngine.peer = engine
         let level = options.logLevel, sink = options.diagnostics
         self.logger = Logger(label: "tasker") { _ in LineLogHandler(level: level, sink: sink) }
-        crt = .allocate(capacity: 1)
-        crt.initialize(to: tasker_Runtime(owner: nil, interrupt: 0, signalled: 0, deadline_ns: 0, on_interrupt: nil))
+        crt = tasker_runtime_new()
         var err = [CChar](repeating: 0, count: 512)
         guard let L = tasker_newstate(crt, &err, err.count) else {
-            crt.deallocate()
+            tasker_runtime_free(crt)
             throw RuntimeError.setup(String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         self.L = L
-        crt.pointee.owner = Unmanaged.passUnretained(self).toOpaque()
-        crt.pointee.on_interrupt = LuaRuntime.onInterrupt
+        tasker_runtime_set_owner(crt, Unmanaged.passUnretained(self).toOpaque(), LuaRuntime.onInterrupt)
         engine.observers.append(self)
         installModules()
         loop.onIdle = { [unowned self] in self.idle() }
@@ -122,33 +132,53 @@ public final class LuaRuntime {
 
     deinit {
         lua_close(L)
-        crt.deallocate()
+        tasker_runtime_free(crt)
     }
 
     /// The runtime of the state `L` belongs to (any of its threads).
     @inline(__always)
     static func from(_ L: OpaquePointer) -> LuaRuntime {
-        Unmanaged<LuaRuntime>.fromOpaque(tasker_runtime(L).pointee.owner).takeUnretainedValue()
+        Unmanaged<LuaRuntime>.fromOpaque(tasker_runtime_owner(tasker_runtime(L))).takeUnretainedValue()
     }
 
     // MARK: the work queue
 
     func enqueue(_ w: Work) {
+        if case .resume(let f, _) = w { f.resumeQueued = true }
         work.append(w)
         guard !drainScheduled else { return }
         drainScheduled = true
         loop.enqueue { [unowned self] in self.drain() }
     }
 
-    /// Runs queued work until none is left, letting the engine start ready
-    /// tasks in between: many coroutines per loop turn.
+    /// Runs queued work, letting the engine start ready tasks in between:
+    /// many coroutines per loop turn. After a turn's budget the rest waits
+    /// for the next turn, so timers and signals are never starved.
     func drain() {
         drainScheduled = false
+        let start = Monotonic.now()
+        var n = 0
         repeat {
-            while let w = work.popFirst() { perform(w) }
+            while let w = work.popFirst() {
+                perform(w)
+                n &+= 1
+                if n & 15 == 0 && Monotonic.now() &- start > EventLoop.turnBudget {
+                    drainScheduled = true
+                    loop.enqueueNextTurn { [unowned self] in self.drain() }
+                    return
+                }
+            }
+            if interrupted && !interruptApplied { applyInterrupt() }
             engine.dispatch()
             httpEngine.dispatch()
         } while !work.isEmpty
+    }
+
+    /// A fiber whose time slice ended goes on after timers and other work
+    /// have had a turn.
+    func continueLater(_ f: Fiber) {
+        f.resumeQueued = true
+        loop.enqueueNextTurn { [unowned self] in self.enqueue(.resume(f, .continueSlice)) }
     }
 
     private func perform(_ w: Work) {
@@ -171,13 +201,15 @@ public final class LuaRuntime {
             return true
         }
         if httpEngine.settleIdle() || engine.settleIdle() { return true }
-        // Nothing can move: break the deadlock instead of hanging.
-        logger.warning("nothing can make progress (tasks wait on each other); cancelling what is left")
-        engine.cancelAll(reason: "deadlock: nothing could make progress")
-        httpEngine.cancelAll(reason: "deadlock: nothing could make progress")
-        if !mainDone, let f = mainFiber, f.waitingOn == nil, f.timer == nil {
+        // Nothing can move: tasks wait on each other. Break the cycle: the
+        // waiting tasks fail with kind `deadlock`.
+        let message = "nothing could make progress (tasks wait on each other)"
+        logger.warning("deadlock: \(message); failing what is left")
+        engine.failAll(TaskFailure(.deadlock, message))
+        httpEngine.cancelAll(reason: "deadlock: \(message)")
+        if !mainDone, let f = mainFiber, !f.resumeQueued, f.timer == nil {
             // the main chunk waits on something no task will deliver
-            enqueue(.resume(f, .failure(TaskFailure(.cancelled, "the main chunk was waiting on nothing that could finish"))))
+            enqueue(.resume(f, .failure(TaskFailure(.deadlock, "the main chunk was waiting on nothing that could finish"))))
         }
         return true
     }
@@ -186,32 +218,52 @@ public final class LuaRuntime {
         guard !finishedRun else { return }
         finishedRun = true
         watcher?.stop()
-        let (counts, failedIDs) = engine.summary()
-        let failed = failedIDs.map { id in
+        let c = engine.summary()
+        let failed = c.failed.map { id in
             (name: engine.name(id), message: engine.outcome(id)?.failure?.description ?? "failed")
         }
-        let code: Int32 = interrupted ? 130
-            : exitCode ?? (mainError != nil ? 2 : (failed.isEmpty ? 0 : 1))
-        let result = RunResult(exitCode: code, counts: counts, failed: failed, mainError: mainError,
+        let cancelled = c.cancelled.map { id in
+            let f = engine.outcome(id)?.failure
+            return (name: engine.name(id), message: f?.summary ?? f?.description ?? "cancelled")
+        }
+        let signal = tasker_signalled(crt)
+        let code: Int32 = signal != 0 ? 128 + signal
+            : exitCode ?? (mainError != nil && mainErrorTask == nil ? 2 : (failed.isEmpty && mainErrorTask == nil ? 0 : 1))
+        var result = RunResult(exitCode: code, counts: c.tasks, failed: failed, mainError: mainError,
                                seconds: Double(Monotonic.now() - startTime) / 1e9)
+        result.groups = c.groups
+        result.cancelled = cancelled
+        result.mainErrorTask = mainErrorTask
+        result.signal = signal
         onFinish?(result)
     }
 
-    /// Ctrl-C / SIGTERM: cancel everything (stopping runaway Lua through the
-    /// hook), let cancel paths run, then finish.
-    public func interrupt() {
-        interrupted = true
-        tasker_signal(crt)
+    /// SIGINT/SIGTERM/SIGHUP (from any thread, through `loop.execute`):
+    /// record it, then stop everything.
+    public func interrupt(signal: Int32 = SIGINT) {
+        tasker_signal(crt, signal)
+        applyInterrupt()
+    }
+
+    /// Cancels everything (stopping runaway Lua through the hook), lets the
+    /// cancel paths run, then the run finishes. From here on nothing starts.
+    private func applyInterrupt() {
+        guard !interruptApplied else { return }
+        interruptApplied = true
+        engine.close()
+        httpEngine.close()
         engine.cancelAll(reason: "interrupted")
         httpEngine.cancelAll(reason: "interrupted")
         stopReactions(reason: "interrupted")
-        if let f = mainFiber, !f.finished { enqueue(.close(f)) }
+        if let f = mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
     }
 
     /// `tasker.exit(code)`.
     func requestExit(_ code: Int32) {
         guard exitCode == nil else { return }
         exitCode = code
+        engine.close()
+        httpEngine.close()
         engine.cancelAll(reason: "tasker.exit(\(code))")
         httpEngine.cancelAll(reason: "tasker.exit(\(code))")
         stopReactions(reason: "tasker.exit(\(code))")
@@ -222,10 +274,27 @@ public final class LuaRuntime {
 /// What a run ended with.
 public struct RunResult: Sendable {
     public var exitCode: Int32
+    /// Tasks per final state (groups and schedules apart, in `groups`).
     public var counts: [TaskState: Int]
+    public var groups: [TaskState: Int] = [:]
     public var failed: [(name: String, message: String)]
+    /// Cancelled tasks with a short reason ("skipped: dependency 'build' failed").
+    public var cancelled: [(name: String, message: String)] = []
     public var mainError: String?
+    /// When the main chunk raised a task's error (from `await`, `all`…): that task.
+    public var mainErrorTask: String?
+    /// The signal that interrupted the run, or 0.
+    public var signal: Int32 = 0
     public var seconds: Double
+
+    public init(exitCode: Int32, counts: [TaskState: Int], failed: [(name: String, message: String)],
+                mainError: String?, seconds: Double) {
+        self.exitCode = exitCode
+        self.counts = counts
+        self.failed = failed
+        self.mainError = mainError
+        self.seconds = seconds
+    }
 }
 
 public enum RuntimeError: Error, CustomStringConvertible {
@@ -262,12 +331,14 @@ struct Refs {
 /// (the count hook polls the flag); the rest of the interrupt runs on the
 /// loop via `LuaRuntime.interrupt()`.
 public struct InterruptHandle: @unchecked Sendable {
-    // Safety: `request()` only stores into a `volatile sig_atomic_t`, the
-    // one kind of write C allows from any thread or signal handler; the
-    // pointer lives as long as the runtime, which outlives the run.
-    fileprivate let runtime: UnsafeMutablePointer<tasker_Runtime>
+    // Safety: `request` only does an atomic compare-and-swap on the C
+    // record (C11 atomics); the record lives as long as the runtime, which
+    // outlives the run.
+    fileprivate let runtime: OpaquePointer
 
-    public func request() { tasker_signal(runtime) }
+    /// Records `signal` (the first one wins); returns the first one.
+    @discardableResult
+    public func request(_ signal: Int32) -> Int32 { tasker_signal(runtime, signal) }
 }
 
 extension LuaRuntime {

@@ -54,6 +54,18 @@ struct LuaStack {
     }
 
     /// `tostring(v)` under pcall; the error text if __tostring raises.
+    /// What a usage error says it got: the type, or for a number its value
+    /// ("got -1", "got NaN"), since "number expected, got number" helps nobody.
+    func got(_ i: Int32, expected: String = "number") -> String {
+        guard lua_type(L, i) == LUA_TNUMBER, expected.contains("number") || expected.contains("integer")
+        else { return typeName(i) }
+        if tasker_isinteger_value(L, i) != 0 { return "\(lua_tointegerx(L, i, nil))" }
+        let v = lua_tonumberx(L, i, nil)
+        if v.isNaN { return "NaN" }
+        if v.isInfinite { return v < 0 ? "-inf" : "inf" }
+        return "\(v)"
+    }
+
     func describe(_ i: Int32) -> String {
         let status = tasker_tostring_protected(L, i)
         defer { pop() }

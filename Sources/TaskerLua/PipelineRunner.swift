@@ -1,4 +1,5 @@
 import Foundation
+import CLuaShim
 import TaskerCore
 
 /// Runs a pipeline file start to finish.
@@ -52,3 +53,7 @@ public enum PipelineRunner {
         LuaRuntime.compileOnly(path: path)
     }
 }
+
+/// The C stream Lua's `print` and `io.write` use: other output meant to
+/// interleave with it in order (`--events -`) goes through it too.
+public func luaStandardOutput() -> UnsafeMutablePointer<FILE> { tasker_stdout() }

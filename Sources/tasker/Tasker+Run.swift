@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TaskerCore
 import TaskerLua
 
 extension Tasker {
@@ -21,7 +22,7 @@ extension Tasker {
         @Option(name: .long, help: "debug, info, warn or error.")
         var logLevel: String = "info"
 
-        @Option(name: .long, help: "Write one JSON object per event to this file.")
+        @Option(name: .long, help: "Write one JSON object per event to this file ('-': stdout).")
         var events: String?
 
         @Flag(name: .long, help: "No live status line.")
@@ -37,8 +38,14 @@ extension Tasker {
             guard concurrency >= 1 else {
                 throw ValidationError("--concurrency must be at least 1 (got \(concurrency))")
             }
-            for v in vars where !v.contains("=") {
-                throw ValidationError("--var expects key=value (got '\(v)')")
+            for v in vars {
+                guard let eq = v.firstIndex(of: "=") else {
+                    // Never echo the value: it may be a secret given the wrong way.
+                    throw ValidationError("--var expects key=value (got an argument without '=')")
+                }
+                guard eq != v.startIndex else {
+                    throw ValidationError("--var expects key=value (the key is empty)")
+                }
             }
             guard ["debug", "info", "warn", "error"].contains(logLevel) else {
                 throw ValidationError("--log-level must be debug, info, warn or error (got '\(logLevel)')")
@@ -66,23 +73,40 @@ extension Tasker {
             let signals = SignalWatcher()
             let events: EventsWriter?
             do {
-                events = try self.events.map(EventsWriter.init(path:))
+                events = try self.events.map { try EventsWriter(output: OutputFile(path: $0)) }
             } catch {
-                throw ValidationError("cannot write the events file '\(self.events ?? "")'")
+                FileHandle.standardError.write(Data("tasker: error: \(error)\n".utf8))
+                throw ExitCode(2)
             }
+            let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
+            events?.runStarted(id: RunID.make(), pipeline: pipeline, args: scriptArgs)
+            var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
+                groups = runtime.processGroups
                 if let events {
+                    events.runtime = runtime
                     runtime.engine.observers.append(events)
                     runtime.onReload = { file in events.reloaded(file) }
+                    runtime.observeRequests { events.request($0) }
                 }
                 signals.start(runtime)
                 status?.attach(runtime.engine)
             }
             status?.finish()
+            // Background children a script left behind (`sh -c "x &"`).
+            groups?.killAll(grace: 0.5)
             signals.stop()
-            fflush(nil)  // Lua's print writes through C stdio
+            // Output that could not be written is an error, not silence.
+            var code = result.exitCode
+            let stdoutError = StandardStreams.stdoutError()
+            if (stdoutError != nil || events?.error != nil) && code < 2 { code = 2 }
+            events?.runEnded(result, exitCode: code)
             Summary(result: result).print()
-            throw ExitCode(result.exitCode)
+            for e in [stdoutError, events?.error].compactMap({ $0 }) {
+                FileHandle.standardError.write(Data("tasker: error: \(e)\n".utf8))
+            }
+            if events?.error != nil && code < 2 { code = 2 }
+            throw ExitCode(code)
         }
     }
 }

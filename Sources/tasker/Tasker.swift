@@ -10,7 +10,8 @@ struct Tasker: ParsableCommand {
         abstract: "Run task pipelines written in Lua 5.4.",
         discussion: """
             Exit codes: 0 all tasks succeeded (or were cancelled by the script), 1 a task failed,
-            2 usage error or the script failed to load or raised, 130 interrupted.
+            2 usage error, the script failed to load or raised, or output could not be written,
+            130 interrupted (SIGINT), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
             """,
         version: "tasker \(version) (Lua 5.4)",
         subcommands: [Run.self, Check.self]
@@ -19,8 +20,14 @@ struct Tasker: ParsableCommand {
     /// Like ParsableCommand's, except that usage errors exit 2 (DESIGN §3),
     /// not the parser's 64.
     static func main() {
+        StandardStreams.prepare()
         do {
             var command = try parseAsRoot()
+            if command is Tasker {
+                // No subcommand: help, as a usage error.
+                FileHandle.standardError.write(Data((helpMessage() + "\n").utf8))
+                Foundation.exit(2)
+            }
             try command.run()
         } catch {
             if exitCode(for: error) == .validationFailure {

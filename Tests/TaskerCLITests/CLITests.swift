@@ -109,8 +109,9 @@ import Testing
         let r = try await taskerInterrupted(["run", "--no-progress", "long.lua"], in: s.dir, markers: ["ready"])
         #expect(r.status == 130)
         #expect(r.stdout.contains("finish\tsleeper\tcancelled"))
-        #expect(r.stderr.contains("(interrupted)"))
+        #expect(r.stderr.contains("(interrupted by SIGINT)"))
         #expect(r.stderr.contains("2 tasks: 0 succeeded, 0 failed, 2 cancelled"))
+        #expect(r.stderr.contains("  sleeper: cancelled: interrupted"))
     }
 
     @Test func aSecondSignalExitsAtOnce() async throws {
@@ -143,8 +144,14 @@ import Testing
         let r = try await tasker(["run", "--events", events, "ev.lua"], in: s.dir)
         #expect(r.status == 0)
         let lines = try String(contentsOfFile: events, encoding: .utf8).split(separator: "\n")
-        let objects = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
-        #expect(objects.map { $0["event"] as! String } == ["added", "started", "progress", "retry", "progress", "finished"])
+        let all = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        #expect(all.map { $0["event"] as! String } == ["run", "added", "started", "progress", "retry", "progress", "finished", "end"])
+        #expect(all.first?["pipeline"] as? String == s.dir.appendingPathComponent("ev.lua").resolvingSymlinksInPath().path)
+        #expect(all.last?["exit_code"] as? Int == 0)
+        #expect((all.last?["counts"] as? [String: Int])?["succeeded"] == 1)
+        #expect(all.allSatisfy { ($0["ts"] as? String)?.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/) != nil })
+        #expect(all[1]["after"] as? [Int] == [] && all[1]["tags"] as? [String] == [])
+        let objects = Array(all.dropFirst().dropLast())
         #expect(objects.allSatisfy { $0["name"] as? String == "job" && $0["id"] as? Int == 1 && $0["t"] is Double })
         #expect(objects[3]["error"] as? String == "once")
         #expect(objects[5]["state"] as? String == "succeeded")
@@ -200,6 +207,7 @@ import Testing
         #expect(r.status == 0)
         let objects = try String(contentsOfFile: events, encoding: .utf8).split(separator: "\n")
             .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+            .filter { $0["name"] != nil }
         let kinds = objects.map { "\($0["event"]!):\($0["name"]!)" }
         #expect(kinds.contains("held:a"))
         #expect(kinds.contains("released:a"))

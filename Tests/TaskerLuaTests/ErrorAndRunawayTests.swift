@@ -75,11 +75,13 @@ import TaskerCore
             local a, b
             a = tasker.add(function() tasker.sleep(0); return b:await() end)
             b = tasker.add(function() tasker.sleep(0); return a:await() end)
-            print(pcall(tasker.all, {a, b}))
+            local ok, err = pcall(tasker.all, {a, b})
+            print(ok, err.kind)
             """)
-        #expect(r.lines.count == 1)
-        #expect(r.lines[0].hasPrefix("false"))
-        #expect(r.diagnostics.contains("nothing can make progress"))
+        #expect(r.lines == ["false\tdeadlock"])
+        #expect(r.diagnostics.contains("deadlock: nothing could make progress"))
+        #expect(r.result.counts[.failed] == 2)  // a broken deadlock is a failure
+        #expect(r.exitCode == 1)
     }
 
     @Test func tableSortComparatorThatYieldsGetsAClearError() async throws {

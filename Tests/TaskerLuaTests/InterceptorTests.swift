@@ -57,7 +57,9 @@ import TaskerCore
 
     @Test func heldTasksShowHeldAndAreReleasedAfterMaxHold() async throws {
         let r = try await runLua("""
-            tasker.intercept{name = "window", max_hold = 0.05, fn = function(t, held) return "hold" end}
+            tasker.intercept{name = "window", max_hold = 0.05, fn = function(t, held) if t.name ~= "busy" then return "hold" end end}
+            -- keeps the run busy: an idle run would release the held tasks at once
+            tasker.add{name = "busy", run = function() tasker.sleep(0.3) end, priority = 10}
             local t0 = tasker.now()
             local a = tasker.add(function() return tasker.now() end)
             local b = tasker.add(function() return tasker.now() end)
@@ -194,7 +196,7 @@ import TaskerCore
         #expect(r.lines == [
             "bad argument #1 to 'tasker.intercept' (function or table expected, got number)",
             "bad field 'fn' in 'tasker.intercept' spec (function expected, got nil)",
-            "bad field 'max_hold' in 'tasker.intercept' spec (non-negative number expected, got number)",
+            "bad field 'max_hold' in 'tasker.intercept' spec (non-negative number expected, got -1)",
             "gone", "not discarded",
         ])
     }

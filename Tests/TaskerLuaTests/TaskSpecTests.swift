@@ -175,11 +175,11 @@ import TaskerCore
             "usage\tunknown field 'timout' in 'tasker.add' spec (known: after, args, delay, key, name, priority, retry, run, start, tags, timeout, when)",
             "usage\tbad field 'run' in 'tasker.add' spec (function expected, got nil)",
             "usage\tbad field 'timeout' in 'tasker.add' spec (positive number expected, got string)",
-            "usage\tbad field 'retry.attempts' in 'tasker.add' spec (integer >= 1 expected, got number)",
+            "usage\tbad field 'retry.attempts' in 'tasker.add' spec (integer >= 1 expected, got 0)",
             "usage\tbad field 'when' in 'tasker.add' spec (\"success\", \"failure\" or \"always\" expected, got \"sometimes\")",
             "usage\tbad field 'after' in 'tasker.add' spec (handle or list of handles expected, got table)",
             "usage\tbad argument #1 to 'tasker.add' (function or table expected, got number)",
-            "pipeline.lua:12: usage: bad field 'priority' in 'tasker.add' spec (integer expected, got number)",
+            "pipeline.lua:12: usage: bad field 'priority' in 'tasker.add' spec (integer expected, got 1.5)",
         ])
     }
 

@@ -16,6 +16,7 @@
 #include <lauxlib.h>
 #include <stdint.h>
 #include <signal.h>
+#include <stdio.h>
 
 // ---- status codes a Swift function returns to the trampoline --------------
 /// The error value is on top of the stack: raise it.
@@ -25,19 +26,53 @@ static inline int tasker_yield_status(int n) { return -2 - n; }
 
 typedef int (*tasker_SwiftFunction)(lua_State *L);
 
-/// Per-state data shared with the hook; reachable from any thread of the state.
-typedef struct tasker_Runtime {
-    /// Unretained pointer to the Swift owner (LuaRuntime).
-    void *owner;
-    /// Non-zero asks the hook to call `on_interrupt` (set from any thread).
-    volatile sig_atomic_t interrupt;
-    /// Set once by Ctrl-C/SIGTERM from another thread; never cleared.
-    volatile sig_atomic_t signalled;
-    /// Monotonic deadline in ns for the code now running; 0 = none (loop thread only).
-    volatile uint64_t deadline_ns;
-    /// Swift: push an error value and return 1 to raise it, or 0 to go on.
-    int (*on_interrupt)(lua_State *L);
-} tasker_Runtime;
+/// Per-state data shared with the count hook. Opaque: the fields that other
+/// threads touch are C11 atomics, reached only through the functions below.
+typedef struct tasker_Runtime tasker_Runtime;
+
+/// What `on_interrupt` tells the hook to do.
+enum {
+    /// Go on running.
+    TASKER_HOOK_GO_ON = 0,
+    /// Raise the error value Swift pushed. The hook then checks every
+    /// instruction on that thread, so `pcall` loops cannot swallow the stop.
+    TASKER_HOOK_RAISE = 1,
+    /// Yield to the driver (a time slice ended, or the fiber must stop and
+    /// will be closed). Only asked for when the thread can yield.
+    TASKER_HOOK_YIELD = 2,
+};
+
+/// Swift's half of the hook: decides what to do (see TASKER_HOOK_*).
+/// `stop` tells a stop (1) from the end of a time slice (0) for a yield.
+typedef int (*tasker_InterruptFunction)(lua_State *L, int *stop);
+
+tasker_Runtime *tasker_runtime_new(void);
+void tasker_runtime_free(tasker_Runtime *rt);
+void tasker_runtime_set_owner(tasker_Runtime *rt, void *owner, tasker_InterruptFunction fn);
+void *tasker_runtime_owner(tasker_Runtime *rt);
+
+/// Asks the hook to consult Swift at its next check (loop thread).
+void tasker_request_interrupt(tasker_Runtime *rt, int on);
+/// Records the first signal (any thread, signal-safe): running Lua is
+/// consulted at the next hook check. Returns the signal recorded first.
+int tasker_signal(tasker_Runtime *rt, int sig);
+/// The first signal recorded, or 0.
+int tasker_signalled(tasker_Runtime *rt);
+/// Deadlines in monotonic ns, 0 = none (loop thread only): the running
+/// fiber's timeout, the end of its time slice, and the budget of a
+/// non-yieldable call made by tasker (handlers, predicates, __tostring).
+void tasker_set_deadlines(tasker_Runtime *rt, uint64_t deadline, uint64_t slice);
+uint64_t tasker_deadline(tasker_Runtime *rt);
+uint64_t tasker_slice(tasker_Runtime *rt);
+void tasker_set_slice(tasker_Runtime *rt, uint64_t slice);
+uint64_t tasker_budget(tasker_Runtime *rt);
+/// Sets the budget; returns the one it replaces (to restore it after).
+uint64_t tasker_set_budget(tasker_Runtime *rt, uint64_t budget);
+/// Whether `co`'s last yield came from the hook (and forgets it).
+int tasker_take_hook_yield(tasker_Runtime *rt, lua_State *co);
+/// Puts the normal hook back on `L` after a stop made it check every
+/// instruction.
+void tasker_reset_hook(lua_State *L);
 
 /// Creates a state whose allocator userdata is `rt`, with all standard
 /// libraries, the engine-aware coroutine library and the interrupt hook.
@@ -59,17 +94,19 @@ void tasker_setfiber(lua_State *L, void *fiber);
 void *tasker_getfiber(lua_State *L);
 
 uint64_t tasker_now_ns(void);
-void tasker_request_interrupt(tasker_Runtime *rt, int on);
-/// Marks the runtime signalled (any thread): running Lua stops at the hook.
-void tasker_signal(tasker_Runtime *rt);
 
 /// luaL_tolstring under lua_pcall: pushes the string (or the error) and
-/// returns the status. __tostring metamethods may raise, so never call it bare.
+/// returns the status. __tostring metamethods may raise, so never call it
+/// bare; they run with a budget (a looping one is stopped).
 int tasker_tostring_protected(lua_State *L, int idx);
 /// luaL_loadbufferx in text mode.
 int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chunkname);
 /// lua_pcall with luaL_traceback as the message handler.
 int tasker_pcall_traceback(lua_State *L, int nargs, int nresults);
+
+/// C's `stdout` (Lua's `print` writes through it), for Swift, which cannot
+/// read the global safely under strict concurrency.
+static inline FILE *tasker_stdout(void) { return stdout; }
 
 // ---- macro wrappers ----------------------------------------------------------
 static inline int tasker_registryindex(void) { return LUA_REGISTRYINDEX; }

@@ -78,7 +78,7 @@ extension LuaRuntime {
 
     func contextProgress(_ L: OpaquePointer) -> Int32 {
         guard let c = context(L, 1) else {
-            return usage(L, "calling 'ctx:progress' on bad self (ctx expected, got \(LuaStack(L).typeName(1))); use ctx:progress(fraction)")
+            return usage(L, "calling 'ctx:progress' on bad self (ctx expected, got \(LuaStack(L).got(1, expected: "ctx"))); use ctx:progress(fraction)")
         }
         let s = LuaStack(L)
         guard let fraction = s.number(2), fraction.isFinite else {
@@ -95,7 +95,7 @@ extension LuaRuntime {
 
     func contextCancelled(_ L: OpaquePointer) -> Int32 {
         guard let c = context(L, 1) else {
-            return usage(L, "calling 'ctx:cancelled' on bad self (ctx expected, got \(LuaStack(L).typeName(1))); use ctx:cancelled()")
+            return usage(L, "calling 'ctx:cancelled' on bad self (ctx expected, got \(LuaStack(L).got(1, expected: "ctx"))); use ctx:cancelled()")
         }
         let f = fibersByTask[c.task]
         let live = f != nil && f!.run?.token == c.token && f!.aborted == nil

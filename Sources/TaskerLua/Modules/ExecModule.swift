@@ -15,7 +15,7 @@ extension LuaRuntime {
         for k in stride(from: 1, through: s.rawLength(1), by: 1) {
             s.rawGet(1, k)
             guard let a = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil) else {
-                return usage(L, "bad element #\(k) in 'tasker.exec' command (string expected, got \(s.typeName(-1)))")
+                return usage(L, "bad element #\(k) in 'tasker.exec' command (string expected, got \(s.got(-1, expected: "string")))")
             }
             s.pop()
             argv.append(a)
@@ -44,7 +44,7 @@ extension LuaRuntime {
                 }
             }
             func bad(_ field: String, _ expected: String) -> Int32 {
-                usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.typeName(-1)))")
+                usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.got(-1, expected: expected)))")
             }
             s.rawGet(t, "cwd")
             if !s.isNoneOrNil(-1) { guard let v = s.string(-1) else { return bad("cwd", "string") }; r.cwd = v }
@@ -88,8 +88,9 @@ extension LuaRuntime {
         loop.beginActivity()
         let target = LoopBound(self, loop: loop)
         let fiber = LoopBound(f, loop: loop)
+        let groups = processGroups
         f.execTask = Task {
-            let outcome = await ExecRunner.run(r)
+            let outcome = await ExecRunner.run(r, groups: groups)
             target.loop.execute {
                 target.value.loop.endActivity()
                 fiber.value.execTask = nil

@@ -68,6 +68,10 @@ final class HTTPCall {
     var exchange: HTTPExchange?
     var timer: LoopTimer?
     var idempotent = true
+    /// The URL of the last attempt as tasker shows it (secrets redacted),
+    /// and when that attempt started (for `request` events).
+    var shownURL: String?
+    var attemptStart: UInt64 = 0
 
     init(table: Int32, check: Bool, followRedirects: Bool, maxBody: Int, position: String) {
         self.table = table
@@ -145,7 +149,7 @@ extension LuaRuntime {
             return usage(L, "unknown option \(bad) to '\(fn)' (known: \(LuaRuntime.requestFields.sorted().joined(separator: ", ")))")
         }
         func bad(_ field: String, _ expected: String) -> Int32 {
-            usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.typeName(-1)))")
+            usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.got(-1, expected: expected)))")
         }
         let settings = httpSettings
         s.newTable(hash: 8)
@@ -296,7 +300,7 @@ extension LuaRuntime {
                 return .failure(UsageMessage(message))
             }
         default:
-            return .failure(UsageMessage("bad option 'retry' to '\(fn)' (table or false expected, got \(s.typeName(-1)))"))
+            return .failure(UsageMessage("bad option 'retry' to '\(fn)' (table or false expected, got \(s.got(-1, expected: "table or false")))"))
         }
     }
 
@@ -376,7 +380,7 @@ extension LuaRuntime {
             return usage(L, "unknown option \(bad) to 'http.configure' (known: \(LuaRuntime.configureFields.sorted().joined(separator: ", ")))")
         }
         func bad(_ field: String, _ expected: String) -> Int32 {
-            usage(L, "bad option '\(field)' to 'http.configure' (\(expected) expected, got \(s.typeName(-1)))")
+            usage(L, "bad option '\(field)' to 'http.configure' (\(expected) expected, got \(s.got(-1, expected: expected)))")
         }
         var settings = httpSettings
         s.rawGet(1, "timeout")

@@ -71,7 +71,7 @@ extension LuaRuntime {
     /// The handle in `self` position, or a usage error status.
     func selfHandle(_ L: OpaquePointer, _ method: String) -> Result<TaskID, RaiseStatus> {
         if let id = handleID(L, 1) { return .success(id) }
-        return .failure(RaiseStatus(code: usage(L, "calling 'h:\(method)' on bad self (task handle expected, got \(LuaStack(L).typeName(1))); use h:\(method)(...)")))
+        return .failure(RaiseStatus(code: usage(L, "calling 'h:\(method)' on bad self (task handle expected, got \(LuaStack(L).got(1, expected: "task handle"))); use h:\(method)(...)")))
     }
 
     func handleState(_ L: OpaquePointer) -> Int32 {

@@ -71,20 +71,20 @@ extension LuaRuntime {
         case LUA_TTABLE:
             s.rawGet(1, "fn")
             guard s.type(-1) == LUA_TFUNCTION else {
-                return usage(L, "bad field 'fn' in 'tasker.intercept' spec (function expected, got \(s.typeName(-1)))")
+                return usage(L, "bad field 'fn' in 'tasker.intercept' spec (function expected, got \(s.got(-1, expected: "function")))")
             }
             fnIndex = lua_gettop(L)
             s.rawGet(1, "name")
             if !s.isNoneOrNil(-1) {
                 guard let n = s.string(-1) else {
-                    return usage(L, "bad field 'name' in 'tasker.intercept' spec (string expected, got \(s.typeName(-1)))")
+                    return usage(L, "bad field 'name' in 'tasker.intercept' spec (string expected, got \(s.got(-1, expected: "string")))")
                 }
                 name = n
             }
             s.rawGet(1, "max_hold")
             if !s.isNoneOrNil(-1) {
                 guard let m = s.number(-1), m >= 0, m.isFinite else {
-                    return usage(L, "bad field 'max_hold' in 'tasker.intercept' spec (non-negative number expected, got \(s.typeName(-1)))")
+                    return usage(L, "bad field 'max_hold' in 'tasker.intercept' spec (non-negative number expected, got \(s.got(-1, expected: "non-negative number")))")
                 }
                 maxHold = m
             }

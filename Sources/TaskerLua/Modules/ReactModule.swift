@@ -49,7 +49,7 @@ extension LuaRuntime {
         let s = LuaStack(L)
         guard s.type(1) == LUA_TTABLE else { return argError(L, "tasker.react", 1, "table") }
         func bad(_ field: String, _ expected: String) -> Int32 {
-            usage(L, "bad field '\(field)' in 'tasker.react' spec (\(expected) expected, got \(s.typeName(-1)))")
+            usage(L, "bad field '\(field)' in 'tasker.react' spec (\(expected) expected, got \(s.got(-1, expected: expected)))")
         }
         lua_pushnil(L)
         while lua_next(L, 1) != 0 {

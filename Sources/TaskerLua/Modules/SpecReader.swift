@@ -39,12 +39,12 @@ struct SpecReader {
         case LUA_TTABLE:
             return try readTable(i)
         default:
-            throw .usage("bad argument #\(argument) to '\(function)' (function or table expected, got \(LuaStack(L).typeName(i)))")
+            throw .usage("bad argument #\(argument) to '\(function)' (function or table expected, got \(LuaStack(L).got(i, expected: "function or table")))")
         }
     }
 
     private func fieldError(_ name: String, _ expected: String, _ i: Int32) -> SpecError {
-        .usage("bad field '\(name)' in '\(function)' spec (\(expected) expected, got \(LuaStack(L).typeName(i)))")
+        .usage("bad field '\(name)' in '\(function)' spec (\(expected) expected, got \(LuaStack(L).got(i, expected: expected)))")
     }
 
     private func checkKeys(_ t: Int32, allowed: Set<String>, what: String) throws(SpecError) {

@@ -37,7 +37,7 @@ enum TaskViewModule {
         let s = LuaStack(L)
         guard let v = rt.taskView(L, 1), let key = s.string(2) else { return 0 }
         func bad(_ expected: String) -> Int32 {
-            rt.usage(L, "bad value for t.\(key) (\(expected) expected, got \(s.typeName(3)))")
+            rt.usage(L, "bad value for t.\(key) (\(expected) expected, got \(s.got(3, expected: expected)))")
         }
         switch key {
         case "name":

@@ -143,21 +143,21 @@ extension LuaRuntime {
             s.rawGet(2, "concurrency")
             if !s.isNoneOrNil(-1) {
                 guard let c = s.integer(-1), c >= 1 else {
-                    return usage(L, "bad field 'concurrency' in '\(fn)' options (integer >= 1 expected, got \(s.typeName(-1)))")
+                    return usage(L, "bad field 'concurrency' in '\(fn)' options (integer >= 1 expected, got \(s.got(-1, expected: "integer >= 1")))")
                 }
                 concurrency = c
             }
             s.rawGet(2, "fail_fast")
             if !s.isNoneOrNil(-1) {
                 guard s.type(-1) == LUA_TBOOLEAN else {
-                    return usage(L, "bad field 'fail_fast' in '\(fn)' options (boolean expected, got \(s.typeName(-1)))")
+                    return usage(L, "bad field 'fail_fast' in '\(fn)' options (boolean expected, got \(s.got(-1, expected: "boolean")))")
                 }
                 failFast = s.boolean(-1)
             }
             s.rawGet(2, "name")
             if !s.isNoneOrNil(-1) {
                 guard let n = s.string(-1) else {
-                    return usage(L, "bad field 'name' in '\(fn)' options (string expected, got \(s.typeName(-1)))")
+                    return usage(L, "bad field 'name' in '\(fn)' options (string expected, got \(s.got(-1, expected: "string")))")
                 }
                 name = n
             }
@@ -194,11 +194,17 @@ extension LuaRuntime {
         return 1
     }
 
+    static let minimumInterval = 0.001
+
     /// `tasker.every(seconds, spec)`.
     func apiEvery(_ L: OpaquePointer) -> Int32 {
         let s = LuaStack(L)
         guard let interval = s.number(1), interval > 0, interval.isFinite else {
             return argError(L, "tasker.every", 1, "positive number")
+        }
+        // A shorter interval would fire faster than the loop can turn.
+        guard interval >= LuaRuntime.minimumInterval else {
+            return usage(L, "bad argument #1 to 'tasker.every' (an interval of at least \(LuaRuntime.minimumInterval) s expected, got \(interval))")
         }
         let parsed: ParsedSpec
         do {

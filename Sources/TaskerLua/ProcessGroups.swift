@@ -1,0 +1,45 @@
+import Foundation
+import Synchronization
+
+/// The process groups a run started (every `exec`/`sh` child leads its
+/// own). A shell may leave background children behind (`sleep 60 &`), and a
+/// second Ctrl-C cuts the SIGTERM grace short: at the end of the run, and on
+/// a second signal, every group still alive is killed. Shared with the
+/// signal thread, hence the lock.
+public final class ProcessGroups: Sendable {
+    private let groups = Mutex(Set<pid_t>())
+
+    public init() {}
+
+    func started(_ pgid: pid_t) {
+        groups.withLock { _ = $0.insert(pgid) }
+    }
+
+    /// The leader exited: forget the group unless members are left.
+    func leaderExited(_ pgid: pid_t) {
+        guard killpg(pgid, 0) != 0 else { return }
+        groups.withLock { _ = $0.remove(pgid) }
+    }
+
+    /// Groups with processes still alive.
+    public var alive: [pid_t] {
+        groups.withLock { Array($0) }.filter { killpg($0, 0) == 0 }
+    }
+
+    /// SIGTERM to every live group, then SIGKILL to those still alive after
+    /// `grace` seconds (0: SIGKILL at once).
+    public func killAll(grace: Double) {
+        var live = alive
+        guard !live.isEmpty else { return }
+        if grace > 0 {
+            for g in live { killpg(g, SIGTERM) }
+            let end = Date().addingTimeInterval(grace)
+            while !live.isEmpty && Date() < end {
+                usleep(10_000)
+                live = live.filter { killpg($0, 0) == 0 }
+            }
+        }
+        for g in live { killpg(g, SIGKILL) }
+        groups.withLock { $0.removeAll() }
+    }
+}

@@ -1,0 +1,83 @@
+import CLua
+import CLuaShim
+import Foundation
+import TaskerCore
+import TaskerHTTP
+
+/// One HTTP attempt as the events file shows it (`"event": "request"`).
+public struct RequestEvent: Sendable {
+    public var id: TaskID
+    public var method: String
+    /// Credentials and secret query values redacted.
+    public var url: String
+    public var status: Int?
+    /// Transport failure code (`timeout`, `connect`…) or `cancelled`.
+    public var code: String?
+    public var attempt: Int
+    public var elapsed: Double
+    /// Seconds until the next try, when one follows.
+    public var retryIn: Double?
+}
+
+/// Turns the requests' engine's attempt ends into `RequestEvent`s.
+final class RequestEventSource: EngineObserver {
+    unowned let runtime: LuaRuntime
+    let sink: (RequestEvent) -> Void
+
+    init(runtime: LuaRuntime, sink: @escaping (RequestEvent) -> Void) {
+        self.runtime = runtime
+        self.sink = sink
+    }
+
+    func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
+        emit(id, attempt: failedAttempt, outcome: .failed(failure), retryIn: delay, engine: engine)
+    }
+
+    func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
+        emit(id, attempt: engine.attempts(id), outcome: outcome, retryIn: nil, engine: engine)
+    }
+
+    private func emit(_ id: TaskID, attempt: Int, outcome: TaskOutcome, retryIn: Double?, engine: Engine) {
+        guard let call = runtime.httpCalls[id], let url = call.shownURL else { return }
+        var e = RequestEvent(id: id, method: call.method, url: url, attempt: attempt,
+                             elapsed: Double(Monotonic.now() &- call.attemptStart) / 1e9, retryIn: retryIn)
+        switch outcome {
+        case .succeeded(.swift(let response as HTTPResponse)):
+            e.status = response.status
+        case .succeeded:
+            break
+        case .failed(let f), .cancelled(let f):
+            let info = f.payload as? HTTPFailureInfo
+            if let status = info?.response?.status {
+                e.status = status
+            } else {
+                e.code = info?.code?.rawValue ?? (f.kind == .cancelled || f.kind == .discarded ? "cancelled" : f.kind.rawValue)
+            }
+        }
+        sink(e)
+    }
+}
+
+extension LuaRuntime {
+    /// Calls `sink` on the loop after every HTTP attempt.
+    public func observeRequests(_ sink: @escaping (RequestEvent) -> Void) {
+        httpEngine.observers.append(RequestEventSource(runtime: self, sink: sink))
+    }
+
+    /// The task's tags as they are now.
+    public func tags(of id: TaskID) -> [String] {
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.tags))
+        lua_rawgeti(L, -1, lua_Integer(id))
+        defer { tasker_pop(L, 2) }
+        guard lua_type(L, -1) == LUA_TTABLE else { return [] }
+        let s = LuaStack(L)
+        let t = lua_gettop(L)
+        var tags: [String] = []
+        for k in stride(from: 1, through: s.rawLength(t), by: 1) {
+            s.rawGet(t, k)
+            if let t = s.string(-1) { tags.append(t) }
+            s.pop()
+        }
+        return tags
+    }
+}
