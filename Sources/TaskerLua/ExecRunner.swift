@@ -72,7 +72,10 @@ enum ExecRunner {
         var leader: pid_t = 0
         defer { if leader != 0 { groups.leaderExited(leader) } }
         let result = if let stdin = r.stdin {
-            try await Subprocess.run(configuration, input: .array(stdin),
+            // stdin comes from an unlinked temp file, not a pipe: a child that
+            // does not read it (`true`, `head -c 10`) cannot make the write
+            // fail half-way, and nothing waits on a slow reader.
+            try await Subprocess.run(configuration, input: .fileDescriptor(try stdinFile(stdin), closeAfterSpawningProcess: true),
                                      output: .bytes(limit: outputLimit), error: .bytes(limit: outputLimit)) { execution in
                 leader = execution.processIdentifier.value
                 groups.started(leader)
@@ -90,4 +93,30 @@ enum ExecRunner {
         }
         return .finished(code: code, stdout: result.standardOutput, stderr: result.standardError)
     }
+
+    /// The bytes in an unlinked temporary file, positioned at its start.
+    private static func stdinFile(_ bytes: [UInt8]) throws -> FileDescriptor {
+        var template = Array("\(NSTemporaryDirectory())/tasker-stdin-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else { throw ExecSetupError(message: "cannot make a file for stdin: \(String(cString: strerror(errno)))") }
+        template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                let reason = String(cString: strerror(errno))
+                close(fd)
+                throw ExecSetupError(message: "cannot write stdin to a temporary file: \(reason)")
+            }
+            offset += n
+        }
+        lseek(fd, 0, SEEK_SET)
+        return FileDescriptor(rawValue: fd)
+    }
+}
+
+struct ExecSetupError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
 }

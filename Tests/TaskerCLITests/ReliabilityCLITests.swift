@@ -1,0 +1,225 @@
+import Foundation
+import Testing
+
+/// Runs `script` with /bin/sh in `cwd`, `$TASKER` naming the binary.
+func shell(_ script: String, in cwd: URL) async throws -> CLIResult {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/bin/sh")
+    p.arguments = ["-c", script]
+    p.currentDirectoryURL = cwd
+    var env = ProcessInfo.processInfo.environment
+    env["TASKER"] = taskerBinary().path
+    p.environment = env
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    return await withCheckedContinuation { continuation in
+        Thread {
+            let o = out.fileHandleForReading.readDataToEndOfFile()
+            let e = err.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            continuation.resume(returning: CLIResult(status: p.terminationStatus,
+                                                     stdout: String(decoding: o, as: UTF8.self),
+                                                     stderr: String(decoding: e, as: UTF8.self)))
+        }.start()
+    }
+}
+
+/// Whether `pid` is still a live process 2 s from now (a SIGKILL sent just
+/// before takes a moment to land; a zombie waiting to be reaped is gone).
+func processAlive(_ pid: Int32) -> Bool {
+    let end = Date().addingTimeInterval(2)
+    while Date() < end {
+        if !processAliveNow(pid) { return false }
+        usleep(20_000)
+    }
+    return processAliveNow(pid)
+}
+
+func processAliveNow(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+          let close = stat.lastIndex(of: ")") else { return false }
+    let state = stat[stat.index(close, offsetBy: 2)]
+    return state != "Z" && state != "X"
+}
+
+@Suite struct EventsOutputTests {
+    @Test func eventsGoToASymlinkTargetAndTheLinkStays() async throws {
+        let s = try Scratch(["p.lua": "tasker.add{name = 'x', run = function() end}\n"])
+        defer { s.cleanup() }
+        let target = s.dir.appendingPathComponent("real.jsonl").path
+        let link = s.dir.appendingPathComponent("link.jsonl").path
+        try "old".write(toFile: target, atomically: false, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        let r = try await tasker(["run", "--events", link, "p.lua"], in: s.dir)
+        #expect(r.status == 0)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target)
+        let text = try String(contentsOfFile: target, encoding: .utf8)
+        #expect(text.hasPrefix("{") && text.contains("\"event\":\"finished\"") && !text.contains("old"))
+    }
+
+    @Test func eventsGoIntoAFIFOInPlace() async throws {
+        let s = try Scratch(["p.lua": "tasker.add{name = 'x', run = function() end}\n"])
+        defer { s.cleanup() }
+        let fifo = s.dir.appendingPathComponent("events.fifo").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        // A reader drains the FIFO while tasker writes it.
+        let r = try await shell("cat events.fifo > got.jsonl & \"$TASKER\" run --events events.fifo p.lua; wait", in: s.dir)
+        #expect(r.status == 0)
+        var st = stat()
+        #expect(lstat(fifo, &st) == 0 && (st.st_mode & S_IFMT) == S_IFIFO)
+        let got = try String(contentsOfFile: s.dir.appendingPathComponent("got.jsonl").path, encoding: .utf8)
+        #expect(got.contains("\"event\":\"run\"") && got.contains("\"event\":\"end\""))
+    }
+
+    @Test func eventsToStdoutWithDash() async throws {
+        let s = try Scratch(["p.lua": "print('hello')\ntasker.add{name = 'x', run = function() end}\n"])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--events", "-", "p.lua"], in: s.dir)
+        #expect(r.status == 0)
+        let lines = r.stdout.split(separator: "\n")
+        #expect(lines.contains("hello"))
+        #expect(lines.first?.contains("\"event\":\"run\"") == true)
+        #expect(lines.last?.contains("\"event\":\"end\"") == true)
+    }
+
+    @Test func anEventsPathThatCannotBeOpenedIsAClearErrorWithoutUsageText() async throws {
+        let s = try Scratch(["p.lua": "print('ran')\n"])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--events", s.dir.path, "p.lua"], in: s.dir)
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("Is a directory"))
+        #expect(!r.stderr.contains("USAGE"))
+        #expect(r.stdout.isEmpty)
+    }
+
+    @Test func stdoutWriteErrorsAreReportedAndExitTwo() async throws {
+        let s = try Scratch(["p.lua": "for i = 1, 10000 do print('line', i) end\ntasker.add(function() end)\n"])
+        defer { s.cleanup() }
+        let full = try await shell("\"$TASKER\" run p.lua > /dev/full", in: s.dir)
+        #expect(full.status == 2)
+        #expect(full.stderr.contains("cannot write to stdout"))
+        #expect(full.stderr.contains("1 task: 1 succeeded"))
+        let closed = try await shell("\"$TASKER\" run p.lua >&-", in: s.dir)
+        #expect(closed.status == 2)
+        #expect(closed.stderr.contains("cannot write to stdout"))
+    }
+
+    @Test func aReaderThatGoesAwayDoesNotKillTheRun() async throws {
+        // `| head -1`: the rest of the output has nowhere to go, but the
+        // dependent task and the finish handler still run.
+        let s = try Scratch(["p.lua": """
+            local a = tasker.add{name = "talk", run = function() for i = 1, 200000 do print("line", i) end end}
+            local b = tasker.add{name = "after", after = a, run = function() io.open("AFTER", "w"):close() end}
+            b:on("finish", function() io.open("FINISHED", "w"):close() end)
+            """])
+        defer { s.cleanup() }
+        let r = try await shell("\"$TASKER\" run p.lua | head -1", in: s.dir)
+        #expect(r.stdout.hasPrefix("line\t1\n"))
+        #expect(FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("AFTER").path))
+        #expect(FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("FINISHED").path))
+        #expect(r.stderr.contains("2 tasks: 2 succeeded"))
+        #expect(r.stderr.contains("cannot write to stdout"))
+    }
+}
+
+@Suite struct ProcessAndSignalCLITests {
+    @Test func childrenThatDoNotReadStdinDoNotKillTasker() async throws {
+        let s = try Scratch(["p.lua": """
+            local big = string.rep("x", 1 << 20)
+            print(tasker.exec{"true", stdin = big}.code)
+            print(#tasker.sh("head -c 10", {stdin = big}).stdout)
+            print(tasker.exec{"true", timeout = 1e11}.code, tasker.exec{"true", timeout = 1e300}.code)
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "p.lua"], in: s.dir)
+        #expect(r.status == 0)
+        #expect(r.stdout == "0\n10\n0\t0\n")
+    }
+
+    @Test func sigtermAndSighupEndTheRunWithASummary() async throws {
+        for (sig, code, name) in [(SIGTERM, Int32(143), "SIGTERM"), (SIGHUP, Int32(129), "SIGHUP")] {
+            let s = try Scratch(["p.lua": """
+                local h = tasker.add{name = "waiter", run = function() print(tasker.sh("echo $$").stdout:sub(1, -2)); print("ready"); io.stdout:flush(); tasker.sleep(60) end}
+                h:on("finish", function(_, state) print("finish", state); io.stdout:flush() end)
+                """])
+            defer { s.cleanup() }
+            let r = try await taskerInterrupted(["run", "--no-progress", "p.lua"], in: s.dir, markers: ["ready"], signal: sig)
+            #expect(r.status == code, "\(name)")
+            #expect(r.stdout.contains("finish\tcancelled"), "\(name)")
+            #expect(r.stderr.contains("(interrupted by \(name))"), "\(name)")
+        }
+    }
+
+    @Test func backgroundChildrenAreKilledAtTheEndOfTheRun() async throws {
+        let s = try Scratch(["p.lua": """
+            print(tasker.sh("sleep 30 > /dev/null 2>&1 & echo $!").stdout)
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "p.lua"], in: s.dir)
+        #expect(r.status == 0)
+        let pid = Int32(r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(pid > 0)
+        #expect(!processAlive(pid))
+    }
+
+    @Test func aSecondSignalKillsChildrenThatIgnoreSIGTERM() async throws {
+        let s = try Scratch(["p.lua": """
+            local stubborn = tasker.add(function()
+              tasker.sh("trap '' TERM; echo $$ > CHILD; sleep 30")
+            end)
+            stubborn:on("finish", function() print("cancelled now"); io.stdout:flush() end)
+            tasker.add(function()
+              while not io.open("CHILD") do tasker.sleep(0.01) end
+              print("ready"); io.stdout:flush()
+            end)
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "p.lua"], in: s.dir, markers: ["ready", "cancelled now"], signal: SIGINT)
+        #expect(r.status == 130)
+        let pid = Int32((try String(contentsOfFile: s.dir.appendingPathComponent("CHILD").path, encoding: .utf8))
+            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(pid > 0)
+        #expect(!processAlive(pid))
+    }
+
+    @Test func nothingStartsAfterAnInterrupt() async throws {
+        // One slot: a spinner holds it; the task behind it must never run
+        // once SIGINT has arrived, however the interrupt races the spinner.
+        let s = try Scratch(["p.lua": """
+            tasker.add{name = "spin", run = function() print("ready"); io.stdout:flush(); while true do end end}
+            tasker.add{name = "deploy", run = function() tasker.sh("echo deployed > SIDE_EFFECT") end}
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "--concurrency", "1", "p.lua"], in: s.dir, markers: ["ready"])
+        #expect(r.status == 130)
+        #expect(!FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("SIDE_EFFECT").path))
+        #expect(r.stderr.contains("2 tasks: 0 succeeded, 0 failed, 2 cancelled"))
+    }
+
+    @Test func aMainChunkRaisingATaskErrorExitsOne() async throws {
+        let s = try Scratch(["p.lua": """
+            local build = tasker.add{name = "build", run = function() error("compiler crashed") end}
+            local ship = tasker.add{name = "ship", after = build, run = function() end}
+            tasker.all({build})
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "p.lua"], in: s.dir)
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("tasker: error (from task 'build')"))
+        #expect(r.stderr.contains("  ship: skipped: dependency 'build' failed"))
+    }
+
+    @Test func bareTaskerAndBadVarsAreUsageErrorsThatDoNotEchoSecrets() async throws {
+        let bare = try await tasker([])
+        #expect(bare.status == 2)
+        #expect(bare.stderr.contains("USAGE"))
+        let secret = try await tasker(["run", "--var", "hunter2-password", "x.lua"])
+        #expect(secret.status == 2)
+        #expect(!secret.stderr.contains("hunter2"))
+        let empty = try await tasker(["run", "--var", "=x", "x.lua"])
+        #expect(empty.status == 2)
+        #expect(empty.stderr.contains("the key is empty"))
+    }
+}
