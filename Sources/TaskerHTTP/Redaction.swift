@@ -50,4 +50,11 @@ public enum Redaction {
         }.joined(separator: "&")
         return out + s[fragmentStart...]
     }
+
+    /// `scheme://host:port`, the port made explicit (80 and 443 by default).
+    public static func origin(of url: URL) -> String {
+        let scheme = url.scheme?.lowercased() ?? ""
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
+    }
 }

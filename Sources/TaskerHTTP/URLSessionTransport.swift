@@ -59,7 +59,8 @@ final class Exchange: HTTPExchange, @unchecked Sendable {
     let task: URLSessionDataTask
     let followRedirects: Bool
     let maxBodySize: Int
-    let originalHost: String?
+    /// Scheme, host and port of the first request: secrets stay with it.
+    let origin: String
     let started = DispatchTime.now().uptimeNanoseconds
     let completion: @Sendable (Result<HTTPResponse, HTTPTransportError>) -> Void
     var body = Data()
@@ -71,7 +72,7 @@ final class Exchange: HTTPExchange, @unchecked Sendable {
         self.task = task
         self.followRedirects = request.followRedirects
         self.maxBodySize = request.maxBodySize
-        self.originalHost = request.url.host?.lowercased()
+        self.origin = Redaction.origin(of: request.url)
         self.completion = completion
     }
 
@@ -148,8 +149,9 @@ final class ExchangeRouter: NSObject, URLSessionDataDelegate, @unchecked Sendabl
         exchange(task, remove: true)?.finish(error)
     }
 
-    /// Follows redirects unless told not to; an `Authorization` header does
-    /// not travel to another host.
+    /// Follows redirects unless told not to; secret headers (authorization,
+    /// cookie, proxy-authorization, x-api-key) do not travel to another
+    /// origin (scheme, host or port).
     func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                     newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
         guard let e = exchange(task), e.followRedirects else {
@@ -157,8 +159,8 @@ final class ExchangeRouter: NSObject, URLSessionDataDelegate, @unchecked Sendabl
             return
         }
         var next = request
-        if next.url?.host?.lowercased() != e.originalHost {
-            next.setValue(nil, forHTTPHeaderField: "Authorization")
+        if next.url.map(Redaction.origin(of:)) != e.origin {
+            for name in Redaction.secretHeaders { next.setValue(nil, forHTTPHeaderField: name) }
         }
         completionHandler(next)
     }

@@ -272,10 +272,27 @@ enum HTTPResult {
 struct HTTPRequestReader {
     let L: OpaquePointer
 
+    /// An absolute http(s) URL with a host and a valid port; the scheme and
+    /// host are lower-cased (`HTTP://` works).
     static func parseURL(_ text: String) -> URL? {
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", url.host?.isEmpty == false else { return nil }
-        return url
+        guard var parts = URLComponents(string: text), let scheme = parts.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", parts.host?.isEmpty == false else { return nil }
+        if let port = parts.port, !(1...65535).contains(port) { return nil }
+        parts.scheme = scheme
+        return parts.url
+    }
+
+    /// RFC 9110 token characters: what a method or a header name may hold.
+    static func isToken(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                || "!#$%&'*+-.^_`|~".utf8.contains(c)
+        }
+    }
+
+    /// A header value may not break the message: no CR, LF or NUL.
+    static func isSafeValue(_ s: String) -> Bool {
+        !s.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
     }
 
     func read(_ call: HTTPCall) -> Result<HTTPRequest, TaskFailure> {
@@ -289,8 +306,17 @@ struct HTTPRequestReader {
             f.position = call.position
             return .failure(f)
         }
+        func usage(_ message: String) -> Result<HTTPRequest, TaskFailure> {
+            var f = TaskFailure(.usage, message)
+            f.position = call.position
+            return .failure(f)
+        }
         s.rawGet(t, "method")
         guard let method = s.string(-1), !method.isEmpty else { return bad("method", "string") }
+        // CR/LF here would inject a request line or headers.
+        guard HTTPRequestReader.isToken(method) else {
+            return usage("bad request method \(String(reflecting: method)) (letters, digits and !#$%&'*+-.^_`|~ only)")
+        }
         s.rawGet(t, "url")
         guard let text = s.string(-1) else { return bad("url", "string") }
         guard let url = HTTPRequestReader.parseURL(text) else { return bad("url", "absolute http(s) url") }
@@ -315,6 +341,12 @@ struct HTTPRequestReader {
                     return bad("headers", "table of strings")
                 }
                 s.pop()
+                guard HTTPRequestReader.isToken(name) else {
+                    return usage("bad header name \(String(reflecting: name)) (letters, digits and !#$%&'*+-.^_`|~ only)")
+                }
+                guard HTTPRequestReader.isSafeValue(value) else {
+                    return usage("bad value for header '\(name)' (CR, LF and NUL are not allowed)")
+                }
                 headers.append((name: name.lowercased(), value: value))
             }
         } else if !s.isNoneOrNil(-1) {

@@ -227,6 +227,69 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
     }
 }
 
+/// Requests that would inject headers, and secrets across origins.
+@Suite struct HTTPSafetyTests {
+    @Test func crOrLfInAMethodHeaderNameOrValueIsAUsageErrorNamingIt() async throws {
+        let r = try await runHTTP("""
+            local function try(opts)
+              local ok, err = pcall(http.request, opts)
+              print(ok, err.kind, err.message)
+            end
+            try{url = base .. "/echo", method = "GET /evil HTTP/1.1\\r\\nX: "}
+            try{url = base .. "/echo", headers = {["x-f\\r\\nX-Injected"] = "v"}}
+            try{url = base .. "/echo", headers = {["x-ok"] = "a\\r\\nX-Injected: 1"}}
+            tasker.intercept{name = "evil", on = "http", fn = function(t) t.headers["x-g\\nY"] = "1" end}
+            try{url = base .. "/echo"}
+            """)
+        #expect(r.lines.count == 4)
+        #expect(r.lines[0].hasPrefix("false\tusage\tbad request method \"GET /EVIL HTTP/1.1\\r\\nX: \""))
+        #expect(r.lines[1].hasPrefix("false\tusage\tbad header name \"x-f\\r\\nx-injected\""))
+        #expect(r.lines[2] == "false\tusage\tbad value for header 'x-ok' (CR, LF and NUL are not allowed)")
+        #expect(r.lines[3].hasPrefix("false\tusage\tbad header name \"x-g\\nY\""))
+    }
+
+    @Test func everySecretHeaderIsDroppedOnARedirectToAnotherOrigin() async throws {
+        let base = TestHTTPServer.shared.base, port = TestHTTPServer.shared.port
+        let other = try TestHTTPServer()
+        let r = try await runHTTP("""
+            local secrets = {headers = {Authorization = "Bearer t", Cookie = "c=1", ["X-Api-Key"] = "k",
+                                        ["Proxy-Authorization"] = "Basic p", ["X-Plain"] = "kept"}}
+            local function show(resp)
+              local h = resp:json().headers
+              print(h.authorization, h.cookie, h["x-api-key"], h["proxy-authorization"], h["x-plain"])
+            end
+            show(http.get(base .. "/redirect?to=/echo", secrets))                                 -- same origin
+            show(http.get(base .. "/redirect?to=http://localhost:\(port)/echo", secrets))          -- other host
+            show(http.get(base .. "/redirect?to=http://127.0.0.1:\(other.port)/echo", secrets))   -- other port
+            """)
+        #expect(r.lines == ["Bearer t\tc=1\tk\tBasic p\tkept", "nil\tnil\tnil\tnil\tkept", "nil\tnil\tnil\tnil\tkept"])
+        _ = base
+    }
+
+    @Test func urlsShowNoCredentialsOrSecretQueryValues() async throws {
+        let r = try await runHTTP("""
+            local h = tasker.add{name = "call", run = function()
+              return http.get("http://alice:PW@127.0.0.1:1/x?access_token=T0KEN&page=2", {retry = false})
+            end}
+            print(tostring(select(2, h:result())))
+            """)
+        #expect(r.lines.count == 1)
+        #expect(r.lines[0].contains("http://***@127.0.0.1:1/x?access_token=***&page=2"))
+        #expect(!r.lines[0].contains("PW") && !r.lines[0].contains("T0KEN"))
+        #expect(!r.result.failed.map(\.message).joined().contains("T0KEN"))
+    }
+
+    @Test func uppercaseSchemesWorkAndBadPortsAreUsageErrors() async throws {
+        let port = TestHTTPServer.shared.port
+        let r = try await runHTTP("""
+            print(http.get("HTTP://127.0.0.1:\(port)/echo").status)
+            local ok, err = pcall(http.get, "http://127.0.0.1:99999/x")
+            print(ok, err.kind)
+            """)
+        #expect(r.lines == ["200", "false\tusage"])
+    }
+}
+
 /// `on = "http"` interceptors and reactors.
 @Suite struct HTTPInterceptorReactorTests {
     @Test func interceptorsChangeDiscardAndFailRequests() async throws {
