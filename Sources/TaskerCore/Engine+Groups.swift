@@ -104,11 +104,16 @@ extension Engine {
 
     private func tick(_ r: TaskRecord, _ s: ScheduleState) {
         guard !r.state.isFinal else { return }
-        if s.current.map({ record($0)?.finalState == nil }) != true {
+        // The previous instance still runs only if its record is there and
+        // not final (a finished instance's record may have been freed).
+        let busy = s.current.flatMap { record($0) }.map { $0.finalState == nil } ?? false
+        if !busy {
             s.count += 1
             var spec = s.makeInstance(s.count)
             spec.name = "\(r.name)#\(s.count)"
-            s.current = add(spec)
+            let instance = add(spec)
+            record(instance)?.ephemeral = true
+            s.current = instance
         }
         // Fixed rate from the first tick; ticks missed while busy are skipped.
         let interval = Monotonic.nanos(s.interval)

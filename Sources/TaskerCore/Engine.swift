@@ -39,6 +39,8 @@ public final class Engine {
     /// Attempts that lent their slot while waiting and are woken, waiting
     /// for a slot again: they go before tasks not yet started.
     var reclaiming = Deque<(run: AttemptRun, resume: () -> Void)>()
+    /// Final states of records freed by `forgetFinished`.
+    var forgottenCounts: [TaskState: Int] = [:]
     /// After an interrupt or `tasker.exit`: nothing starts any more.
     public private(set) var closed = false
     var keyIndex: [String: TaskID] = [:]
@@ -189,6 +191,7 @@ public final class Engine {
     /// member fails: that is one failure, the member's.
     public func summary() -> RunCounts {
         var c = RunCounts()
+        c.tasks = forgottenCounts
         for case let r? in records {
             let s = state(r.id)
             switch r.role {
@@ -356,6 +359,17 @@ extension Engine {
     /// Frees the record of a final handle nobody will ask about again
     /// (an HTTP request once its caller has the response): an engine
     /// that runs millions of short-lived requests keeps 8 bytes for each.
+    /// Whether the task is an `every` instance (see `forgetFinished`).
+    public func isEphemeral(_ id: TaskID) -> Bool { record(id)?.ephemeral ?? false }
+
+    /// Frees a finished `every` instance's record; the summary still counts
+    /// it. A schedule that ticks for days must not grow with every tick.
+    public func forgetFinished(_ id: TaskID) {
+        guard let r = record(id), let state = r.finalState, r.state.isFinal, r.reacting == nil else { return }
+        forgottenCounts[state, default: 0] += 1
+        records[id] = nil
+    }
+
     public func forget(_ id: TaskID) {
         guard let r = record(id), r.finalState != nil, r.state.isFinal, r.reacting == nil else { return }
         records[id] = nil

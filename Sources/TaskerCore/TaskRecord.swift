@@ -54,6 +54,9 @@ final class TaskRecord {
     /// reacted to (a reaction must not wait on itself).
     var ownedByReaction = false
     var liveHandles = 1
+    /// An `every` instance: nobody holds its handle, so once it has ended
+    /// well its record can go (see `Engine.forgetFinished`).
+    var ephemeral = false
 
     // the handle
     /// Set only by `Engine.finishHandle`, with `finalState`.

@@ -184,6 +184,13 @@ extension LuaRuntime: EngineObserver {
         // Lua parts only once the work itself has ended.
         let work = workOf(id)
         if engine.isWorkFinished(work), !engine.isGroupOrSchedule(work) { dropParts(work) }
+        if engine === self.engine, engine.isEphemeral(id), outcome.state != .failed, handlerTasks[id] == nil {
+            // A finished `every` instance: free it once this finish is delivered.
+            enqueue(.call { [unowned self] in
+                self.dropAllParts(id)
+                self.engine.forgetFinished(id)
+            })
+        }
     }
 }
 

@@ -232,6 +232,12 @@ extension LuaRuntime {
         }
     }
 
+    /// Forgets every Lua part of a task whose record goes away.
+    func dropAllParts(_ id: TaskID) {
+        dropParts(id)
+        for table in [refs.args, refs.tags, refs.values, refs.errors, refs.handlers] { clear(table, id) }
+    }
+
     private func clear(_ table: Int32, _ id: TaskID) {
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(table))
         lua_pushnil(L)
