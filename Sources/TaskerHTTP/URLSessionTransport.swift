@@ -42,7 +42,10 @@ public final class URLSessionTransport: HTTPTransport {
         r.httpMethod = request.method
         for h in request.headers { r.setValue(h.value, forHTTPHeaderField: h.name) }
         r.httpBody = request.body
-        r.timeoutInterval = request.timeout
+        // The caller's own timer enforces `request.timeout` exactly. URLSession
+        // on Linux fails a request at once (-1001) when its timeout is under
+        // a second and the body is still coming, so it only gets a safety net.
+        r.timeoutInterval = max(request.timeout, 1) + 1
         let task = session.dataTask(with: r)
         let exchange = Exchange(task: task, request: request, completion: completion)
         router.register(exchange, for: task.taskIdentifier)
@@ -127,12 +130,25 @@ final class ExchangeRouter: NSObject, URLSessionDataDelegate, @unchecked Sendabl
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
                     completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
-        if let e = exchange(dataTask), response.expectedContentLength > Int64(e.maxBodySize) {
+        if let e = exchange(dataTask), Self.declaredLength(response) > Int64(e.maxBodySize) {
+            // Refused before any body byte is kept. `.cancel` alone lets
+            // FoundationNetworking go on reading: cancel the task too.
             e.tooLarge = true
             completionHandler(.cancel)
+            dataTask.cancel()
             return
         }
         completionHandler(.allow)
+    }
+
+    /// The declared body length: `expectedContentLength`, or the header
+    /// itself when that reads -1 (values past what it parses).
+    static func declaredLength(_ response: URLResponse) -> Int64 {
+        if response.expectedContentLength >= 0 { return response.expectedContentLength }
+        guard let http = response as? HTTPURLResponse,
+              let text = http.value(forHTTPHeaderField: "Content-Length")?.trimmingCharacters(in: .whitespaces)
+        else { return -1 }
+        return Int64(text) ?? (text.allSatisfy(\.isNumber) && !text.isEmpty ? .max : -1)
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {

@@ -279,6 +279,22 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         #expect(!r.result.failed.map(\.message).joined().contains("T0KEN"))
     }
 
+    @Test func aLyingContentLengthIsCheckedAtOnceAndTheTimeoutHolds() async throws {
+        let r = try await runHTTP("""
+            http.configure{max_body = 1 << 30}
+            local t0 = tasker.now()
+            local ok, err = pcall(http.get, base .. "/lie?declared=100000000&chunks=300", {retry = false, timeout = 0.5})
+            local waited = tasker.now() - t0
+            print(ok, err.kind, err.code, waited >= 0.45 and waited < 2)
+            t0 = tasker.now()
+            ok, err = pcall(http.get, base .. "/lie?declared=100000000000&chunks=300", {retry = false})
+            print(ok, err.kind, tasker.now() - t0 < 1.5)
+            """)
+        #expect(r.lines.count == 2)
+        #expect(r.lines[0] == "false\thttp\ttimeout\ttrue")
+        #expect(r.lines[1] == "false\thttp\ttrue")
+    }
+
     @Test func uppercaseSchemesWorkAndBadPortsAreUsageErrors() async throws {
         let port = TestHTTPServer.shared.port
         let r = try await runHTTP("""

@@ -18,6 +18,7 @@ import NIOPosix
 ///                           status S for the first N calls of K, then 200
 ///     /count?key=K          how many calls K has had
 ///     /drop                 promises 100000 bytes, sends 10, closes
+///     /lie?declared=N&chunks=M  declares N bytes, streams M × 64 KiB, 10 ms apart
 ///     /large?bytes=N        N bytes
 ///     /collect?key=K        counts POSTs of K and the items in their JSON arrays (K.items)
 ///     /page?key=K&p=P&of=N  page P of N: {"items": [...], "next": url or null}
@@ -160,6 +161,23 @@ private final class TestHTTPHandler: ChannelInboundHandler {
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: h))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "0123456789")))), promise: nil)
             context.close(promise: nil)
+        } else if path == "/lie" {
+            // Declares `declared` bytes, then streams 64 KiB every 10 ms,
+            // `chunks` times at most (a bounded "endless" body), then closes.
+            let declared = query["declared"] ?? "100000000000"
+            let chunks = Int(query["chunks"] ?? "300") ?? 300
+            var h = HTTPHeaders()
+            h.add(name: "content-length", value: declared)
+            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: h))), promise: nil)
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            let chunk = ByteBuffer(repeating: 0x78, count: 64 << 10)
+            @Sendable func send(_ left: Int) {
+                guard left > 0, bound.value.channel.isActive else { bound.value.close(promise: nil); return }
+                bound.value.writeAndFlush(NIOAny(HTTPServerResponsePart.body(.byteBuffer(chunk)))).whenComplete { _ in
+                    bound.value.eventLoop.scheduleTask(in: .milliseconds(10)) { send(left - 1) }
+                }
+            }
+            send(chunks)
         } else if path == "/collect" {
             let key = query["key"] ?? ""
             let items = (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [Any])?.count ?? 0
