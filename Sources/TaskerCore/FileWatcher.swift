@@ -7,8 +7,8 @@ import Glibc
 /// Tells when watched files change, through inotify on their directories:
 /// a watch on the file itself goes deaf after an editor's atomic save
 /// (write a temp file, rename it over), so directories are watched and
-/// events filtered by name (`IN_CLOSE_WRITE` for in-place writes,
-/// `IN_MOVED_TO` for renames). `onChange` runs on a private queue.
+/// events filtered by name (`IN_CLOSE_WRITE` and `IN_MODIFY` for in-place
+/// writes, `IN_MOVED_TO` for renames). `onChange` runs on a private queue.
 public final class FileWatcher: @unchecked Sendable {
     // Safety: `directories` and `files` are guarded by `lock`; `fd` and
     // `source` are set in init and never change.
@@ -45,7 +45,8 @@ public final class FileWatcher: @unchecked Sendable {
         files.insert(absolute)
         guard !directories.values.contains(directory) else { return }
         #if canImport(Glibc)
-        let wd = inotify_add_watch(fd, directory, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO))
+        // IN_MODIFY too: a writer still writing pushes the reload back.
+        let wd = inotify_add_watch(fd, directory, UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY))
         guard wd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         directories[wd] = directory
         #endif

@@ -99,4 +99,37 @@ import Testing
         #expect(r.lines == ["1", "false\ttasker.use: cannot open missing.lua", "false\tbroken.lua:1: unexpected symbol near '+'",
                             "nil\ttable"])
     }
+
+    @Test func aBurstOfWritesAndAHalfWrittenFileNeverLeaveTasksUnintercepted() async throws {
+        // 200 quick in-place writes while jobs run: every job sees some
+        // version of the rule; an empty (truncated) file keeps the old one.
+        let r = try await runLua(Self.helpers + """
+            tasker.use("rules.lua")
+            local missed = 0
+            local writer = tasker.add(function()
+              for v = 2, 201 do write("rules.lua", [[tasker.intercept{name = 'tag', fn = function(t) t.args.version = ]] .. v .. [[ end}
+            ]], false) end
+              write("rules.lua", "", false)
+              tasker.sleep(0.15)
+            end)
+            while writer:state() ~= "succeeded" do
+              if version() == nil then missed = missed + 1 end
+              tasker.sleep(0.001)
+            end
+            print(missed, version() ~= nil)
+            """, files: ["rules.lua": Self.rule(1)], watch: true)
+        #expect(r.lines == ["0\ttrue"])
+        #expect(r.diagnostics.contains("rules.lua is empty (half-written?); keeping the previous version"))
+    }
+
+    @Test func tasksExitInAReloadedFileEndsTheRunWithoutCallingItAFailedReload() async throws {
+        let r = try await runLua(Self.helpers + """
+            tasker.use("rules.lua")
+            write("rules.lua", "tasker.exit(7)\\n", false)
+            tasker.sleep(5)
+            """, files: ["rules.lua": Self.rule(1)], watch: true)
+        #expect(r.exitCode == 7, "\(r.result.mainError ?? "")")
+        #expect(!r.diagnostics.contains("failed"))
+        #expect(r.diagnostics.contains("called tasker.exit(7) while reloading"))
+    }
 }

@@ -10,6 +10,9 @@ final class UsedFile {
     let chunkName: String
     var registrations = Registrations()
     var reloadScheduled = false
+    /// When the last change event arrived; a reload waits until the file
+    /// has been quiet for the debounce.
+    var lastChange: UInt64 = 0
 
     init(path: String, chunkName: String) {
         self.path = path
@@ -100,12 +103,25 @@ extension LuaRuntime {
         }
     }
 
-    /// A watched file changed: reload it once the burst of events is over.
+    /// A watched file changed: reload it once it has been quiet for the
+    /// debounce (every new event pushes the reload back), so a burst of
+    /// writes makes one reload of the finished file.
     func fileChanged(_ path: String) {
-        guard !finishedRun, let file = usedFiles[path], !file.reloadScheduled else { return }
+        guard !finishedRun, let file = usedFiles[path] else { return }
+        file.lastChange = Monotonic.now()
+        guard !file.reloadScheduled else { return }
         file.reloadScheduled = true
         loop.beginActivity()
-        loop.schedule(after: LuaRuntime.reloadDebounce) { [unowned self] in
+        reloadWhenQuiet(file)
+    }
+
+    private func reloadWhenQuiet(_ file: UsedFile) {
+        let due = file.lastChange &+ Monotonic.nanos(LuaRuntime.reloadDebounce)
+        loop.schedule(at: due) { [unowned self] in
+            guard Monotonic.now() >= file.lastChange &+ Monotonic.nanos(LuaRuntime.reloadDebounce) else {
+                self.reloadWhenQuiet(file)  // more writes came meanwhile
+                return
+            }
             self.loop.endActivity()
             file.reloadScheduled = false
             self.reload(file)
@@ -117,15 +133,28 @@ extension LuaRuntime {
     /// atomically between two interceptions. If not, the old ones stay.
     func reload(_ file: UsedFile) {
         guard !finishedRun else { return }
+        let old = file.registrations
+        let registeredSomething = !old.interceptors.isEmpty || !old.reactors.isEmpty
+        if registeredSomething, (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) == 0 {
+            // Caught between a truncate and a write: wait for the next change.
+            logger.warning("\(file.chunkName) is empty (half-written?); keeping the previous version")
+            return
+        }
         let new: Registrations
         switch runUsedFile(file, on: L) {
         case .failure(let failure):
+            if let code = exitCode {
+                logger.info("\(file.chunkName) called tasker.exit(\(code)) while reloading; the run ends")
+                return
+            }
             logger.error("reload of \(file.chunkName) failed; keeping the previous version: \(failure.message)")
             return
         case .success(let r):
             new = r
         }
-        let old = file.registrations
+        if registeredSomething && new.interceptors.isEmpty && new.reactors.isEmpty {
+            logger.warning("\(file.chunkName) now registers no interceptor or reactor (it registered \(old.interceptors.count) and \(old.reactors.count)); the run goes on without them")
+        }
         for target in [HookTarget.task, .http] {
             let e = engine(for: target)
             swap(old.interceptors.filter { $0.target == target }, for: new.interceptors.filter { $0.target == target },
