@@ -223,3 +223,34 @@ func processAliveNow(_ pid: Int32) -> Bool {
         #expect(empty.stderr.contains("the key is empty"))
     }
 }
+
+@Suite struct ScheduleMemoryTests {
+    @Test func finishedEveryInstancesDoNotAccumulate() async throws {
+        // 40,000 instances of 100 schedules, in a process of its own: memory
+        // after the first 10,000 must not grow with the rest (it grew
+        // ~420 B per instance).
+        let s = try Scratch(["every.lua": """
+            local function rss()
+              local f = io.open("/proc/self/status"); local s = f:read("a"); f:close()
+              return tonumber(s:match("VmRSS:%s*(%d+)"))
+            end
+            local n, early, hs = 0, nil, {}
+            for i = 1, 100 do
+              hs[i] = tasker.every(0.001, {name = "e" .. i, run = function()
+                n = n + 1
+                if n == 10000 then collectgarbage(); early = rss() end
+                if n == 40000 then
+                  collectgarbage()
+                  print((rss() - early) < 4096)
+                  for _, h in ipairs(hs) do h:cancel() end
+                end
+              end})
+            end
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "every.lua"], in: s.dir)
+        #expect(r.status == 0)
+        #expect(r.stdout == "true\n")
+        #expect(r.stderr.contains("(groups and schedules: 100 cancelled)"))
+    }
+}

@@ -189,30 +189,3 @@ import TaskerCore
     }
 }
 
-@Suite struct ScheduleMemoryTests {
-    @Test func finishedEveryInstancesDoNotAccumulate() async throws {
-        // 40,000 instances of 100 schedules: memory after the first 10,000
-        // must not grow with the rest (it grew ~420 B per instance).
-        let r = try await runLua("""
-            local function rss()
-              local f = io.open("/proc/self/status"); local s = f:read("a"); f:close()
-              return tonumber(s:match("VmRSS:%s*(%d+)"))
-            end
-            local n, early, hs = 0, nil, {}
-            for i = 1, 100 do
-              hs[i] = tasker.every(0.001, {name = "e" .. i, run = function()
-                n = n + 1
-                if n == 10000 then collectgarbage(); early = rss() end
-                if n == 40000 then
-                  collectgarbage()
-                  print((rss() - early) < 4096)
-                  for _, h in ipairs(hs) do h:cancel() end
-                end
-              end})
-            end
-            """)
-        #expect(r.lines == ["true"])
-        #expect(r.result.counts[.succeeded, default: 0] >= 40000)
-        #expect(r.result.groups[.cancelled] == 100)
-    }
-}
