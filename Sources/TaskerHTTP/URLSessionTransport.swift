@@ -206,6 +206,10 @@ extension HTTPTransportError {
         case .cancelled: "cancelled"
         case .other: "failed"
         }
+        // libcurl refuses a header block over 100 KB as "Out of memory".
+        if code == .other, e.localizedDescription.contains("Out of memory") {
+            return HTTPTransportError(code, "failed: the response headers are too large (over libcurl's 100 KB), or memory ran out")
+        }
         return HTTPTransportError(code, "\(what) (\(e.localizedDescription))")
     }
 

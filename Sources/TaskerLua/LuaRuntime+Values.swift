@@ -82,6 +82,11 @@ extension LuaRuntime {
             s.pop()
         } else {
             message = s.describe(-1)
+            // Lua's own errors raised where no Lua line is current ("C stack
+            // overflow" from a metamethod chain) come without a position.
+            if LuaRuntime.positionlessLuaErrors.contains(message) {
+                position = s.innermostLuaPosition()
+            }
         }
         lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.errors))
         lua_rotate(co, -2, 1)
@@ -91,6 +96,9 @@ extension LuaRuntime {
         failure.position = position
         return failure
     }
+
+    static let positionlessLuaErrors: Set<String> = ["C stack overflow", "stack overflow", "not enough memory",
+                                                     "error in error handling"]
 
     func isErrorTable(_ co: OpaquePointer, _ i: Int32) -> Bool { hasMetatable(co, i, refs.errorMeta) }
 

@@ -122,4 +122,25 @@ struct LuaStack {
         while w.last == " " || w.last == ":" { w.removeLast() }
         return w
     }
+
+    /// "file:line" of the innermost Lua function on this thread's stack (a
+    /// C function such as a metamethod called from C has no line), or nil.
+    /// Works on a thread whose resume just failed: its stack is kept.
+    func innermostLuaPosition() -> String? {
+        var level: Int32 = 0
+        while level < 200 {
+            luaL_where(L, level)
+            defer { pop() }
+            guard let w = string(-1) else { return nil }
+            if !w.isEmpty {
+                var trimmed = w
+                while trimmed.last == " " || trimmed.last == ":" { trimmed.removeLast() }
+                return trimmed
+            }
+            var ar = lua_Debug()
+            if lua_getstack(L, level + 1, &ar) == 0 { return nil }
+            level += 1
+        }
+        return nil
+    }
 }

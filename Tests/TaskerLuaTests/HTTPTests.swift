@@ -295,6 +295,14 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         #expect(r.lines[1] == "false\thttp\ttrue")
     }
 
+    @Test func aHugeResponseHeaderIsNamedAsSuch() async throws {
+        let r = try await runHTTP("""
+            local ok, err = pcall(http.get, base .. "/bigheader?bytes=200000", {retry = false})
+            print(ok, err.kind, err.message:match("headers are too large") ~= nil)
+            """)
+        #expect(r.lines == ["false\thttp\ttrue"])
+    }
+
     @Test func uppercaseSchemesWorkAndBadPortsAreUsageErrors() async throws {
         let port = TestHTTPServer.shared.port
         let r = try await runHTTP("""

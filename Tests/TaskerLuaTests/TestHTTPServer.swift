@@ -18,6 +18,7 @@ import NIOPosix
 ///                           status S for the first N calls of K, then 200
 ///     /count?key=K          how many calls K has had
 ///     /drop                 promises 100000 bytes, sends 10, closes
+///     /bigheader?bytes=N    a response header N bytes long
 ///     /lie?declared=N&chunks=M  declares N bytes, streams M × 64 KiB, 10 ms apart
 ///     /large?bytes=N        N bytes
 ///     /collect?key=K        counts POSTs of K and the items in their JSON arrays (K.items)
@@ -161,6 +162,9 @@ private final class TestHTTPHandler: ChannelInboundHandler {
             context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .ok, headers: h))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "0123456789")))), promise: nil)
             context.close(promise: nil)
+        } else if path == "/bigheader" {
+            let n = Int(query["bytes"] ?? "200000") ?? 200000
+            respond(context, .ok, "ok", keepAlive, extra: [("x-big", String(repeating: "h", count: n))])
         } else if path == "/lie" {
             // Declares `declared` bytes, then streams 64 KiB every 10 ms,
             // `chunks` times at most (a bounded "endless" body), then closes.

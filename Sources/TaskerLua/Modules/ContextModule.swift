@@ -82,7 +82,7 @@ extension LuaRuntime {
         }
         let s = LuaStack(L)
         guard let fraction = s.number(2), fraction.isFinite else {
-            return argError(L, "ctx:progress", 1, "number", index: 2)
+            return argError(L, "ctx:progress", 1, "finite number", index: 2)
         }
         var message: String?
         if !s.isNoneOrNil(3) {

@@ -21,11 +21,16 @@ extension LuaRuntime {
             argv.append(a)
         }
         guard !argv.isEmpty else { return usage(L, "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})") }
+        // A C string ends at NUL: the argument would be cut short silently.
+        if let k = argv.firstIndex(where: { $0.utf8.contains(0) }) {
+            return usage(L, "bad element #\(k + 1) in 'tasker.exec' command (it contains a NUL byte)")
+        }
         return execute(L, argv: argv, options: 1, fn: "tasker.exec")
     }
 
     func apiSh(_ L: OpaquePointer) -> Int32 {
         guard let command = LuaStack(L).string(1) else { return argError(L, "tasker.sh", 1, "string") }
+        guard !command.utf8.contains(0) else { return usage(L, "bad argument #1 to 'tasker.sh' (it contains a NUL byte)") }
         guard lua_type(L, 2) <= LUA_TNIL || lua_type(L, 2) == LUA_TTABLE else { return argError(L, "tasker.sh", 2, "table") }
         return execute(L, argv: ["/bin/sh", "-c", command], options: lua_type(L, 2) == LUA_TTABLE ? 2 : 0, fn: "tasker.sh")
     }

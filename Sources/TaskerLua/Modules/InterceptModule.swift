@@ -57,6 +57,8 @@ extension LuaRuntime {
     /// stops it as a runaway.
     static let callBudget = 2.0
 
+    static let interceptFields: Set<String> = ["name", "on", "fn", "max_hold"]
+
     /// `tasker.intercept(spec)`: spec is `fn(t, held)` or
     /// `{name=, on="task", fn=, max_hold=}`.
     func apiIntercept(_ L: OpaquePointer) -> Int32 {
@@ -69,6 +71,9 @@ extension LuaRuntime {
         case LUA_TFUNCTION:
             fnIndex = 1
         case LUA_TTABLE:
+            if let status = unknownField(L, table: 1, known: LuaRuntime.interceptFields, in: "'tasker.intercept' spec") {
+                return status
+            }
             s.rawGet(1, "fn")
             guard s.type(-1) == LUA_TFUNCTION else {
                 return usage(L, "bad field 'fn' in 'tasker.intercept' spec (function expected, got \(s.got(-1, expected: "function")))")

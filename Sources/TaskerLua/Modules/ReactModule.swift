@@ -51,14 +51,7 @@ extension LuaRuntime {
         func bad(_ field: String, _ expected: String) -> Int32 {
             usage(L, "bad field '\(field)' in 'tasker.react' spec (\(expected) expected, got \(s.got(-1, expected: expected)))")
         }
-        lua_pushnil(L)
-        while lua_next(L, 1) != 0 {
-            s.pop()
-            guard let key = s.string(-1), LuaRuntime.reactFields.contains(key) else {
-                let shown = s.string(-1).map { "'\($0)'" } ?? "of type \(s.typeName(-1))"
-                return usage(L, "unknown field \(shown) in 'tasker.react' spec (known: \(LuaRuntime.reactFields.sorted().joined(separator: ", ")))")
-            }
-        }
+        if let status = unknownField(L, table: 1, known: LuaRuntime.reactFields, in: "'tasker.react' spec") { return status }
         var options = ReactorOptions()
         var name = "reactor-\(engine.reactors.count + httpEngine.reactors.count + 1)"
         s.rawGet(1, "fn")

@@ -1,0 +1,37 @@
+import Testing
+
+/// Messages that say what was wrong, where.
+@Suite struct ClearMessagesTests {
+    @Test func badValuesAreNamedPrecisely() async throws {
+        let r = try await runLua("""
+            local function try(f, ...) print(select(2, pcall(f, ...)).message) end
+            try(tasker.intercept, {name = "x", fn = function() end, extra = 1})
+            try(tasker.exec, {"echo", "a\\0b"})
+            try(tasker.sh, "echo a\\0b")
+            tasker.intercept{name = "retag", fn = function(t) if t.name == "t" then t.tags = {1, 2} end end}
+            print(select(2, tasker.add{name = "t", run = function() end}:result()).message)
+            print(select(2, tasker.add{name = "p", run = function(ctx) ctx:progress(0/0) end}:result()).message)
+            """)
+        #expect(r.lines == [
+            "unknown field 'extra' in 'tasker.intercept' spec (known: fn, max_hold, name, on)",
+            "bad element #2 in 'tasker.exec' command (it contains a NUL byte)",
+            "bad argument #1 to 'tasker.sh' (it contains a NUL byte)",
+            "interceptor 'retag' failed: pipeline.lua:5: usage: bad value for t.tags (list of strings expected, element #1 is number)",
+            "bad argument #1 to 'ctx:progress' (finite number expected, got NaN)",
+        ])
+    }
+
+    @Test func aCStackOverflowNamesTheLineWhereItHappened() async throws {
+        let r = try await runLua("""
+            local h = tasker.add{name = "deep", run = function()
+              local mt = {}
+              mt.__index = function(t, k) return tostring(setmetatable({}, mt)) end
+              mt.__tostring = function(x) return x.y end
+              return tostring(setmetatable({}, mt))
+            end}
+            h:result()
+            """)
+        #expect(r.result.failed.map(\.message).first?.hasSuffix(": C stack overflow") == true)
+        #expect(r.result.failed.map(\.message).first?.hasPrefix("pipeline.lua:") == true)
+    }
+}
