@@ -21,9 +21,29 @@ public final class ProcessGroups: Sendable {
         groups.withLock { _ = $0.remove(pgid) }
     }
 
-    /// Groups with processes still alive.
+    /// Groups with processes still alive: the ones recorded, and those of
+    /// tasker's own children (a child may start before its group is
+    /// recorded, which happens on another thread).
     public var alive: [pid_t] {
-        groups.withLock { Array($0) }.filter { killpg($0, 0) == 0 }
+        let recorded = groups.withLock { $0 }
+        return Array(recorded.union(Self.childGroups())).filter { killpg($0, 0) == 0 }
+    }
+
+    /// Process groups led by or holding a child of this process, other than
+    /// tasker's own (read from /proc; empty where there is none).
+    static func childGroups() -> Set<pid_t> {
+        let me = getpid(), mine = getpgrp()
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+        var found: Set<pid_t> = []
+        for name in entries where name.first?.isNumber == true {
+            guard let stat = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // after "pid (comm)": state ppid pgrp ...
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 2, let ppid = pid_t(fields[1]), let pgrp = pid_t(fields[2]) else { continue }
+            if ppid == me && pgrp != mine && pgrp > 1 { found.insert(pgrp) }
+        }
+        return found
     }
 
     /// SIGTERM to every live group, then SIGKILL to those still alive after

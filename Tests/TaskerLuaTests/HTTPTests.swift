@@ -134,7 +134,7 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         let r = try await runHTTP("""
             http.configure{concurrency = 3}
             local hs = {}
-            for i = 1, 12 do hs[i] = tasker.add(function() return http.get(base .. "/delay?s=0.05&key=\(key)").status end) end
+            for i = 1, 12 do hs[i] = tasker.add(function() return http.get(base .. "/delay?s=0.2&key=\(key)").status end) end
             print(#tasker.all(hs))
             """, concurrency: 12)
         #expect(r.lines == ["12"])
