@@ -163,13 +163,34 @@ static int engine_resume_k(lua_State *L, int status, lua_KContext base) {
     return lua_error(L);
 }
 
-static int trampoline(lua_State *L) {
-    tasker_SwiftFunction fn = (tasker_SwiftFunction)lua_touserdata(L, lua_upvalueindex(1));
+static int run_swift(lua_State *L, tasker_SwiftFunction fn) {
     int r = fn(L);
     if (r >= 0) return r;
     if (r == TASKER_RAISE) return lua_error(L);
     int n = -2 - r;
     return lua_yieldk(L, n, (lua_KContext)(lua_gettop(L) - n), engine_resume_k);
+}
+
+static int trampoline(lua_State *L) {
+    return run_swift(L, (tasker_SwiftFunction)lua_touserdata(L, lua_upvalueindex(1)));
+}
+
+// Where the caller can yield, the Swift version (it waits without blocking
+// the engine); elsewhere (a handler, a C boundary) the original C function.
+static int yieldable_or_original(lua_State *L) {
+    if (lua_isyieldable(L))
+        return run_swift(L, (tasker_SwiftFunction)lua_touserdata(L, lua_upvalueindex(1)));
+    int n = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+void tasker_pushwaitingvariant(lua_State *L, tasker_SwiftFunction fn) {
+    lua_pushlightuserdata(L, (void *)fn);
+    lua_insert(L, -2);
+    lua_pushcclosure(L, yieldable_or_original, 2);
 }
 
 void tasker_pushfunction(lua_State *L, tasker_SwiftFunction fn, int nup) {

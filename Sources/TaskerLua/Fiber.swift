@@ -35,6 +35,9 @@ final class Fiber: TaskWaiter {
     var endedNormally = false
     /// A resumption is queued (it must not be resumed twice).
     var resumeQueued = false
+    /// Shell commands it started (`os.execute`, `io.popen`): terminated if
+    /// it is cancelled or fails.
+    var processes: [ShellProcess] = []
 
     init(runtime: LuaRuntime, kind: Kind, thread: OpaquePointer, anchor: Int32) {
         self.runtime = runtime
@@ -58,6 +61,7 @@ final class Fiber: TaskWaiter {
         execTask = nil
         request = nil
         resumeQueued = false
+        processes = []
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
     }
 
@@ -98,6 +102,9 @@ enum PendingOp {
     case exec(ExecRequest)
     case http(HTTPCallSetup)
     case exit
+    /// Anything else: `start` begins the wait; whoever finishes it enqueues
+    /// `.resume(fiber, .push {...})`.
+    case custom((Fiber) -> Void)
 }
 
 /// How a suspended fiber is resumed.
@@ -112,6 +119,8 @@ enum Resumption {
     case luaFailureOf(TaskID)
     case exec(ExecOutcome, ExecRequest)
     case http(TaskOutcome, HTTPCall)
+    /// Pushes `true, values…` (or `false, err`) itself; returns the count.
+    case push((OpaquePointer) -> Int32)
 }
 
 /// Work the runtime runs from its drain loop, never nested in other Lua code.

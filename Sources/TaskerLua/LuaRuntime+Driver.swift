@@ -27,6 +27,10 @@ extension LuaRuntime {
         f.timer = nil
         f.execTask?.cancel()  // SIGTERM, then SIGKILL after 2 s
         f.execTask = nil
+        if !f.endedNormally || f.aborted != nil {
+            for p in f.processes { p.cancel() }  // the same for os.execute and io.popen
+        }
+        f.processes = []
         if let id = f.request {
             f.request = nil
             abandonRequest(id, by: f)
@@ -249,6 +253,8 @@ extension LuaRuntime {
             performHTTP(setup, for: f)
         case .exit:
             close(f)
+        case .custom(let start):
+            start(f)
         }
     }
 

@@ -16,6 +16,7 @@ extension LuaRuntime {
         TaskViewModule.install(self)
         HandleModule.install(self)
         ContextModule.install(self)
+        ShellModule.install(self)
 
         let tasker = TaskerModule.install(self)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))

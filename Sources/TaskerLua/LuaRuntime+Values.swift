@@ -148,6 +148,8 @@ extension LuaRuntime {
         switch r {
         case .continueSlice:
             return 0
+        case .push(let body):
+            return body(co)
         case .nothing:
             lua_pushboolean(co, 1)
             return 1

@@ -87,6 +87,9 @@ public final class LuaRuntime {
     /// Opened at the first request (after `http.configure` has had its say).
     var transport: HTTPTransport?
     var exitCode: Int32?
+    /// Files `io.popen` opened, by the id their userdata holds.
+    var popenFiles: [Int: PopenFile] = [:]
+    var nextPopenID = 0
     /// Every process group the run's `exec`/`sh` calls started.
     public let processGroups = ProcessGroups()
     /// Ctrl-C/SIGTERM/SIGHUP arrived (the loop may not have seen it yet).
@@ -126,6 +129,9 @@ public final class LuaRuntime {
         self.L = L
         tasker_runtime_set_owner(crt, Unmanaged.passUnretained(self).toOpaque(), LuaRuntime.onInterrupt)
         engine.observers.append(self)
+        // A child that exits without reading what it is sent (a pipe to
+        // `head`) must not kill the process: EPIPE is an ordinary error.
+        signal(SIGPIPE, SIG_IGN)
         installModules()
         loop.onIdle = { [unowned self] in self.idle() }
     }
@@ -325,6 +331,7 @@ struct Refs {
     var errorMeta: Int32 = 0
     var jsonArrayMeta: Int32 = 0
     var responseMeta: Int32 = 0
+    var popenMeta: Int32 = 0
 }
 
 /// Lets a signal handler on another thread stop runaway Lua code at once

@@ -211,6 +211,20 @@ func processAliveNow(_ pid: Int32) -> Bool {
         #expect(r.stderr.contains("  ship: skipped: dependency 'build' failed"))
     }
 
+    @Test func osExitEndsTheRunLikeTaskerExit() async throws {
+        let s = try Scratch(["p.lua": """
+            local h = tasker.add{name = "long", run = function() tasker.sleep(60) end}
+            h:on("finish", function(_, state) print("finish", state) end)
+            tasker.sleep(0.05)
+            os.exit(3)
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "p.lua"], in: s.dir)
+        #expect(r.status == 3)
+        #expect(r.stdout == "finish\tcancelled\n")
+        #expect(r.stderr.contains("1 task: 0 succeeded, 0 failed, 1 cancelled"))
+    }
+
     @Test func bareTaskerAndBadVarsAreUsageErrorsThatDoNotEchoSecrets() async throws {
         let bare = try await tasker([])
         #expect(bare.status == 2)

@@ -1,0 +1,376 @@
+import CLua
+import CLuaShim
+import Foundation
+import TaskerCore
+
+/// `os.execute`, `io.popen` and `os.exit` as the Lua manual has them, made to
+/// wait without blocking the engine: waiting for the process and reading or
+/// writing a popen'd file yield to the engine (`for line in
+/// io.popen("tail -f log"):lines()` streams). Where the caller cannot yield
+/// (a handler, a C boundary) Lua's own functions run, blocking as usual.
+/// Cancelling the task terminates the process group, as `exec` does.
+enum ShellModule {
+    static let metatableName = "tasker.popen"
+
+    static let methods: [(String, tasker_SwiftFunction)] = [
+        ("read", { L in LuaRuntime.from(L!).popenRead(L!) }),
+        ("lines", { L in LuaRuntime.from(L!).popenLines(L!) }),
+        ("write", { L in LuaRuntime.from(L!).popenWrite(L!) }),
+        ("close", { L in LuaRuntime.from(L!).popenClose(L!) }),
+        ("flush", { L in
+            lua_settop(L!, 1)
+            return 1
+        }),
+        ("setvbuf", { L in
+            lua_pushboolean(L!, 1)
+            return 1
+        }),
+        ("seek", { L in
+            lua_pushnil(L!)
+            LuaStack(L!).push("Illegal seek")
+            lua_pushinteger(L!, lua_Integer(ESPIPE))
+            return 3
+        }),
+    ]
+
+    static func install(_ rt: LuaRuntime) {
+        let L = rt.L
+        let s = LuaStack(L)
+        luaL_newmetatable(L, metatableName)
+        s.newTable(hash: Int32(methods.count))
+        for (name, fn) in methods {
+            s.push(fn)
+            s.rawSet(-2, name)
+        }
+        s.rawSet(-2, "__index")
+        for (event, fn) in [("__gc", detach), ("__close", detach), ("__tostring", tostring)] as [(String, tasker_SwiftFunction)] {
+            s.push(fn)
+            s.rawSet(-2, event)
+        }
+        rt.refs.popenMeta = s.ref()
+
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        let globals = lua_gettop(L)
+        for (library, name, fn) in [("os", "execute", execute), ("io", "popen", popen)] as [(String, String, tasker_SwiftFunction)] {
+            s.rawGet(globals, library)
+            let lib = lua_gettop(L)
+            s.rawGet(lib, name)  // the original, kept for contexts that cannot yield
+            tasker_pushwaitingvariant(L, fn)
+            s.rawSet(lib, name)
+            s.pop()
+        }
+        s.rawGet(globals, "os")
+        s.push(exit)
+        s.rawSet(-2, "exit")
+        lua_settop(L, 0)
+    }
+
+    static let execute: tasker_SwiftFunction = { L in LuaRuntime.from(L!).osExecute(L!) }
+    static let popen: tasker_SwiftFunction = { L in LuaRuntime.from(L!).ioPopen(L!) }
+
+    /// `os.exit([code [, close]])` ends the run like `tasker.exit`: what is
+    /// left is cancelled, cancel paths run, the summary is printed.
+    static let exit: tasker_SwiftFunction = { L in
+        let L = L!
+        let s = LuaStack(L)
+        let code: Int
+        switch s.type(1) {
+        case LUA_TNONE, LUA_TNIL: code = 0
+        case LUA_TBOOLEAN: code = s.boolean(1) ? 0 : 1
+        default:
+            guard let c = s.integer(1) else { return LuaRuntime.from(L).argError(L, "os.exit", 1, "boolean or integer") }
+            code = c & 0xFF
+        }
+        lua_settop(L, 0)
+        lua_pushinteger(L, lua_Integer(code))
+        return LuaRuntime.from(L).apiExit(L)
+    }
+
+    /// __gc and __close: drop tasker's end without waiting (neither may
+    /// yield); the process goes on and is reaped when it ends.
+    static let detach: tasker_SwiftFunction = { L in
+        let rt = LuaRuntime.from(L!)
+        if let (id, file) = rt.popenFile(L!, 1) {
+            file.closeEnd()
+            rt.popenFiles[id] = nil
+        }
+        return 0
+    }
+
+    static let tostring: tasker_SwiftFunction = { L in
+        let rt = LuaRuntime.from(L!)
+        let open = rt.popenFile(L!, 1).map { !$0.1.closed } ?? false
+        LuaStack(L!).push(open ? "file (popen)" : "file (closed)")
+        return 1
+    }
+}
+
+extension LuaRuntime {
+    /// The popen file of the userdata at `i`, with its id.
+    func popenFile(_ L: OpaquePointer, _ i: Int32) -> (Int, PopenFile)? {
+        guard hasMetatable(L, i, refs.popenMeta), let p = lua_touserdata(L, i) else { return nil }
+        let id = p.load(as: Int.self)
+        return popenFiles[id].map { (id, $0) }
+    }
+
+    /// `os.execute(command)`: true|nil, "exit"|"signal", code.
+    func osExecute(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        if s.isNoneOrNil(1) {
+            lua_pushboolean(L, 1)  // a shell is available
+            return 1
+        }
+        guard let command = s.string(1) else { return argError(L, "os.execute", 1, "string") }
+        guard !command.utf8.contains(0) else { return usage(L, "bad argument #1 to 'os.execute' (it contains a NUL byte)") }
+        if let status = cannotWait(L, "os.execute") { return status }
+        fflush(nil)  // what Lua printed so far comes before the command's output
+        return suspend(L, .custom { [unowned self] f in
+            let target = LoopBound(self, loop: self.loop)
+            let fiber = LoopBound(f, loop: self.loop)
+            self.loop.beginActivity()
+            let process = ShellProcess(command: command, stdin: nil, stdout: nil, groups: processGroups) { status in
+                target.loop.execute {
+                    target.value.loop.endActivity()
+                    target.value.enqueue(.resume(fiber.value, .push { co in LuaRuntime.pushStatus(co, status) }))
+                }
+            }
+            f.processes.append(process)
+        })
+    }
+
+    /// Lua's result for a finished command: true|nil, "exit"|"signal", code.
+    static func pushStatus(_ co: OpaquePointer, _ status: ShellStatus) -> Int32 {
+        let s = LuaStack(co)
+        lua_pushboolean(co, 1)  // the engine's "resumed fine"
+        switch status {
+        case .exited(let c):
+            if c == 0 { lua_pushboolean(co, 1) } else { lua_pushnil(co) }
+            s.push("exit")
+            s.push(Int(c))
+        case .signaled(let sig):
+            lua_pushnil(co)
+            s.push("signal")
+            s.push(Int(sig))
+        case .failed(let why):
+            lua_pushnil(co)
+            s.push(why)
+            s.push(-1)
+        }
+        return 4
+    }
+
+    /// `io.popen(command [, mode])`: a file whose reads and writes wait on
+    /// the engine.
+    func ioPopen(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        guard let command = s.string(1) else { return argError(L, "io.popen", 1, "string") }
+        guard !command.utf8.contains(0) else { return usage(L, "bad argument #1 to 'io.popen' (it contains a NUL byte)") }
+        let modeText = s.isNoneOrNil(2) ? "r" : (s.string(2) ?? "")
+        guard modeText == "r" || modeText == "w" else {
+            return usage(L, "bad argument #2 to 'io.popen' (invalid mode '\(modeText)': \"r\" or \"w\" expected)")
+        }
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else {
+            lua_pushnil(L)
+            s.push("\(command): \(String(cString: strerror(errno)))")
+            lua_pushinteger(L, lua_Integer(errno))
+            return 3
+        }
+        _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(ends[1], F_SETFD, FD_CLOEXEC)
+        let reading = modeText == "r"
+        let file = PopenFile(mode: reading ? .read : .write, fd: reading ? ends[0] : ends[1], loop: loop)
+        fflush(nil)
+        loop.beginActivity()
+        let target = LoopBound(file, loop: loop)
+        let process = ShellProcess(command: command, stdin: reading ? nil : ends[0], stdout: reading ? ends[1] : nil,
+                                   groups: processGroups) { status in
+            target.loop.execute {
+                target.loop.endActivity()
+                target.value.processEnded(status)
+            }
+        }
+        file.process = process
+        current?.processes.append(process)
+        nextPopenID += 1
+        popenFiles[nextPopenID] = file
+        let p = lua_newuserdatauv(L, MemoryLayout<Int>.size, 0)!
+        p.storeBytes(of: nextPopenID, as: Int.self)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.popenMeta))
+        lua_setmetatable(L, -2)
+        return 1
+    }
+
+    /// Reads the formats from arguments `first...` ("l" when there are none).
+    private func readFormats(_ L: OpaquePointer, from first: Int32, fn: String) -> Result<[ReadFormat], TaskFailure> {
+        let s = LuaStack(L)
+        let top = lua_gettop(L)
+        if top < first { return .success([.line(keepNewline: false)]) }
+        var formats: [ReadFormat] = []
+        for i in first...top {
+            if let n = s.integer(i), s.type(i) == LUA_TNUMBER {
+                guard n >= 0 else { return .failure(TaskFailure(.usage, "bad argument #\(i - 1) to '\(fn)' (non-negative count expected, got \(n))")) }
+                formats.append(.count(n))
+                continue
+            }
+            var f = s.string(i) ?? ""
+            if f.hasPrefix("*") { f.removeFirst() }  // Lua 5.3 spelling
+            switch f.first {
+            case "l": formats.append(.line(keepNewline: false))
+            case "L": formats.append(.line(keepNewline: true))
+            case "a": formats.append(.all)
+            case "n": formats.append(.number)
+            default: return .failure(TaskFailure(.usage, "bad argument #\(i - 1) to '\(fn)' (invalid format)"))
+            }
+        }
+        return .success(formats)
+    }
+
+    private static func push(_ co: OpaquePointer, _ values: [ReadValue]) -> Int32 {
+        for v in values {
+            switch v {
+            case .bytes(let b):
+                b.withUnsafeBufferPointer { raw in
+                    raw.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(co, $0.baseAddress, $0.count) }
+                }
+            case .numeral(let text):
+                if text.withCString({ lua_stringtonumber(co, $0) }) == 0 { lua_pushnil(co) }
+            case .fail:
+                lua_pushnil(co)
+            }
+        }
+        return Int32(values.count)
+    }
+
+    /// `f:read(...)`, and the iterator `f:lines(...)` returns.
+    func popenRead(_ L: OpaquePointer) -> Int32 {
+        guard let (_, file) = popenFile(L, 1) else { return argError(L, "read", 0, "popen file", index: 1) }
+        switch readFormats(L, from: 2, fn: "read") {
+        case .failure(let f): return usage(L, f.message)
+        case .success(let formats): return read(L, file, formats)
+        }
+    }
+
+    private func read(_ L: OpaquePointer, _ file: PopenFile, _ formats: [ReadFormat]) -> Int32 {
+        guard file.mode == .read else {
+            lua_pushnil(L)
+            LuaStack(L).push("Bad file descriptor")
+            lua_pushinteger(L, lua_Integer(EBADF))
+            return 3
+        }
+        guard !file.closed else { return usage(L, "attempt to use a closed file") }
+        if let values = file.tryRead(formats) { return LuaRuntime.push(L, values) }
+        if let status = cannotWait(L, "read") { return status }
+        return suspend(L, .custom { [unowned self] f in self.waitForData(file, formats, f) })
+    }
+
+    private func waitForData(_ file: PopenFile, _ formats: [ReadFormat], _ f: Fiber) {
+        if f.finished { return }
+        if file.closed {
+            enqueue(.resume(f, .failure(TaskFailure(.usage, "the file was closed while a read waited"))))
+        } else if let values = file.tryRead(formats) {
+            enqueue(.resume(f, .push { co in
+                lua_pushboolean(co, 1)
+                return 1 + LuaRuntime.push(co, values)
+            }))
+        } else {
+            file.dataWaiters.append { [unowned self] in self.waitForData(file, formats, f) }
+        }
+    }
+
+    /// `f:lines(...)`: an iterator that reads with the given formats.
+    func popenLines(_ L: OpaquePointer) -> Int32 {
+        guard popenFile(L, 1) != nil else { return argError(L, "lines", 0, "popen file", index: 1) }
+        if case .failure(let f) = readFormats(L, from: 2, fn: "lines") { return usage(L, f.message) }
+        // upvalues: the file and the formats, as given
+        let n = lua_gettop(L)
+        LuaStack(L).push(LuaRuntime.linesStep, upvalues: n)
+        return 1
+    }
+
+    static let linesStep: tasker_SwiftFunction = { L in
+        let L = L!
+        let rt = LuaRuntime.from(L)
+        lua_settop(L, 0)
+        var i: Int32 = 2
+        while lua_type(L, tasker_upvalueindex(i)) != LUA_TNONE {
+            lua_pushvalue(L, tasker_upvalueindex(i))
+            i += 1
+        }
+        guard let (_, file) = rt.popenFile(L, 1) else { return 0 }
+        if file.closed { return rt.usage(L, "file is already closed") }
+        switch rt.readFormats(L, from: 2, fn: "lines") {
+        case .failure(let f): return rt.usage(L, f.message)
+        case .success(let formats): return rt.read(L, file, formats)
+        }
+    }
+
+    /// `f:write(...)`: the file, or nil, message, errno.
+    func popenWrite(_ L: OpaquePointer) -> Int32 {
+        guard let (_, file) = popenFile(L, 1) else { return argError(L, "write", 0, "popen file", index: 1) }
+        let s = LuaStack(L)
+        guard file.mode == .write, !file.closed else {
+            lua_pushnil(L)
+            s.push(file.closed ? "file is closed" : "Bad file descriptor")
+            lua_pushinteger(L, lua_Integer(EBADF))
+            return 3
+        }
+        var bytes: [UInt8] = []
+        let top = lua_gettop(L)
+        if top >= 2 {
+            for i in 2...top {
+                guard s.type(i) == LUA_TSTRING || s.type(i) == LUA_TNUMBER else {
+                    return argError(L, "write", i - 1, "string or number", index: i)
+                }
+                var len = 0
+                if s.type(i) == LUA_TNUMBER {
+                    bytes += Array(s.describe(i).utf8)
+                } else if let p = tasker_tostring(L, i, &len) {
+                    bytes += UnsafeRawBufferPointer(start: p, count: len)
+                }
+            }
+        }
+        if let status = cannotWait(L, "write") { return status }
+        lua_settop(L, 1)
+        lua_pushvalue(L, 1)
+        let fileRef = luaL_ref(L, tasker_registryindex())  // returned on success
+        return suspend(L, .custom { [unowned self] f in
+            file.write(bytes) { [unowned self] failure in
+                self.enqueue(.resume(f, .push { [unowned self] co in
+                    lua_pushboolean(co, 1)
+                    if let failure {
+                        luaL_unref(co, tasker_registryindex(), fileRef)
+                        lua_pushnil(co)
+                        LuaStack(co).push(failure)
+                        lua_pushinteger(co, lua_Integer(EPIPE))
+                        return 4
+                    }
+                    lua_rawgeti(co, tasker_registryindex(), lua_Integer(fileRef))
+                    luaL_unref(self.L, tasker_registryindex(), fileRef)
+                    return 2
+                }))
+            }
+        })
+    }
+
+    /// `f:close()`: waits for the command; true|nil, "exit"|"signal", code.
+    func popenClose(_ L: OpaquePointer) -> Int32 {
+        guard let (id, file) = popenFile(L, 1) else { return argError(L, "close", 0, "popen file", index: 1) }
+        guard !file.closed else { return usage(L, "attempt to use a closed file") }
+        file.closeEnd()
+        if let status = file.status {
+            popenFiles[id] = nil
+            let n = LuaRuntime.pushStatus(L, status)
+            lua_rotate(L, -n, -1)  // drop the leading "resumed fine"
+            tasker_pop(L, 1)
+            return n - 1
+        }
+        if let status = cannotWait(L, "close") { return status }
+        return suspend(L, .custom { [unowned self] f in
+            file.closeWaiters.append { [unowned self] status in
+                self.popenFiles[id] = nil
+                self.enqueue(.resume(f, .push { co in LuaRuntime.pushStatus(co, status) }))
+            }
+        })
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import Testing
+
+/// os.execute and io.popen keep their Lua manual results but wait on the
+/// engine instead of blocking it.
+@Suite struct ShellTests {
+    @Test func osExecuteReportsLikeLuaAndDoesNotBlockOtherTasks() async throws {
+        let r = try await runLua("""
+            local ticks = 0
+            tasker.add{name = "ticker", run = function() for _ = 1, 10 do tasker.sleep(0.02); ticks = ticks + 1 end end}
+            print(os.execute("sleep 0.3"))
+            print(ticks >= 5)
+            print(os.execute("exit 3"))
+            print(os.execute("kill -TERM $$"))
+            print(os.execute())
+            """)
+        #expect(r.lines == ["true\texit\t0", "true", "nil\texit\t3", "nil\tsignal\t15", "true"])
+    }
+
+    @Test func popenStreamsLinesWhileOtherTasksRun() async throws {
+        let r = try await runLua("""
+            local ticks = 0
+            tasker.add{name = "ticker", run = function() for _ = 1, 10 do tasker.sleep(0.02); ticks = ticks + 1 end end}
+            local seen = {}
+            local f = io.popen("echo one; sleep 0.3; echo two")
+            for line in f:lines() do
+              seen[#seen + 1] = line .. "@" .. ticks
+            end
+            print(seen[1]:match("^one@") ~= nil, seen[2]:match("^two@") ~= nil, #seen)
+            print(tonumber(seen[2]:match("@(%d+)")) >= 5)
+            print(f:close())
+            """)
+        #expect(r.lines == ["true\ttrue\t2", "true", "true\texit\t0"])
+    }
+
+    @Test func popenReadFormatsAndWriteMode() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("tk-popen-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let out = dir.appendingPathComponent("out.txt").path
+        let r = try await runLua("""
+            local g = io.popen("printf '12 3.5 0x10 rest\\\\nline2\\\\nline3\\\\nxyz'")
+            print(g:read("n", "n", "n", "l"))
+            print(g:read("L"), g:read(2), g:read("a"))
+            print(g:read("a"), g:read("l"))
+            print(g:close())
+            local w = io.popen("cat > \(out)", "w")
+            print(w:write("hello ", 42, "\\n") == w)
+            print(w:close())
+            print(io.open("\(out)"):read("a"))
+            print(pcall(io.popen, "true", "rw"))
+            """)
+        #expect(r.lines == [
+            "12\t3.5\t16\t rest",
+            "line2",
+            "\tli\tne3",
+            "xyz",
+            "\tnil",
+            "true\texit\t0",
+            "true",
+            "true\texit\t0",
+            "hello 42",
+            "",
+            "false\tusage: bad argument #2 to 'io.popen' (invalid mode 'rw': \"r\" or \"w\" expected)",
+        ])
+    }
+
+    @Test func cancellingATaskTerminatesItsPopenCommand() async throws {
+        let r = try await runLua("""
+            local pid
+            local h = tasker.add{name = "tail", run = function()
+              local f = io.popen("echo $$; while true; do echo tick; sleep 0.05; done")
+              pid = f:read("l")
+              for _ in f:lines() do end
+            end}
+            while not pid do tasker.sleep(0.01) end
+            h:cancel()
+            print(select(2, h:result()).kind)
+            local gone = false
+            for _ = 1, 250 do  -- up to 5 s
+              if not os.execute("kill -0 " .. pid .. " 2>/dev/null") then gone = true; break end
+              tasker.sleep(0.02)
+            end
+            print(gone)
+            """)
+        #expect(r.lines == ["cancelled", "true"])
+    }
+
+    @Test func whereNothingCanYieldLuasOwnFunctionsRun() async throws {
+        let r = try await runLua("""
+            tasker.intercept{name = "probe", fn = function(t)
+              local f = io.popen("echo from-interceptor")
+              t.args.seen = f:read("l")
+              f:close()
+              t.args.ok = os.execute("true")
+            end}
+            local h = tasker.add{name = "t", run = function(ctx) return ctx.args.seen, ctx.args.ok end}
+            print(h:await())
+            """)
+        #expect(r.lines == ["from-interceptor\ttrue"])
+    }
+}
