@@ -2,7 +2,7 @@ import DequeModule
 
 /// The task engine: records, states, the ready queue, concurrency slots,
 /// dependencies, delays, retries, timeouts, cancellation, single flight,
-/// groups and schedules (DESIGN §2.2). It knows nothing of Lua.
+/// groups and schedules (README, Tasks). It knows nothing of Lua.
 ///
 /// Confinement: an `Engine` lives on one `EventLoop` and every method must
 /// be called on that loop's thread. Callouts (bodies, waiters, observers)

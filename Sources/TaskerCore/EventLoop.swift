@@ -6,7 +6,7 @@ import Glibc
 import Darwin
 #endif
 
-/// One thread that owns the engine and the Lua state (DESIGN §1: one state,
+/// One thread that owns the engine and the Lua state (docs/ARCHITECTURE.md: one state,
 /// one thread). Other threads talk to it only through `execute(_:)`.
 ///
 /// A turn: run jobs sent from other threads, fire due timers, then drain

@@ -1,4 +1,4 @@
-/// What an interceptor decides for a task about to start (DESIGN §2.3).
+/// What an interceptor decides for a task about to start (README, Interceptors).
 public enum InterceptDecision {
     /// Go on to the next interceptor; after the last, run.
     case execute

@@ -1,4 +1,4 @@
-/// How a reactor's reactions behave (DESIGN §2.4).
+/// How a reactor's reactions behave (README, Reactors).
 public struct ReactorOptions: Sendable {
     /// Run the task again when the reaction ends (at most `maxRequeues` times).
     public var requeue = false

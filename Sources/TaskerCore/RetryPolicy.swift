@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// `retry = {attempts, delay, backoff, factor, max_delay, jitter}` (DESIGN §2.2).
+/// `retry = {attempts, delay, backoff, factor, max_delay, jitter}` (README, Tasks).
 /// `attempts` counts tries including the first; the delay before try k+1 is
 /// `delay * factor^(k-1)` capped at `maxDelay`, or uniform in [d/2, d] with
 /// jitter. The `when` predicate travels beside it (`TaskSpec.retryWhen`).

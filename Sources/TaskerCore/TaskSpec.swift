@@ -8,7 +8,7 @@ public protocol TaskBody: AnyObject {
     func abortAttempt(_ run: AttemptRun, reason: TaskFailure, engine: Engine)
 }
 
-/// Everything `add` needs to know about a task (DESIGN §2.2's spec table).
+/// Everything `add` needs to know about a task (README: Tasks).
 public struct TaskSpec {
     public var name: String?
     public var priority: Int = 0

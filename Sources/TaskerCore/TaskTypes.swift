@@ -1,7 +1,7 @@
 /// A task's number: 1, 2, 3… in add order, unique per engine.
 public typealias TaskID = Int
 
-/// The states of DESIGN §2.2. Exactly one of the last three ends every task.
+/// The task states the README lists under Tasks. Exactly one of the last three ends every task.
 public enum TaskState: String, Sendable, CaseIterable {
     case waiting, pending, held, running, reacting, succeeded, failed, cancelled
 

@@ -48,7 +48,7 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// A request that got no response (DESIGN §2.6's transport codes).
+/// A request that got no response (README: HTTP, transport codes).
 public struct HTTPTransportError: Error, Sendable, CustomStringConvertible {
     public enum Code: String, Sendable {
         case timeout, connect, dns, tls, reset, cancelled, other

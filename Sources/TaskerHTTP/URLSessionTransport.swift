@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// `HTTPTransport` on FoundationNetworking's URLSession (DESIGN §2.6).
+/// `HTTPTransport` on FoundationNetworking's URLSession (README, HTTP).
 ///
 /// One session per transport, configured for a tool rather than a browser:
 /// no cookies, cache or credential store, and as many connections per host
@@ -183,7 +183,7 @@ final class ExchangeRouter: NSObject, URLSessionDataDelegate, @unchecked Sendabl
 }
 
 extension HTTPTransportError {
-    /// Maps URLSession's errors to DESIGN §2.6's codes.
+    /// Maps URLSession's errors to the codes the README lists under HTTP.
     static func from(_ error: Error) -> HTTPTransportError {
         guard let e = error as? URLError else { return HTTPTransportError(.other, error.localizedDescription) }
         let code: Code = switch e.code {

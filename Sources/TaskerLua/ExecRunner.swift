@@ -70,6 +70,7 @@ enum ExecRunner {
         // The group is known from the moment the child exists, so that it can
         // be killed at the end of the run even if its leader exits early.
         var leader: pid_t = 0
+        groups.willSpawn()
         defer { if leader != 0 { groups.leaderExited(leader) } }
         let result = if let stdin = r.stdin {
             // stdin comes from an unlinked temp file, not a pipe: a child that

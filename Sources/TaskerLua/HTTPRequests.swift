@@ -26,7 +26,7 @@ final class LuaRequestBody: TaskBody {
 }
 
 extension LuaRuntime {
-    /// Statuses worth another try (DESIGN §2.6).
+    /// Statuses worth another try (README, HTTP).
     static let retryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
 
     /// The driver's half of `http.request`: the caller has yielded; add the

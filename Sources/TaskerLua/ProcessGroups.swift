@@ -8,8 +8,16 @@ import Synchronization
 /// signal thread, hence the lock.
 public final class ProcessGroups: Sendable {
     private let groups = Mutex(Set<pid_t>())
+    /// Whether the run ever started a process (most runs never do: then the
+    /// end of the run does not scan /proc).
+    private let spawned = Atomic<Bool>(false)
 
     public init() {}
+
+    /// Called before a process is started.
+    func willSpawn() {
+        spawned.store(true, ordering: .relaxed)
+    }
 
     func started(_ pgid: pid_t) {
         groups.withLock { _ = $0.insert(pgid) }
@@ -25,6 +33,7 @@ public final class ProcessGroups: Sendable {
     /// tasker's own children (a child may start before its group is
     /// recorded, which happens on another thread).
     public var alive: [pid_t] {
+        guard spawned.load(ordering: .relaxed) else { return [] }
         let recorded = groups.withLock { $0 }
         return Array(recorded.union(Self.childGroups())).filter { killpg($0, 0) == 0 }
     }

@@ -45,6 +45,7 @@ final class ShellProcess: Sendable {
         let output: FileDescriptorOutput = .fileDescriptor(FileDescriptor(rawValue: stdout ?? dup(1)), closeAfterSpawningProcess: true)
         let errors: FileDescriptorOutput = .fileDescriptor(FileDescriptor(rawValue: dup(2)), closeAfterSpawningProcess: true)
         var leader: pid_t = 0
+        groups.willSpawn()
         defer { if leader != 0 { groups.leaderExited(leader) } }
         do {
             let result = try await Subprocess.run(configuration, input: input, output: output, error: errors) { execution in

@@ -1,7 +1,7 @@
 import Foundation
 import TaskerCore
 
-/// The live status line on a terminal (DESIGN §3): running, done/total,
+/// The live status line on a terminal (README, The command line): running, done/total,
 /// failed, elapsed, and a bar for each running task that reports progress.
 /// Redrawn at most 10 times a second by a timer that does not keep the run
 /// alive; `print` output erases it first so the two never mix.

@@ -17,7 +17,7 @@ struct Tasker: ParsableCommand {
         subcommands: [Run.self, Check.self]
     )
 
-    /// Like ParsableCommand's, except that usage errors exit 2 (DESIGN §3),
+    /// Like ParsableCommand's, except that usage errors exit 2 (README, The command line),
     /// not the parser's 64.
     static func main() {
         StandardStreams.prepare()

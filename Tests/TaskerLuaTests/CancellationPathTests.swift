@@ -1,7 +1,7 @@
 import Testing
 import TaskerCore
 
-/// The cancellation path of each combinator and group (DESIGN §2.2): every
+/// The cancellation path of each combinator and group (README, Tasks): every
 /// task ends in one final state and every awaiter wakes once.
 @Suite struct CancellationPathTests {
     @Test func cancellingAParallelGroupCancelsItsUnfinishedMembers() async throws {

@@ -1,7 +1,7 @@
 import Testing
 
 /// The coroutine library behaves as plain Lua's, with engine calls passing
-/// through user coroutines (DESIGN §1).
+/// through user coroutines (docs/ARCHITECTURE.md).
 @Suite struct CoroutineTests {
     @Test func mainChunkAndBodiesLookLikeTheMainThread() async throws {
         let r = try await runLua("""

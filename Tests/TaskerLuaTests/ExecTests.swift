@@ -1,6 +1,6 @@
 import Testing
 
-/// DESIGN §2.7: tasker.exec and tasker.sh with real processes.
+/// README, Processes: tasker.exec and tasker.sh with real processes.
 @Suite struct ExecTests {
     @Test func runsWithoutAShellCapturingOutputCodeAndOk() async throws {
         let r = try await runLua("""

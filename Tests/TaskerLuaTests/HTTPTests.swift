@@ -10,7 +10,7 @@ func runHTTP(_ source: String, concurrency: Int = 16, logLevel: Logger.Level = .
 
 func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
 
-/// DESIGN §2.6 against a real server on 127.0.0.1.
+/// README, HTTP against a real server on 127.0.0.1.
 @Suite struct HTTPRequestTests {
     @Test func responseFieldsQueryHeadersAndJSON() async throws {
         let r = try await runHTTP("""

@@ -1,7 +1,7 @@
 import Testing
 import TaskerCore
 
-/// DESIGN §2.3: every row of the return table, batching and its release rules.
+/// README, Interceptors: every row of the return table, batching and its release rules.
 @Suite struct InterceptorTests {
     @Test func nilAndExecuteGoOnToTheNextInterceptorInOrder() async throws {
         let r = try await runLua("""

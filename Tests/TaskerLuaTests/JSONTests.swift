@@ -1,6 +1,6 @@
 import Testing
 
-/// DESIGN §2.7: json.encode/decode, json.null, json.array, pretty, errors.
+/// README, Processes: json.encode/decode, json.null, json.array, pretty, errors.
 @Suite struct JSONTests {
     @Test func encodesValuesWithSortedKeysIntegersAndFloatsKept() async throws {
         let r = try await runLua("""

@@ -1,7 +1,7 @@
 import Logging
 import Testing
 
-/// DESIGN §2.7: log.debug/info/warn/error(message [, fields]).
+/// README, Processes: log.debug/info/warn/error(message [, fields]).
 @Suite struct LogTests {
     @Test func linesCarryTimeLevelTaskNameAndSortedFieldsWithSecretsHidden() async throws {
         let r = try await runLua("""

@@ -1,7 +1,7 @@
 import Testing
 import TaskerCore
 
-/// DESIGN §2.4.
+/// README
 @Suite struct ReactorTests {
     @Test func aStormOfFiftyFailuresCausesExactlyOneReactionAndAllSucceedAfterRequeue() async throws {
         let r = try await runLua("""

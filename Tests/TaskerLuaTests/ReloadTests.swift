@@ -1,6 +1,6 @@
 import Testing
 
-/// DESIGN §2.5, with a real inotify watch: the pipeline rewrites its own
+/// README, Hot reload, with a real inotify watch: the pipeline rewrites its own
 /// used file and waits (bounded) until a task sees the new version.
 @Suite struct ReloadTests {
     static let helpers = """

@@ -1,7 +1,7 @@
 import Testing
 import TaskerCore
 
-/// Every field of the tasker.add spec table (DESIGN §2.2) and the ctx a body gets.
+/// Every field of the tasker.add spec table (README, Tasks) and the ctx a body gets.
 @Suite struct TaskSpecTests {
     @Test func functionSpecRunsWithCtxAndReturnsAllValues() async throws {
         let r = try await runLua("""

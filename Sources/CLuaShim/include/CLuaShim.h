@@ -1,6 +1,6 @@
 // CLuaShim: the thin unsafe core between Swift and Lua 5.4.
 //
-// Rules (DESIGN.md §1):
+// Rules (docs/ARCHITECTURE.md):
 //  * This is the only code that may longjmp (lua_error, lua_yield, luaL_check*).
 //    A Swift function exposed to Lua returns a status to `tasker_trampoline`,
 //    which raises or yields after the Swift frame has returned.

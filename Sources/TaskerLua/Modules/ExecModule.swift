@@ -3,7 +3,7 @@ import CLuaShim
 import TaskerCore
 
 /// `tasker.exec{"cmd", "arg", …, cwd=, env={}, stdin=, timeout=, check=true}`
-/// and `tasker.sh(command [, opts])` (DESIGN §2.7). Both wait; they return
+/// and `tasker.sh(command [, opts])` (README, Processes). Both wait; they return
 /// `{code=, stdout=, stderr=, ok=}`.
 extension LuaRuntime {
     static let execOptions: Set<String> = ["cwd", "env", "stdin", "timeout", "check"]

@@ -4,7 +4,7 @@ import Foundation
 import TaskerCore
 import TaskerHTTP
 
-/// The `http` global (DESIGN §2.6): `http.request{...}`, the shorthands and
+/// The `http` global (README, HTTP): `http.request{...}`, the shorthands and
 /// `http.configure{...}`. A call builds the request table (what `on="http"`
 /// interceptors get as `t`), adds it to the requests' engine and waits.
 enum HTTPModule {

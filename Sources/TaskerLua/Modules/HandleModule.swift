@@ -4,7 +4,7 @@ import Logging
 import TaskerCore
 
 /// Task handles: full userdata holding the task id, with `id`, `name`,
-/// `attempts` fields and the methods of DESIGN §2.2.
+/// `attempts` fields and the methods the README lists under Tasks.
 enum HandleModule {
     static let metatableName = "tasker.handle"
 

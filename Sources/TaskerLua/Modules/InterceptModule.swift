@@ -2,7 +2,7 @@ import CLua
 import CLuaShim
 import TaskerCore
 
-/// An interceptor written in Lua: `fn(t, held)` decides per DESIGN §2.3.
+/// An interceptor written in Lua: `fn(t, held)` decides as the README's Interceptors section says.
 final class LuaInterceptor: TaskInterceptor {
     unowned let runtime: LuaRuntime
     /// Tasks or HTTP requests (`on=`).

@@ -3,7 +3,7 @@ import CLuaShim
 import Foundation
 import TaskerCore
 
-/// The `json` module (DESIGN §2.7): `json.encode(value [, {pretty=true}])`,
+/// The `json` module (README, Processes): `json.encode(value [, {pretty=true}])`,
 /// `json.decode(text)`, `json.null`, `json.array(t)`. Integers stay
 /// integers and floats floats; objects are written with sorted keys; an
 /// empty table is `{}` unless marked with `json.array`; decoded arrays are

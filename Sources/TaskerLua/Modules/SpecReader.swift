@@ -2,7 +2,7 @@ import CLua
 import CLuaShim
 import TaskerCore
 
-/// Reads a task spec (a function, or a table per DESIGN §2.2) with raw
+/// Reads a task spec (a function, or a table as the README's Tasks section has it) with raw
 /// access, validating every field; the Lua parts (body, args, tags,
 /// retry predicate) are stored by id once the task exists.
 struct ParsedSpec {

@@ -2,7 +2,7 @@ import CLua
 import CLuaShim
 import TaskerCore
 
-/// The `tasker` module (DESIGN §2.2, §2.7): one registration table, one
+/// The `tasker` module (README: Tasks, Processes): one registration table, one
 /// small function per entry.
 enum TaskerModule {
     static let functions: [(String, tasker_SwiftFunction)] = [
