@@ -106,6 +106,47 @@ func processAliveNow(_ pid: Int32) -> Bool {
         #expect(closed.stderr.contains("cannot write to stdout"))
     }
 
+    @Test func anEventsFileThatFailsIsReported() async throws {
+        let s = try Scratch(["p.lua": "tasker.add{name = 'x', run = function() end}\n"])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--events", "/dev/full", "p.lua"], in: s.dir)
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("cannot write to '/dev/full'"))
+        #expect(r.stderr.contains("1 task: 1 succeeded"))
+    }
+
+    @Test func requestEventsShowEachAttemptWithSecretsRedacted() async throws {
+        let s = try Scratch(["p.lua": """
+            local h = tasker.add{name = "call", run = function()
+              return http.get("http://alice:PW@127.0.0.1:1/x?token=T0K&page=2", {retry = {attempts = 2, delay = 0.01}})
+            end}
+            h:result()
+            """])
+        defer { s.cleanup() }
+        let events = s.dir.appendingPathComponent("ev.jsonl").path
+        let r = try await tasker(["run", "--events", events, "p.lua"], in: s.dir)
+        #expect(r.status == 1)
+        let text = try String(contentsOfFile: events, encoding: .utf8)
+        let requests = try text.split(separator: "\n")
+            .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+            .filter { $0["event"] as? String == "request" }
+        #expect(requests.count == 2)
+        #expect(requests.allSatisfy { $0["url"] as? String == "http://***@127.0.0.1:1/x?token=***&page=2" && $0["method"] as? String == "GET" })
+        #expect(requests.map { $0["code"] as? String } == ["connect", "connect"])
+        #expect(requests.map { $0["attempt"] as? Int } == [1, 2])
+        #expect(requests[0]["retry_in"] as? Double == 0.01 && requests[1]["retry_in"] == nil)
+        for secret in ["PW", "T0K"] { #expect(!text.contains(secret) && !r.stderr.contains(secret)) }
+    }
+
+    @Test func hugeErrorMessagesAreCutInTheSummary() async throws {
+        let s = try Scratch(["p.lua": "tasker.add{name = 'big', run = function() error(string.rep('x', 5 << 20), 0) end}\n"])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "p.lua"], in: s.dir)
+        #expect(r.status == 1)
+        #expect(r.stderr.utf8.count < 10_000)
+        #expect(r.stderr.contains("more bytes)"))
+    }
+
     @Test func aReaderThatGoesAwayDoesNotKillTheRun() async throws {
         // `| head -1`: the rest of the output has nowhere to go, but the
         // dependent task and the finish handler still run.
@@ -182,6 +223,38 @@ func processAliveNow(_ pid: Int32) -> Bool {
             .trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         #expect(pid > 0)
         #expect(!processAlive(pid))
+    }
+
+    @Test func theFirstSignalStopsALoopThatCatchesEveryError() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.add{name = "stubborn", run = function()
+              print("ready"); io.stdout:flush()
+              while true do pcall(function() while true do end end) end
+            end}
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "p.lua"], in: s.dir, markers: ["ready"], signal: SIGTERM)
+        #expect(r.status == 143)
+        #expect(!r.stderr.contains("interrupted again"))
+        #expect(r.stderr.contains("1 task: 0 succeeded, 0 failed, 1 cancelled"))
+    }
+
+    @Test func anInterruptEndsARunWhoseTasksAreHeld() async throws {
+        let s = try Scratch(["p.lua": """
+            -- busy starts before the interceptor exists (a task passing it would release the others)
+            tasker.add{name = "busy", run = function() tasker.sleep(60) end}
+            tasker.sleep(0)
+            tasker.intercept{name = "hold-all", max_hold = 100, fn = function(t) return "hold" end}
+            local hs = {}
+            for i = 1, 3 do hs[i] = tasker.add{name = "held" .. i, run = function() end} end
+            while hs[3]:state() ~= "held" do tasker.sleep(0.01) end
+            print("ready"); io.stdout:flush()
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "p.lua"], in: s.dir, markers: ["ready"])
+        #expect(r.status == 130)
+        #expect(!r.stderr.contains("interrupted again"))
+        #expect(r.stderr.contains("4 tasks: 0 succeeded, 0 failed, 4 cancelled"))
     }
 
     @Test func nothingStartsAfterAnInterrupt() async throws {
