@@ -33,8 +33,6 @@ final class Fiber: TaskWaiter {
     /// The HTTP request this fiber waits for (an id in `httpEngine`).
     var request: TaskID?
     var endedNormally = false
-    /// A resumption is queued (it must not be resumed twice).
-    var resumeQueued = false
     /// Shell commands it started (`os.execute`, `io.popen`): terminated if
     /// it is cancelled or fails.
     var processes: [ShellProcess] = []
@@ -60,7 +58,6 @@ final class Fiber: TaskWaiter {
         deadline = 0
         execTask = nil
         request = nil
-        resumeQueued = false
         processes = []
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
     }

@@ -85,14 +85,12 @@ extension LuaRuntime {
 
     func resume(_ f: Fiber, with r: Resumption) {
         guard !f.finished else { return }
-        f.resumeQueued = false
         if f.aborted != nil || (exitCode != nil && f === mainFiber) {
             close(f)
             return
         }
         if let run = f.run, engine.hasLentSlot(run) {
             // It gave its slot back while it waited: take one again first.
-            f.resumeQueued = true
             engine.reclaimSlot(run) { [unowned self] in self.enqueue(.resume(f, r)) }
             return
         }

@@ -150,7 +150,6 @@ public final class LuaRuntime {
     // MARK: the work queue
 
     func enqueue(_ w: Work) {
-        if case .resume(let f, _) = w { f.resumeQueued = true }
         work.append(w)
         guard !drainScheduled else { return }
         drainScheduled = true
@@ -180,10 +179,18 @@ public final class LuaRuntime {
         } while !work.isEmpty
     }
 
+    /// Whether a resumption of `f` is queued (breaking a deadlock may just
+    /// have woken it: it must not be resumed twice).
+    private func isQueued(_ f: Fiber) -> Bool {
+        work.contains { w in
+            if case .resume(let g, _) = w { return g === f }
+            return false
+        }
+    }
+
     /// A fiber whose time slice ended goes on after timers and other work
     /// have had a turn.
     func continueLater(_ f: Fiber) {
-        f.resumeQueued = true
         loop.enqueueNextTurn { [unowned self] in self.enqueue(.resume(f, .continueSlice)) }
     }
 
@@ -213,7 +220,7 @@ public final class LuaRuntime {
         logger.warning("deadlock: \(message); failing what is left")
         engine.failAll(TaskFailure(.deadlock, message))
         httpEngine.cancelAll(reason: "deadlock: \(message)")
-        if !mainDone, let f = mainFiber, !f.resumeQueued, f.timer == nil {
+        if !mainDone, let f = mainFiber, f.timer == nil, !isQueued(f) {
             // the main chunk waits on something no task will deliver
             enqueue(.resume(f, .failure(TaskFailure(.deadlock, "the main chunk was waiting on nothing that could finish"))))
         }
