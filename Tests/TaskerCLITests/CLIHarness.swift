@@ -31,12 +31,14 @@ struct Scratch {
     func cleanup() { try? FileManager.default.removeItem(at: dir) }
 }
 
-/// Starts tasker with `args` in `cwd`, its output in pipes.
-private func launch(_ args: [String], in cwd: URL?) throws -> (Process, out: Pipe, err: Pipe) {
+/// Starts `executable` with `args` in `cwd`, its output in pipes.
+private func launch(_ args: [String], in cwd: URL?, executable: URL = taskerBinary(),
+                    environment: [String: String]? = nil) throws -> (Process, out: Pipe, err: Pipe) {
     let p = Process()
-    p.executableURL = taskerBinary()
+    p.executableURL = executable
     p.arguments = args
     if let cwd { p.currentDirectoryURL = cwd }
+    if let environment { p.environment = environment }
     let out = Pipe(), err = Pipe()
     p.standardOutput = out
     p.standardError = err
@@ -46,7 +48,19 @@ private func launch(_ args: [String], in cwd: URL?) throws -> (Process, out: Pip
 
 /// Runs tasker with `args` in `cwd` and waits for it to exit.
 func tasker(_ args: [String], in cwd: URL? = nil) async throws -> CLIResult {
-    let (p, out, err) = try launch(args, in: cwd)
+    try await collect(launch(args, in: cwd))
+}
+
+/// Runs `script` with /bin/sh in `cwd`, `$TASKER` naming the binary.
+func shell(_ script: String, in cwd: URL) async throws -> CLIResult {
+    var env = ProcessInfo.processInfo.environment
+    env["TASKER"] = taskerBinary().path
+    return try await collect(launch(["-c", script], in: cwd, executable: URL(fileURLWithPath: "/bin/sh"), environment: env))
+}
+
+/// Reads both pipes to their end, then waits for the exit.
+private func collect(_ started: (Process, out: Pipe, err: Pipe)) async -> CLIResult {
+    let (p, out, err) = started
     return await withCheckedContinuation { continuation in
         Thread {
             let o = out.fileHandleForReading.readDataToEndOfFile()

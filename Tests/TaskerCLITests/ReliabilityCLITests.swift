@@ -1,31 +1,6 @@
 import Foundation
 import Testing
 
-/// Runs `script` with /bin/sh in `cwd`, `$TASKER` naming the binary.
-func shell(_ script: String, in cwd: URL) async throws -> CLIResult {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/bin/sh")
-    p.arguments = ["-c", script]
-    p.currentDirectoryURL = cwd
-    var env = ProcessInfo.processInfo.environment
-    env["TASKER"] = taskerBinary().path
-    p.environment = env
-    let out = Pipe(), err = Pipe()
-    p.standardOutput = out
-    p.standardError = err
-    try p.run()
-    return await withCheckedContinuation { continuation in
-        Thread {
-            let o = out.fileHandleForReading.readDataToEndOfFile()
-            let e = err.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            continuation.resume(returning: CLIResult(status: p.terminationStatus,
-                                                     stdout: String(decoding: o, as: UTF8.self),
-                                                     stderr: String(decoding: e, as: UTF8.self)))
-        }.start()
-    }
-}
-
 /// Whether `pid` is still a live process 2 s from now (a SIGKILL sent just
 /// before takes a moment to land; a zombie waiting to be reaped is gone).
 func processAlive(_ pid: Int32) -> Bool {
