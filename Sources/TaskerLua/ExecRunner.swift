@@ -97,7 +97,8 @@ enum ExecRunner {
 
     /// The bytes in an unlinked temporary file, positioned at its start.
     private static func stdinFile(_ bytes: [UInt8]) throws -> FileDescriptor {
-        var template = Array("\(NSTemporaryDirectory())/tasker-stdin-XXXXXX".utf8CString)
+        // mkstemp fills in the six trailing X's.
+        var template = Array("\(NSTemporaryDirectory())/tasker-stdin-\(String(repeating: "X", count: 6))".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else { throw ExecSetupError(message: "cannot make a file for stdin: \(String(cString: strerror(errno)))") }
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }

@@ -90,6 +90,17 @@ import TaskerCore
         #expect(r.result.failed.map(\.name) == ["evil"])
     }
 
+    @Test func aRunawayFinishHandlerAddedAfterTheFinishIsStoppedByItsBudget() async throws {
+        let r = try await runLua("""
+            local h = tasker.add{name = "done", run = function() return 1 end}
+            h:await()
+            h:on("finish", function() while true do pcall(function() while true do end end) end end)
+            print("went on")
+            """)
+        #expect(r.lines == ["went on"])
+        #expect(r.diagnostics.contains("an event handler ran longer than 2s"))
+    }
+
     @Test func tinyEveryIntervalsAreRejected() async throws {
         let r = try await runLua("""
             print(pcall(tasker.every, 1e-10, function() end))

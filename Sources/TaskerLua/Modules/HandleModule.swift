@@ -140,8 +140,12 @@ extension LuaRuntime {
                 let n = pushFinishArguments(L, id, outcome)
                 let saved = callContext
                 callContext = "an event handler"
+                // A handler, like every call tasker makes into Lua, has a budget.
+                let savedBudget = tasker_set_budget(crt, Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget))
                 let status = tasker_pcall_traceback(L, 1 + n, 0)
+                tasker_set_budget(crt, savedBudget)
                 callContext = saved
+                if status != LUA_OK { tasker_reset_hook(L) }
                 if status != LUA_OK {
                     logger.error("error in the 'finish' handler of task '\(engine.name(id))': \(s.describe(-1))")
                     s.pop()
