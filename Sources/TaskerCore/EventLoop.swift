@@ -19,8 +19,8 @@ import Darwin
 ///     loop.run()            // blocks until loop.stop()
 public final class EventLoop: @unchecked Sendable {
     // Safety: `inbox`, `stopRequested` and `thread` are guarded by `lock`.
-    // Everything else is confined to the loop thread: entry points call
-    // `assertInLoop()`.
+    // Everything else is confined to the loop thread: the entry points assert
+    // it in debug builds (like NIO's preconditionInEventLoop).
     private let lock = ConditionLock()
     private var inbox: [@Sendable () -> Void] = []
     private var stopRequested = false
@@ -82,6 +82,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Queues `work` to run in this turn, after the work already queued.
     @inline(__always)
     public func enqueue(_ work: @escaping () -> Void) {
+        assert(inLoop, "EventLoop.enqueue off the loop thread")
         microtasks.append(work)
     }
 
@@ -89,6 +90,7 @@ public final class EventLoop: @unchecked Sendable {
     /// from other threads have run: a long computation that pauses itself
     /// lets the rest of the program move.
     public func enqueueNextTurn(_ work: @escaping () -> Void) {
+        assert(inLoop, "EventLoop.enqueueNextTurn off the loop thread")
         deferred.append(work)
     }
 
@@ -97,6 +99,7 @@ public final class EventLoop: @unchecked Sendable {
     /// loop from counting as idle.
     @discardableResult
     public func schedule(at deadline: UInt64, keepAlive: Bool = true, _ action: @escaping () -> Void) -> LoopTimer {
+        assert(inLoop, "EventLoop.schedule off the loop thread")
         let timer = LoopTimer(deadline: deadline, loop: self, keepAlive: keepAlive, action: action)
         if keepAlive { busyTimers += 1 }
         timerSequence &+= 1
@@ -111,8 +114,15 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Marks an outside operation in flight (a Swift task, a request): the
     /// loop is not idle until the matching `endActivity()`.
-    public func beginActivity() { activity += 1 }
-    public func endActivity() { activity -= 1 }
+    public func beginActivity() {
+        assert(inLoop, "EventLoop.beginActivity off the loop thread")
+        activity += 1
+    }
+
+    public func endActivity() {
+        assert(inLoop, "EventLoop.endActivity off the loop thread")
+        activity -= 1
+    }
 
     /// Runs the loop on the calling thread until `stop()`; `first` runs on
     /// the loop before anything else (set-up that must happen on the loop).
