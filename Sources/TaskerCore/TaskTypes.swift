@@ -11,9 +11,24 @@ public enum TaskState: String, Sendable, CaseIterable {
 /// Why a task (or an API call) failed. `kind == .error` is an error raised by
 /// user code, passed through unchanged; the others are raised by the engine.
 public struct TaskFailure: Error, Sendable, CustomStringConvertible {
-    public enum Kind: String, Sendable {
-        case error, timeout, cancelled, discarded, dependency, http, exec, json
-        case interceptor, reactor, usage, deadlock
+    /// An open set of kinds: the engine's own are here; runtimes and
+    /// modules add theirs (`http`, `exec`, `json`…) as extensions, so the
+    /// core needs no word of its clients.
+    public struct Kind: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// Raised by user code, passed through unchanged.
+        public static let error = Kind(rawValue: "error")
+        public static let timeout = Kind(rawValue: "timeout")
+        public static let cancelled = Kind(rawValue: "cancelled")
+        public static let discarded = Kind(rawValue: "discarded")
+        public static let dependency = Kind(rawValue: "dependency")
+        public static let interceptor = Kind(rawValue: "interceptor")
+        public static let reactor = Kind(rawValue: "reactor")
+        public static let usage = Kind(rawValue: "usage")
+        public static let deadlock = Kind(rawValue: "deadlock")
     }
 
     public var kind: Kind
