@@ -13,7 +13,7 @@ extension Engine {
         }
         let run = AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
         if let timeout = r.timeout {
-            r.deadline = Monotonic.now() &+ Monotonic.nanos(timeout)
+            r.deadline = loop.clock.now &+ Monotonic.nanos(timeout)
             r.timeoutTimer = loop.schedule(at: r.deadline) { [unowned self] in
                 self.attemptTimedOut(run)
             }

@@ -97,7 +97,7 @@ extension Engine {
         guard case .schedule(let s) = r.role else { return }
         r.state = .running
         r.attempts = 1
-        s.firstTick = Monotonic.now()
+        s.firstTick = loop.clock.now
         for o in observers { o.taskStarted(r.id, engine: self) }
         tick(r, s)
     }
@@ -117,7 +117,7 @@ extension Engine {
         }
         // Fixed rate from the first tick; ticks missed while busy are skipped.
         let interval = Monotonic.nanos(s.interval)
-        let now = Monotonic.now()
+        let now = loop.clock.now
         s.ticks = max(s.ticks + 1, interval > 0 ? (now - s.firstTick) / interval + 1 : s.ticks + 1)
         r.timer = loop.schedule(at: s.firstTick &+ s.ticks &* max(interval, 1)) { [unowned self] in
             r.timer = nil

@@ -45,7 +45,12 @@ public final class EventLoop: @unchecked Sendable {
     /// returns whether it changed anything (then idleness is checked again).
     public var onIdle: (() -> Bool)?
 
-    public init() {}
+    /// Where timers read the time (see `LoopClock`).
+    public let clock: LoopClock
+
+    public init(clock: LoopClock = SystemClock()) {
+        self.clock = clock
+    }
 
     // MARK: any thread
 
@@ -109,7 +114,7 @@ public final class EventLoop: @unchecked Sendable {
 
     @discardableResult
     public func schedule(after seconds: Double, keepAlive: Bool = true, _ action: @escaping () -> Void) -> LoopTimer {
-        schedule(at: Monotonic.now() &+ Monotonic.nanos(seconds), keepAlive: keepAlive, action)
+        schedule(at: clock.now &+ Monotonic.nanos(seconds), keepAlive: keepAlive, action)
     }
 
     /// Marks an outside operation in flight (a Swift task, a request): the
@@ -167,7 +172,7 @@ public final class EventLoop: @unchecked Sendable {
     /// that re-arms itself for the same instant waits for the next turn.
     private func fireDueTimers() {
         guard !timers.isEmpty else { return }
-        let now = Monotonic.now()
+        let now = clock.now
         let armedBefore = timerSequence
         while let first = timers.min, first.deadline <= now, first.sequence <= armedBefore {
             _ = timers.popMin()
@@ -217,8 +222,9 @@ public final class EventLoop: @unchecked Sendable {
         lock.lock()
         if inbox.isEmpty && !stopRequested && microtasks.isEmpty && deferred.isEmpty {
             let next = nextDeadline()
-            if next == nil || next! > Monotonic.now() {
-                lock.wait(until: next)
+            if next == nil || next! > clock.now {
+                // A manual clock only moves when the program moves it.
+                lock.wait(until: clock.isManual ? nil : next)
             }
         }
         lock.unlock()

@@ -2,12 +2,13 @@ import Foundation
 import TaskerCore
 
 /// Runs a scenario on a fresh loop thread with an engine; the scenario calls
-/// `done` with its findings, which ends the loop.
-func onLoop<T: Sendable>(concurrency: Int = 4,
+/// `done` with its findings, which ends the loop. With `manualClock`, time
+/// moves only when the scenario advances `loop.clock` (see `manualClock(of:)`).
+func onLoop<T: Sendable>(concurrency: Int = 4, manualClock: Bool = false,
                          _ scenario: @escaping @Sendable (Engine, EventLoop, @escaping (T) -> Void) -> Void) async -> T {
     await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
         let thread = Thread {
-            let loop = EventLoop()
+            let loop = manualClock ? EventLoop(clock: ManualClock()) : EventLoop()
             var engine: Engine?
             loop.run {
                 let e = Engine(loop: loop, concurrency: concurrency)
@@ -87,3 +88,6 @@ func spec(_ name: String? = nil, _ body: TaskBody?, _ configure: (inout TaskSpec
     configure(&s)
     return s
 }
+
+/// The manual clock of a loop made by `onLoop(manualClock: true)`.
+func manualClock(of loop: EventLoop) -> ManualClock { loop.clock as! ManualClock }

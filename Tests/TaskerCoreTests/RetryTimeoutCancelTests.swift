@@ -52,10 +52,12 @@ import Testing
     }
 
     @Test func timeoutFailsTheAttemptFreesTheSlotAndIsRetried() async {
-        let result: (TaskState, Int, String, Int, Bool) = await onLoop(concurrency: 1) { engine, _, done in
+        let result: (TaskState, Int, String, Int, Bool) = await onLoop(concurrency: 1, manualClock: true) { engine, loop, done in
             let slow = ManualBody()  // never completes on its own
+            // Each attempt that starts is let run 30 s of manual time.
+            slow.onStart = { _, _ in loop.enqueueNextTurn { manualClock(of: loop).advance(by: 30) } }
             let id = engine.add(spec("slow", slow) {
-                $0.timeout = 0.02
+                $0.timeout = 30
                 $0.retry = RetryPolicy(attempts: 2, delay: 0)
             })
             let next = engine.add(spec("next", ImmediateBody()))
@@ -67,7 +69,7 @@ import Testing
         }
         #expect(result.0 == .failed)
         #expect(result.1 == 2)
-        #expect(result.2 == "timeout: task 'slow' exceeded 0.02s")
+        #expect(result.2 == "timeout: task 'slow' exceeded 30s")
         #expect(result.3 == 2)
         #expect(result.4)
     }

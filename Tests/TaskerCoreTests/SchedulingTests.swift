@@ -55,15 +55,19 @@ import Testing
     }
 
     @Test func delayHoldsATaskWaitingUntilItElapses() async {
-        let (stateBefore, elapsed): (TaskState, Double) = await onLoop { engine, _, done in
-            let t0 = Monotonic.now()
-            let id = engine.add(spec("later", ImmediateBody()) { $0.delay = 0.05 })
-            let before = engine.state(id)
-            engine.addWaiter(id, Watcher { _, _ in done((before, Double(Monotonic.now() - t0) / 1e9)) })
+        // Manual time: 4.9 s after the add the task still waits; at 5 s it runs.
+        let states: [TaskState] = await onLoop(manualClock: true) { engine, loop, done in
+            let clock = manualClock(of: loop)
+            let id = engine.add(spec("later", ImmediateBody()) { $0.delay = 5 })
+            var seen = [engine.state(id)]
+            clock.advance(by: 4.9)
+            loop.enqueueNextTurn {
+                seen.append(engine.state(id))
+                clock.advance(by: 0.1)
+                engine.addWaiter(id, Watcher { _, _ in done(seen + [engine.state(id)]) })
+            }
         }
-        #expect(stateBefore == .waiting)
-        #expect(elapsed >= 0.05)
-        #expect(elapsed < 5)
+        #expect(states == [.waiting, .waiting, .succeeded])
     }
 
     @Test func startFalseWaitsForStartAndIdleSettlingCancelsNeverStarted() async {
