@@ -23,13 +23,13 @@ final class Fiber: TaskWaiter {
     var pending: PendingOp?
     /// How a finished awaited task is handed back.
     var awaitMode = AwaitMode.raising
-    var timer: LoopTimer?
+    /// What it waits for now (sleep, a process, a pipe…), if that is a
+    /// `FiberWait`; closing the fiber cancels it.
+    var wait: FiberWait?
     var waitingOn: TaskID?
     var finished = false
     /// Monotonic deadline for fibers that are not task attempts (reactions).
     var deadline: UInt64 = 0
-    /// A process this fiber waits for; cancelled when the fiber is closed.
-    var execTask: Task<Void, Never>?
     /// The HTTP request this fiber waits for (an id in `httpEngine`).
     var request: TaskID?
     var endedNormally = false
@@ -51,12 +51,11 @@ final class Fiber: TaskWaiter {
         aborted = nil
         pending = nil
         awaitMode = .raising
-        timer = nil
+        wait = nil
         waitingOn = nil
         finished = false
         endedNormally = false
         deadline = 0
-        execTask = nil
         request = nil
         processes = []
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
@@ -89,19 +88,26 @@ enum AwaitMode {
     case result
 }
 
+/// Something a fiber waits for: it starts, it can be cancelled, and when it
+/// is over it hands the fiber its result with `runtime.finishWait`. A new
+/// way to wait (a process, a pipe, a database call) is a type of its own
+/// that conforms; the driver needs no new case. See docs/ARCHITECTURE.md.
+protocol FiberWait: AnyObject {
+    /// Begins the wait for `fiber` (on the loop, after it has yielded).
+    func start(_ fiber: Fiber, in runtime: LuaRuntime)
+    /// The fiber was closed while waiting (cancel, timeout, exit): stop.
+    func cancel()
+}
+
 /// An engine call that suspends the calling coroutine.
 enum PendingOp {
-    case sleep(Double)
+    case wait(FiberWait)
     case await(TaskID, AwaitMode)
     case all([TaskID])
     case any([TaskID])
     case some([TaskID])
-    case exec(ExecRequest)
     case http(HTTPCallSetup)
     case exit
-    /// Anything else: `start` begins the wait; whoever finishes it enqueues
-    /// `.resume(fiber, .push {...})`.
-    case custom((Fiber) -> Void)
 }
 
 /// How a suspended fiber is resumed.
@@ -114,7 +120,6 @@ enum Resumption {
     case anyWinner(TaskID)
     case failure(TaskFailure)
     case luaFailureOf(TaskID)
-    case exec(ExecOutcome, ExecRequest)
     case http(TaskOutcome, HTTPCall)
     /// Pushes `true, values…` (or `false, err`) itself; returns the count.
     case push((OpaquePointer) -> Int32)

@@ -23,10 +23,8 @@ extension LuaRuntime {
     /// Returns a finished fiber's thread to the pool (or lets it go).
     private func retire(_ f: Fiber) {
         f.finished = true
-        f.timer?.cancel()
-        f.timer = nil
-        f.execTask?.cancel()  // SIGTERM, then SIGKILL after 2 s
-        f.execTask = nil
+        f.wait?.cancel()  // a timer, a process (SIGTERM, then SIGKILL after 2 s)…
+        f.wait = nil
         if !f.endedNormally || f.aborted != nil {
             for p in f.processes { p.cancel() }  // the same for os.execute and io.popen
         }
@@ -236,24 +234,25 @@ extension LuaRuntime {
 
     private func perform(_ op: PendingOp, for f: Fiber) {
         switch op {
-        case .sleep(let seconds):
-            f.timer = loop.schedule(after: seconds) { [unowned self] in
-                f.timer = nil
-                self.enqueue(.resume(f, .nothing))
-            }
+        case .wait(let w):
+            f.wait = w
+            w.start(f, in: self)
         case .await, .all, .any, .some:
             // Waiting on other tasks: the slot goes to someone else meanwhile.
             if let run = f.run { engine.lendSlot(run) }
             performWait(op, for: f)
-        case .exec(let request):
-            startExec(request, for: f)
         case .http(let setup):
             performHTTP(setup, for: f)
         case .exit:
             close(f)
-        case .custom(let start):
-            start(f)
         }
+    }
+
+    /// A `FiberWait` is over: resume its fiber with `result`.
+    func finishWait(_ f: Fiber, _ result: Resumption) {
+        guard !f.finished else { return }
+        f.wait = nil
+        enqueue(.resume(f, result))
     }
 
     private func performWait(_ op: PendingOp, for f: Fiber) {

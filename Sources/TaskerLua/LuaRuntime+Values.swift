@@ -168,8 +168,6 @@ extension LuaRuntime {
                 return 2
             }
             return pushOutcome(co, outcome, mode: mode, leading: true)
-        case .exec(let outcome, let request):
-            return pushExec(outcome, request, onto: co)
         case .http(let outcome, let call):
             return pushHTTPResult(outcome, call, onto: co)
         case .anyWinner(let id):

@@ -220,8 +220,10 @@ public final class LuaRuntime {
         logger.warning("deadlock: \(message); failing what is left")
         engine.failAll(TaskFailure(.deadlock, message))
         httpEngine.cancelAll(reason: "deadlock: \(message)")
-        if !mainDone, let f = mainFiber, f.timer == nil, !isQueued(f) {
+        if !mainDone, let f = mainFiber, !isQueued(f) {
             // the main chunk waits on something no task will deliver
+            f.wait?.cancel()
+            f.wait = nil
             enqueue(.resume(f, .failure(TaskFailure(.deadlock, "the main chunk was waiting on nothing that could finish"))))
         }
         return true

@@ -85,23 +85,7 @@ extension LuaRuntime {
             }
         }
         if let status = cannotWait(L, fn) { return status }
-        return suspend(L, .exec(r))
-    }
-
-    /// Runs the process in a Swift task; its end resumes the fiber on the loop.
-    func startExec(_ r: ExecRequest, for f: Fiber) {
-        loop.beginActivity()
-        let target = LoopBound(self, loop: loop)
-        let fiber = LoopBound(f, loop: loop)
-        let groups = processGroups
-        f.execTask = Task {
-            let outcome = await ExecRunner.run(r, groups: groups)
-            target.loop.execute {
-                target.value.loop.endActivity()
-                fiber.value.execTask = nil
-                target.value.enqueue(.resume(fiber.value, .exec(outcome, r)))
-            }
-        }
+        return suspend(L, .wait(ExecWait(r)))
     }
 
     /// `true, {code, stdout, stderr, ok}` or `false, err`.
@@ -144,4 +128,30 @@ extension LuaRuntime {
             b.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(co, $0.baseAddress, $0.count) }
         }
     }
+}
+
+/// A process run by `tasker.exec`/`tasker.sh`: a Swift task; its end resumes
+/// the fiber on the loop; a cancel sends SIGTERM, then SIGKILL after 2 s.
+final class ExecWait: FiberWait {
+    let request: ExecRequest
+    private var task: Task<Void, Never>?
+
+    init(_ request: ExecRequest) { self.request = request }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        runtime.loop.beginActivity()
+        let target = LoopBound(runtime, loop: runtime.loop)
+        let waiter = LoopBound(fiber, loop: runtime.loop)
+        let (r, groups) = (request, runtime.processGroups)
+        task = Task {
+            let outcome = await ExecRunner.run(r, groups: groups)
+            target.loop.execute {
+                target.value.loop.endActivity()
+                let runtime = target.value
+                runtime.finishWait(waiter.value, .push { [unowned runtime] co in runtime.pushExec(outcome, r, onto: co) })
+            }
+        }
+    }
+
+    func cancel() { task?.cancel() }
 }

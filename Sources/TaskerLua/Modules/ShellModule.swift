@@ -124,18 +124,7 @@ extension LuaRuntime {
         guard !command.utf8.contains(0) else { return usage(L, "bad argument #1 to 'os.execute' (it contains a NUL byte)") }
         if let status = cannotWait(L, "os.execute") { return status }
         fflush(nil)  // what Lua printed so far comes before the command's output
-        return suspend(L, .custom { [unowned self] f in
-            let target = LoopBound(self, loop: self.loop)
-            let fiber = LoopBound(f, loop: self.loop)
-            self.loop.beginActivity()
-            let process = ShellProcess(command: command, stdin: nil, stdout: nil, groups: processGroups) { status in
-                target.loop.execute {
-                    target.value.loop.endActivity()
-                    target.value.enqueue(.resume(fiber.value, .push { co in LuaRuntime.pushStatus(co, status) }))
-                }
-            }
-            f.processes.append(process)
-        })
+        return suspend(L, .wait(ShellCommandWait(command: command)))
     }
 
     /// Lua's result for a finished command: true|nil, "exit"|"signal", code.
@@ -226,7 +215,7 @@ extension LuaRuntime {
         return .success(formats)
     }
 
-    private static func push(_ co: OpaquePointer, _ values: [ReadValue]) -> Int32 {
+    static func push(_ co: OpaquePointer, _ values: [ReadValue]) -> Int32 {
         for v in values {
             switch v {
             case .bytes(let b):
@@ -261,21 +250,7 @@ extension LuaRuntime {
         guard !file.closed else { return usage(L, "attempt to use a closed file") }
         if let values = file.tryRead(formats) { return LuaRuntime.push(L, values) }
         if let status = cannotWait(L, "read") { return status }
-        return suspend(L, .custom { [unowned self] f in self.waitForData(file, formats, f) })
-    }
-
-    private func waitForData(_ file: PopenFile, _ formats: [ReadFormat], _ f: Fiber) {
-        if f.finished { return }
-        if file.closed {
-            enqueue(.resume(f, .failure(TaskFailure(.usage, "the file was closed while a read waited"))))
-        } else if let values = file.tryRead(formats) {
-            enqueue(.resume(f, .push { co in
-                lua_pushboolean(co, 1)
-                return 1 + LuaRuntime.push(co, values)
-            }))
-        } else {
-            file.dataWaiters.append { [unowned self] in self.waitForData(file, formats, f) }
-        }
+        return suspend(L, .wait(PopenReadWait(file: file, formats: formats)))
     }
 
     /// `f:lines(...)`: an iterator that reads with the given formats.
@@ -334,23 +309,7 @@ extension LuaRuntime {
         lua_settop(L, 1)
         lua_pushvalue(L, 1)
         let fileRef = luaL_ref(L, tasker_registryindex())  // returned on success
-        return suspend(L, .custom { [unowned self] f in
-            file.write(bytes) { [unowned self] failure in
-                self.enqueue(.resume(f, .push { [unowned self] co in
-                    lua_pushboolean(co, 1)
-                    if let failure {
-                        luaL_unref(co, tasker_registryindex(), fileRef)
-                        lua_pushnil(co)
-                        LuaStack(co).push(failure)
-                        lua_pushinteger(co, lua_Integer(EPIPE))
-                        return 4
-                    }
-                    lua_rawgeti(co, tasker_registryindex(), lua_Integer(fileRef))
-                    luaL_unref(self.L, tasker_registryindex(), fileRef)
-                    return 2
-                }))
-            }
-        })
+        return suspend(L, .wait(PopenWriteWait(file: file, bytes: bytes, fileRef: fileRef)))
     }
 
     /// `f:close()`: waits for the command; true|nil, "exit"|"signal", code.
@@ -366,11 +325,115 @@ extension LuaRuntime {
             return n - 1
         }
         if let status = cannotWait(L, "close") { return status }
-        return suspend(L, .custom { [unowned self] f in
-            file.closeWaiters.append { [unowned self] status in
-                self.popenFiles[id] = nil
-                self.enqueue(.resume(f, .push { co in LuaRuntime.pushStatus(co, status) }))
-            }
-        })
+        return suspend(L, .wait(PopenCloseWait(file: file, id: id)))
     }
+}
+
+/// `os.execute(command)`: the command with tasker's own stdin, stdout and
+/// stderr; a cancel terminates its process group.
+final class ShellCommandWait: FiberWait {
+    let command: String
+    private var process: ShellProcess?
+
+    init(command: String) { self.command = command }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        let target = LoopBound(runtime, loop: runtime.loop)
+        let waiter = LoopBound(fiber, loop: runtime.loop)
+        runtime.loop.beginActivity()
+        process = ShellProcess(command: command, stdin: nil, stdout: nil, groups: runtime.processGroups) { status in
+            target.loop.execute {
+                target.value.loop.endActivity()
+                target.value.finishWait(waiter.value, .push { co in LuaRuntime.pushStatus(co, status) })
+            }
+        }
+    }
+
+    func cancel() { process?.cancel() }
+}
+
+/// `f:read(...)` on a popen'd file: tried again after every chunk.
+final class PopenReadWait: FiberWait {
+    let file: PopenFile
+    let formats: [ReadFormat]
+
+    init(file: PopenFile, formats: [ReadFormat]) {
+        self.file = file
+        self.formats = formats
+    }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        guard !fiber.finished else { return }
+        if file.closed {
+            runtime.finishWait(fiber, .failure(TaskFailure(.usage, "the file was closed while a read waited")))
+        } else if let values = file.tryRead(formats) {
+            runtime.finishWait(fiber, .push { co in
+                lua_pushboolean(co, 1)
+                return 1 + LuaRuntime.push(co, values)
+            })
+        } else {
+            file.dataWaiters.append { [unowned runtime] in self.start(fiber, in: runtime) }
+        }
+    }
+
+    func cancel() {}  // a late chunk finds the fiber finished
+}
+
+/// `f:write(...)` on a popen'd file: the file, or nil, message, errno.
+final class PopenWriteWait: FiberWait {
+    let file: PopenFile
+    let bytes: [UInt8]
+    /// The file userdata, anchored until the result is pushed.
+    let fileRef: Int32
+
+    init(file: PopenFile, bytes: [UInt8], fileRef: Int32) {
+        self.file = file
+        self.bytes = bytes
+        self.fileRef = fileRef
+    }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        let ref = fileRef
+        file.write(bytes) { [unowned runtime] failure in
+            guard !fiber.finished else {
+                luaL_unref(runtime.L, tasker_registryindex(), ref)
+                return
+            }
+            runtime.finishWait(fiber, .push { co in
+                defer { luaL_unref(co, tasker_registryindex(), ref) }
+                lua_pushboolean(co, 1)
+                if let failure {
+                    lua_pushnil(co)
+                    LuaStack(co).push(failure)
+                    lua_pushinteger(co, lua_Integer(EPIPE))
+                    return 4
+                }
+                lua_rawgeti(co, tasker_registryindex(), lua_Integer(ref))
+                return 2
+            })
+        }
+    }
+
+    func cancel() {}
+}
+
+/// `f:close()` on a popen'd file: waits for the command to end.
+final class PopenCloseWait: FiberWait {
+    let file: PopenFile
+    let id: Int
+
+    init(file: PopenFile, id: Int) {
+        self.file = file
+        self.id = id
+    }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        let id = self.id
+        file.closeWaiters.append { [unowned runtime] status in
+            runtime.popenFiles[id] = nil
+            runtime.finishWait(fiber, .push { co in LuaRuntime.pushStatus(co, status) })
+        }
+    }
+
+    func cancel() {}
 }

@@ -78,7 +78,7 @@ extension LuaRuntime {
             return argError(L, "tasker.sleep", 1, "non-negative number")
         }
         if let status = cannotWait(L, "tasker.sleep") { return status }
-        return suspend(L, .sleep(seconds))
+        return suspend(L, .wait(SleepWait(seconds: seconds)))
     }
 
     /// `tasker.all`, `tasker.any`, `tasker.some`: answer at once when the
@@ -251,4 +251,20 @@ extension LuaRuntime {
         // engine ignores, since the run is ending anyway.
         return raise(L, TaskFailure(.cancelled, "tasker.exit(\(code))"))
     }
+}
+
+/// `tasker.sleep`: the smallest `FiberWait` — a timer that resumes the fiber.
+final class SleepWait: FiberWait {
+    let seconds: Double
+    private var timer: LoopTimer?
+
+    init(seconds: Double) { self.seconds = seconds }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        timer = runtime.loop.schedule(after: seconds) { [unowned runtime] in
+            runtime.finishWait(fiber, .nothing)
+        }
+    }
+
+    func cancel() { timer?.cancel() }
 }
