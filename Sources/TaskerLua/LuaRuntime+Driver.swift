@@ -63,6 +63,7 @@ extension LuaRuntime {
     func startMain(_ chunkIndex: Int32) {
         let f = makeFiber(.main)
         mainFiber = f
+        sliceEnd = Monotonic.now() &+ LuaRuntime.sliceNanos
         lua_xmove(L, f.thread, 1)
         resume(f, nargs: 0)
     }
@@ -118,8 +119,7 @@ extension LuaRuntime {
     func resume(_ f: Fiber, nargs: Int32) {
         let co = f.thread
         current = f
-        let now = Monotonic.now()
-        tasker_set_deadlines(crt, f.taskID.map(engine.deadline) ?? f.deadline, now &+ LuaRuntime.sliceNanos)
+        tasker_set_deadlines(crt, f.taskID.map(engine.deadline) ?? f.deadline, sliceEnd)
         tasker_request_interrupt(crt, f.aborted != nil ? 1 : 0)
         var nres: Int32 = 0
         let status = lua_resume(co, L, nargs, &nres)

@@ -108,6 +108,9 @@ public final class LuaRuntime {
     /// A fiber running pure Lua this long without waiting is paused so the
     /// rest of the run can move (a time slice).
     static let sliceNanos: UInt64 = 10_000_000
+    /// When the current turn's slice ends: fibers resumed in this turn share
+    /// it (one clock read per turn, not per resume).
+    var sliceEnd: UInt64 = 0
 
     /// Creates the state on the loop thread.
     public init(loop: EventLoop, options: Options) throws {
@@ -162,6 +165,7 @@ public final class LuaRuntime {
     func drain() {
         drainScheduled = false
         let start = Monotonic.now()
+        sliceEnd = start &+ LuaRuntime.sliceNanos
         var n = 0
         repeat {
             while let w = work.popFirst() {
