@@ -56,6 +56,7 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
+        .testTarget(name: "TaskerHTTPTests", dependencies: ["TaskerHTTP"]),
         .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore",
                                                            .product(name: "Logging", package: "swift-log"),
                                                            .product(name: "NIOCore", package: "swift-nio"),

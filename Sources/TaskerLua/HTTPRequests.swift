@@ -26,9 +26,6 @@ final class LuaRequestBody: TaskBody {
 }
 
 extension LuaRuntime {
-    /// Statuses worth another try (README, HTTP).
-    static let retryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504]
-
     /// The driver's half of `http.request`: the caller has yielded; add the
     /// request and wait for it.
     func performHTTP(_ setup: HTTPCallSetup, for f: Fiber) {
@@ -92,10 +89,10 @@ extension LuaRuntime {
         call.exchange = nil
         if logger.logLevel <= .debug { logRequest(display, headers, result) }
         switch result {
-        case .success(let response) where LuaRuntime.retryableStatuses.contains(response.status):
+        case .success(let response) where HTTPRetryRule.retryableStatuses.contains(response.status):
             var failure = TaskFailure(.http, "\(display) returned \(response.status)",
                                       payload: HTTPFailureInfo(url: response.url, response: response))
-            failure.retryAfter = response.header("retry-after").flatMap(LuaRuntime.retryAfterSeconds)
+            failure.retryAfter = response.header("retry-after").flatMap { HTTPRetryRule.retryAfterSeconds($0) }
             httpEngine.complete(run, with: .failure(failure))
         case .success(let response):
             httpEngine.complete(run, with: .success(.swift(response)))
@@ -119,24 +116,11 @@ extension LuaRuntime {
         }
     }
 
-    /// `Retry-After`: seconds, or an HTTP date.
-    static func retryAfterSeconds(_ value: String) -> Double? {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Double(trimmed), seconds.isFinite { return max(0, seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: trimmed) else { return nil }
-        return max(0, date.timeIntervalSinceNow)
-    }
-
     /// The retry rule on top of the policy's count: idempotent methods only,
     /// retryable statuses and transient transport codes; never a cancel.
     func mayRetry(_ call: HTTPCall, _ failure: TaskFailure) -> Bool {
-        guard call.idempotent, failure.kind == .http, let info = failure.payload as? HTTPFailureInfo else { return false }
-        if info.response != nil { return true }
-        return info.code?.isTransient ?? false
+        guard failure.kind == .http, let info = failure.payload as? HTTPFailureInfo else { return false }
+        return HTTPRetryRule.shouldRetry(idempotent: call.idempotent, status: info.response?.status, code: info.code)
     }
 
     /// The request ended (after its reactions): hand the outcome to the

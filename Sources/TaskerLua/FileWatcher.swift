@@ -9,7 +9,7 @@ import Glibc
 /// (write a temp file, rename it over), so directories are watched and
 /// events filtered by name (`IN_CLOSE_WRITE` and `IN_MODIFY` for in-place
 /// writes, `IN_MOVED_TO` for renames). `onChange` runs on a private queue.
-public final class FileWatcher: @unchecked Sendable {
+final class FileWatcher: @unchecked Sendable {
     // Safety: `directories` and `files` are guarded by `lock`; `fd` and
     // `source` are set in init and never change.
     private let fd: Int32
@@ -19,7 +19,7 @@ public final class FileWatcher: @unchecked Sendable {
     private var files: Set<String> = []
     private let onChange: @Sendable (String) -> Void
 
-    public init(onChange: @escaping @Sendable (String) -> Void) throws {
+    init(onChange: @escaping @Sendable (String) -> Void) throws {
         #if canImport(Glibc)
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         #else
@@ -37,7 +37,7 @@ public final class FileWatcher: @unchecked Sendable {
     deinit { stop() }
 
     /// Starts watching `path` (absolute or relative to the working directory).
-    public func watch(file path: String) throws {
+    func watch(file path: String) throws {
         let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
         let directory = (absolute as NSString).deletingLastPathComponent
         lock.lock()
@@ -52,7 +52,7 @@ public final class FileWatcher: @unchecked Sendable {
         #endif
     }
 
-    public func stop() {
+    func stop() {
         if !source.isCancelled { source.cancel() }
     }
 
