@@ -181,16 +181,18 @@ static int yieldable_or_original(lua_State *L) {
     if (lua_isyieldable(L))
         return run_swift(L, (tasker_SwiftFunction)lua_touserdata(L, lua_upvalueindex(1)));
     int n = lua_gettop(L);
-    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_pushvalue(L, lua_upvalueindex(3));
     lua_insert(L, 1);
     lua_call(L, n, LUA_MULTRET);
     return lua_gettop(L);
 }
 
 void tasker_pushwaitingvariant(lua_State *L, tasker_SwiftFunction fn) {
+    // stack: original, bound → upvalues: fn, bound, original
     lua_pushlightuserdata(L, (void *)fn);
-    lua_insert(L, -2);
-    lua_pushcclosure(L, yieldable_or_original, 2);
+    lua_rotate(L, -3, 1);  // fn, original, bound
+    lua_rotate(L, -2, 1);  // fn, bound, original
+    lua_pushcclosure(L, yieldable_or_original, 3);
 }
 
 void tasker_pushfunction(lua_State *L, tasker_SwiftFunction fn, int nup) {

@@ -16,7 +16,10 @@ extension LuaRuntime {
         TaskViewModule.install(self)
         HandleModule.install(self)
         ContextModule.install(self)
-        ShellModule.install(self)
+        for module: LuaModule in [ShellModule(runtime: self)] {
+            modules.append(module)
+            module.install(in: self)
+        }
 
         let tasker = TaskerModule.install(self)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))

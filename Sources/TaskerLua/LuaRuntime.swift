@@ -87,9 +87,9 @@ public final class LuaRuntime {
     /// Opened at the first request (after `http.configure` has had its say).
     var transport: HTTPTransport?
     var exitCode: Int32?
-    /// Files `io.popen` opened, by the id their userdata holds.
-    var popenFiles: [Int: PopenFile] = [:]
-    var nextPopenID = 0
+    /// Modules that own their state (see `LuaModule`); kept as long as the
+    /// state, since their functions hold them unretained.
+    var modules: [LuaModule] = []
     /// Every process group the run's `exec`/`sh` calls started.
     public let processGroups = ProcessGroups()
     /// Ctrl-C/SIGTERM/SIGHUP arrived (the loop may not have seen it yet).
@@ -344,7 +344,6 @@ struct Refs {
     var errorMeta: Int32 = 0
     var jsonArrayMeta: Int32 = 0
     var responseMeta: Int32 = 0
-    var popenMeta: Int32 = 0
 }
 
 /// Lets a signal handler on another thread stop runaway Lua code at once

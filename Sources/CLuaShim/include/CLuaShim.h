@@ -83,9 +83,10 @@ tasker_Runtime *tasker_runtime(lua_State *L);
 /// Pushes a Lua function that calls `fn` through the trampoline. The `nup`
 /// values on top become upvalues 2...nup+1 (upvalue 1 holds `fn`).
 void tasker_pushfunction(lua_State *L, tasker_SwiftFunction fn, int nup);
-/// Replaces the function on top of the stack (a C function of Lua's own
-/// library, such as os.execute) with one that calls `fn` through the
-/// trampoline where the caller can yield, and the original elsewhere.
+/// Replaces the two values on top of the stack — a C function of Lua's own
+/// library (such as os.execute) and a value `fn` gets as upvalue 2 — with a
+/// function that calls `fn` through the trampoline where the caller can
+/// yield, and the original elsewhere.
 void tasker_pushwaitingvariant(lua_State *L, tasker_SwiftFunction fn);
 /// The light userdata that marks a yield as the engine's (not the user's).
 void *tasker_engine_mark(void);

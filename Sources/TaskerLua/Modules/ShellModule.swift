@@ -9,14 +9,22 @@ import TaskerCore
 /// io.popen("tail -f log"):lines()` streams). Where the caller cannot yield
 /// (a handler, a C boundary) Lua's own functions run, blocking as usual.
 /// Cancelling the task terminates the process group, as `exec` does.
-enum ShellModule {
+final class ShellModule: LuaModule {
     static let metatableName = "tasker.popen"
 
+    unowned let runtime: LuaRuntime
+    /// Files `io.popen` opened, by the id their userdata holds.
+    var files: [Int: PopenFile] = [:]
+    private var nextID = 0
+    private var metatable: Int32 = 0
+
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
     static let methods: [(String, tasker_SwiftFunction)] = [
-        ("read", { L in LuaRuntime.from(L!).popenRead(L!) }),
-        ("lines", { L in LuaRuntime.from(L!).popenLines(L!) }),
-        ("write", { L in LuaRuntime.from(L!).popenWrite(L!) }),
-        ("close", { L in LuaRuntime.from(L!).popenClose(L!) }),
+        ("read", { L in ShellModule.this(L!).read(L!) }),
+        ("lines", { L in ShellModule.this(L!).lines(L!) }),
+        ("write", { L in ShellModule.this(L!).write(L!) }),
+        ("close", { L in ShellModule.this(L!).close(L!) }),
         ("flush", { L in
             lua_settop(L!, 1)
             return 1
@@ -33,40 +41,33 @@ enum ShellModule {
         }),
     ]
 
-    static func install(_ rt: LuaRuntime) {
-        let L = rt.L
+    static let metamethods: [(String, tasker_SwiftFunction)] = [
+        // __gc and __close drop tasker's end without waiting (neither may
+        // yield); the process goes on and is reaped when it ends.
+        ("__gc", { L in ShellModule.this(L!).detach(L!) }),
+        ("__close", { L in ShellModule.this(L!).detach(L!) }),
+        ("__tostring", { L in ShellModule.this(L!).describe(L!) }),
+    ]
+
+    func install(in runtime: LuaRuntime) {
+        let L = runtime.L
         let s = LuaStack(L)
-        luaL_newmetatable(L, metatableName)
-        s.newTable(hash: Int32(methods.count))
-        for (name, fn) in methods {
-            s.push(fn)
-            s.rawSet(-2, name)
-        }
+        luaL_newmetatable(L, Self.metatableName)
+        pushTable(Self.methods, in: L)
         s.rawSet(-2, "__index")
-        for (event, fn) in [("__gc", detach), ("__close", detach), ("__tostring", tostring)] as [(String, tasker_SwiftFunction)] {
-            s.push(fn)
+        for (event, fn) in Self.metamethods {
+            push(fn, in: L)
             s.rawSet(-2, event)
         }
-        rt.refs.popenMeta = s.ref()
-
+        metatable = s.ref()
+        replaceWithWaitingVariant("os", "execute", { L in ShellModule.this(L!).execute(L!) }, in: L)
+        replaceWithWaitingVariant("io", "popen", { L in ShellModule.this(L!).popen(L!) }, in: L)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-        let globals = lua_gettop(L)
-        for (library, name, fn) in [("os", "execute", execute), ("io", "popen", popen)] as [(String, String, tasker_SwiftFunction)] {
-            s.rawGet(globals, library)
-            let lib = lua_gettop(L)
-            s.rawGet(lib, name)  // the original, kept for contexts that cannot yield
-            tasker_pushwaitingvariant(L, fn)
-            s.rawSet(lib, name)
-            s.pop()
-        }
-        s.rawGet(globals, "os")
-        s.push(exit)
+        s.rawGet(-1, "os")
+        s.push(ShellModule.exit)
         s.rawSet(-2, "exit")
         lua_settop(L, 0)
     }
-
-    static let execute: tasker_SwiftFunction = { L in LuaRuntime.from(L!).osExecute(L!) }
-    static let popen: tasker_SwiftFunction = { L in LuaRuntime.from(L!).ioPopen(L!) }
 
     /// `os.exit([code [, close]])` ends the run like `tasker.exit`: what is
     /// left is cancelled, cancel paths run, the summary is printed.
@@ -86,45 +87,52 @@ enum ShellModule {
         return LuaRuntime.from(L).apiExit(L)
     }
 
-    /// __gc and __close: drop tasker's end without waiting (neither may
-    /// yield); the process goes on and is reaped when it ends.
-    static let detach: tasker_SwiftFunction = { L in
-        let rt = LuaRuntime.from(L!)
-        if let (id, file) = rt.popenFile(L!, 1) {
+    private func detach(_ L: OpaquePointer) -> Int32 {
+        if let (id, file) = file(L, 1) {
             file.closeEnd()
-            rt.popenFiles[id] = nil
+            files[id] = nil
         }
         return 0
     }
 
-    static let tostring: tasker_SwiftFunction = { L in
-        let rt = LuaRuntime.from(L!)
-        let open = rt.popenFile(L!, 1).map { !$0.1.closed } ?? false
-        LuaStack(L!).push(open ? "file (popen)" : "file (closed)")
+    private func describe(_ L: OpaquePointer) -> Int32 {
+        let open = file(L, 1).map { !$0.1.closed } ?? false
+        LuaStack(L).push(open ? "file (popen)" : "file (closed)")
         return 1
+    }
+
+    /// The popen file of the userdata at `i`, with its id.
+    func file(_ L: OpaquePointer, _ i: Int32) -> (Int, PopenFile)? {
+        guard runtime.hasMetatable(L, i, metatable), let p = lua_touserdata(L, i) else { return nil }
+        let id = p.load(as: Int.self)
+        return files[id].map { (id, $0) }
+    }
+
+    /// A new userdata for `file`.
+    func pushFile(_ file: PopenFile, in L: OpaquePointer) {
+        nextID += 1
+        files[nextID] = file
+        let p = lua_newuserdatauv(L, MemoryLayout<Int>.size, 0)!
+        p.storeBytes(of: nextID, as: Int.self)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(metatable))
+        lua_setmetatable(L, -2)
     }
 }
 
-extension LuaRuntime {
-    /// The popen file of the userdata at `i`, with its id.
-    func popenFile(_ L: OpaquePointer, _ i: Int32) -> (Int, PopenFile)? {
-        guard hasMetatable(L, i, refs.popenMeta), let p = lua_touserdata(L, i) else { return nil }
-        let id = p.load(as: Int.self)
-        return popenFiles[id].map { (id, $0) }
-    }
-
+extension ShellModule {
     /// `os.execute(command)`: true|nil, "exit"|"signal", code.
-    func osExecute(_ L: OpaquePointer) -> Int32 {
+    func execute(_ L: OpaquePointer) -> Int32 {
+        let runtime = self.runtime
         let s = LuaStack(L)
         if s.isNoneOrNil(1) {
             lua_pushboolean(L, 1)  // a shell is available
             return 1
         }
-        guard let command = s.string(1) else { return argError(L, "os.execute", 1, "string") }
-        guard !command.utf8.contains(0) else { return usage(L, "bad argument #1 to 'os.execute' (it contains a NUL byte)") }
-        if let status = cannotWait(L, "os.execute") { return status }
+        guard let command = s.string(1) else { return runtime.argError(L, "os.execute", 1, "string") }
+        guard !command.utf8.contains(0) else { return runtime.usage(L, "bad argument #1 to 'os.execute' (it contains a NUL byte)") }
+        if let status = runtime.cannotWait(L, "os.execute") { return status }
         fflush(nil)  // what Lua printed so far comes before the command's output
-        return suspend(L, .wait(ShellCommandWait(command: command)))
+        return runtime.suspend(L, .wait(ShellCommandWait(command: command)))
     }
 
     /// Lua's result for a finished command: true|nil, "exit"|"signal", code.
@@ -150,13 +158,14 @@ extension LuaRuntime {
 
     /// `io.popen(command [, mode])`: a file whose reads and writes wait on
     /// the engine.
-    func ioPopen(_ L: OpaquePointer) -> Int32 {
+    func popen(_ L: OpaquePointer) -> Int32 {
+        let runtime = self.runtime
         let s = LuaStack(L)
-        guard let command = s.string(1) else { return argError(L, "io.popen", 1, "string") }
-        guard !command.utf8.contains(0) else { return usage(L, "bad argument #1 to 'io.popen' (it contains a NUL byte)") }
+        guard let command = s.string(1) else { return runtime.argError(L, "io.popen", 1, "string") }
+        guard !command.utf8.contains(0) else { return runtime.usage(L, "bad argument #1 to 'io.popen' (it contains a NUL byte)") }
         let modeText = s.isNoneOrNil(2) ? "r" : (s.string(2) ?? "")
         guard modeText == "r" || modeText == "w" else {
-            return usage(L, "bad argument #2 to 'io.popen' (invalid mode '\(modeText)': \"r\" or \"w\" expected)")
+            return runtime.usage(L, "bad argument #2 to 'io.popen' (invalid mode '\(modeText)': \"r\" or \"w\" expected)")
         }
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else {
@@ -168,25 +177,20 @@ extension LuaRuntime {
         _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
         _ = fcntl(ends[1], F_SETFD, FD_CLOEXEC)
         let reading = modeText == "r"
-        let file = PopenFile(mode: reading ? .read : .write, fd: reading ? ends[0] : ends[1], loop: loop)
+        let file = PopenFile(mode: reading ? .read : .write, fd: reading ? ends[0] : ends[1], loop: runtime.loop)
         fflush(nil)
-        loop.beginActivity()
-        let target = LoopBound(file, loop: loop)
+        runtime.loop.beginActivity()
+        let target = LoopBound(file, loop: runtime.loop)
         let process = ShellProcess(command: command, stdin: reading ? nil : ends[0], stdout: reading ? ends[1] : nil,
-                                   groups: processGroups) { status in
+                                   groups: runtime.processGroups) { status in
             target.loop.execute {
                 target.loop.endActivity()
                 target.value.processEnded(status)
             }
         }
         file.process = process
-        current?.processes.append(process)
-        nextPopenID += 1
-        popenFiles[nextPopenID] = file
-        let p = lua_newuserdatauv(L, MemoryLayout<Int>.size, 0)!
-        p.storeBytes(of: nextPopenID, as: Int.self)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.popenMeta))
-        lua_setmetatable(L, -2)
+        runtime.current?.processes.append(process)
+        pushFile(file, in: L)
         return 1
     }
 
@@ -232,10 +236,10 @@ extension LuaRuntime {
     }
 
     /// `f:read(...)`, and the iterator `f:lines(...)` returns.
-    func popenRead(_ L: OpaquePointer) -> Int32 {
-        guard let (_, file) = popenFile(L, 1) else { return argError(L, "read", 0, "popen file", index: 1) }
+    func read(_ L: OpaquePointer) -> Int32 {
+        guard let (_, file) = file(L, 1) else { return runtime.argError(L, "read", 0, "popen file", index: 1) }
         switch readFormats(L, from: 2, fn: "read") {
-        case .failure(let f): return usage(L, f.message)
+        case .failure(let f): return runtime.usage(L, f.message)
         case .success(let formats): return read(L, file, formats)
         }
     }
@@ -247,42 +251,45 @@ extension LuaRuntime {
             lua_pushinteger(L, lua_Integer(EBADF))
             return 3
         }
-        guard !file.closed else { return usage(L, "attempt to use a closed file") }
-        if let values = file.tryRead(formats) { return LuaRuntime.push(L, values) }
-        if let status = cannotWait(L, "read") { return status }
-        return suspend(L, .wait(PopenReadWait(file: file, formats: formats)))
+        guard !file.closed else { return runtime.usage(L, "attempt to use a closed file") }
+        if let values = file.tryRead(formats) { return ShellModule.push(L, values) }
+        if let status = runtime.cannotWait(L, "read") { return status }
+        return runtime.suspend(L, .wait(PopenReadWait(file: file, formats: formats)))
     }
 
     /// `f:lines(...)`: an iterator that reads with the given formats.
-    func popenLines(_ L: OpaquePointer) -> Int32 {
-        guard popenFile(L, 1) != nil else { return argError(L, "lines", 0, "popen file", index: 1) }
-        if case .failure(let f) = readFormats(L, from: 2, fn: "lines") { return usage(L, f.message) }
-        // upvalues: the file and the formats, as given
+    func lines(_ L: OpaquePointer) -> Int32 {
+        guard file(L, 1) != nil else { return runtime.argError(L, "lines", 0, "popen file", index: 1) }
+        if case .failure(let f) = readFormats(L, from: 2, fn: "lines") { return runtime.usage(L, f.message) }
+        // upvalues: this module, then the file and the formats, as given
         let n = lua_gettop(L)
-        LuaStack(L).push(LuaRuntime.linesStep, upvalues: n)
+        lua_pushlightuserdata(L, Unmanaged.passUnretained(self).toOpaque())
+        lua_rotate(L, 1, 1)
+        LuaStack(L).push(ShellModule.linesStep, upvalues: n + 1)
         return 1
     }
 
     static let linesStep: tasker_SwiftFunction = { L in
         let L = L!
-        let rt = LuaRuntime.from(L)
+        let module = ShellModule.this(L)
         lua_settop(L, 0)
-        var i: Int32 = 2
+        var i: Int32 = 3
         while lua_type(L, tasker_upvalueindex(i)) != LUA_TNONE {
             lua_pushvalue(L, tasker_upvalueindex(i))
             i += 1
         }
-        guard let (_, file) = rt.popenFile(L, 1) else { return 0 }
-        if file.closed { return rt.usage(L, "file is already closed") }
-        switch rt.readFormats(L, from: 2, fn: "lines") {
-        case .failure(let f): return rt.usage(L, f.message)
-        case .success(let formats): return rt.read(L, file, formats)
+        guard let (_, file) = module.file(L, 1) else { return 0 }
+        if file.closed { return module.runtime.usage(L, "file is already closed") }
+        switch module.readFormats(L, from: 2, fn: "lines") {
+        case .failure(let f): return module.runtime.usage(L, f.message)
+        case .success(let formats): return module.read(L, file, formats)
         }
     }
 
     /// `f:write(...)`: the file, or nil, message, errno.
-    func popenWrite(_ L: OpaquePointer) -> Int32 {
-        guard let (_, file) = popenFile(L, 1) else { return argError(L, "write", 0, "popen file", index: 1) }
+    func write(_ L: OpaquePointer) -> Int32 {
+        let runtime = self.runtime
+        guard let (_, file) = file(L, 1) else { return runtime.argError(L, "write", 0, "popen file", index: 1) }
         let s = LuaStack(L)
         guard file.mode == .write, !file.closed else {
             lua_pushnil(L)
@@ -295,7 +302,7 @@ extension LuaRuntime {
         if top >= 2 {
             for i in 2...top {
                 guard s.type(i) == LUA_TSTRING || s.type(i) == LUA_TNUMBER else {
-                    return argError(L, "write", i - 1, "string or number", index: i)
+                    return runtime.argError(L, "write", i - 1, "string or number", index: i)
                 }
                 var len = 0
                 if s.type(i) == LUA_TNUMBER {
@@ -305,27 +312,28 @@ extension LuaRuntime {
                 }
             }
         }
-        if let status = cannotWait(L, "write") { return status }
+        if let status = runtime.cannotWait(L, "write") { return status }
         lua_settop(L, 1)
         lua_pushvalue(L, 1)
         let fileRef = luaL_ref(L, tasker_registryindex())  // returned on success
-        return suspend(L, .wait(PopenWriteWait(file: file, bytes: bytes, fileRef: fileRef)))
+        return runtime.suspend(L, .wait(PopenWriteWait(file: file, bytes: bytes, fileRef: fileRef)))
     }
 
     /// `f:close()`: waits for the command; true|nil, "exit"|"signal", code.
-    func popenClose(_ L: OpaquePointer) -> Int32 {
-        guard let (id, file) = popenFile(L, 1) else { return argError(L, "close", 0, "popen file", index: 1) }
-        guard !file.closed else { return usage(L, "attempt to use a closed file") }
+    func close(_ L: OpaquePointer) -> Int32 {
+        let runtime = self.runtime
+        guard let (id, file) = file(L, 1) else { return runtime.argError(L, "close", 0, "popen file", index: 1) }
+        guard !file.closed else { return runtime.usage(L, "attempt to use a closed file") }
         file.closeEnd()
         if let status = file.status {
-            popenFiles[id] = nil
-            let n = LuaRuntime.pushStatus(L, status)
+            files[id] = nil
+            let n = ShellModule.pushStatus(L, status)
             lua_rotate(L, -n, -1)  // drop the leading "resumed fine"
             tasker_pop(L, 1)
             return n - 1
         }
-        if let status = cannotWait(L, "close") { return status }
-        return suspend(L, .wait(PopenCloseWait(file: file, id: id)))
+        if let status = runtime.cannotWait(L, "close") { return status }
+        return runtime.suspend(L, .wait(PopenCloseWait(file: file, id: id, module: self)))
     }
 }
 
@@ -344,7 +352,7 @@ final class ShellCommandWait: FiberWait {
         process = ShellProcess(command: command, stdin: nil, stdout: nil, groups: runtime.processGroups) { status in
             target.loop.execute {
                 target.value.loop.endActivity()
-                target.value.finishWait(waiter.value, .push { co in LuaRuntime.pushStatus(co, status) })
+                target.value.finishWait(waiter.value, .push { co in ShellModule.pushStatus(co, status) })
             }
         }
     }
@@ -369,7 +377,7 @@ final class PopenReadWait: FiberWait {
         } else if let values = file.tryRead(formats) {
             runtime.finishWait(fiber, .push { co in
                 lua_pushboolean(co, 1)
-                return 1 + LuaRuntime.push(co, values)
+                return 1 + ShellModule.push(co, values)
             })
         } else {
             file.dataWaiters.append { [unowned runtime] in self.start(fiber, in: runtime) }
@@ -421,17 +429,19 @@ final class PopenWriteWait: FiberWait {
 final class PopenCloseWait: FiberWait {
     let file: PopenFile
     let id: Int
+    unowned let module: ShellModule
 
-    init(file: PopenFile, id: Int) {
+    init(file: PopenFile, id: Int, module: ShellModule) {
         self.file = file
         self.id = id
+        self.module = module
     }
 
     func start(_ fiber: Fiber, in runtime: LuaRuntime) {
-        let id = self.id
+        let (id, module) = (self.id, self.module)
         file.closeWaiters.append { [unowned runtime] status in
-            runtime.popenFiles[id] = nil
-            runtime.finishWait(fiber, .push { co in LuaRuntime.pushStatus(co, status) })
+            module.files[id] = nil
+            runtime.finishWait(fiber, .push { co in ShellModule.pushStatus(co, status) })
         }
     }
 

@@ -1,0 +1,60 @@
+import CLua
+import CLuaShim
+
+/// A Lua module that owns its state: a type whose functions come from one
+/// registration table (Lua's `luaL_Reg` shape) and reach their module
+/// instance through an upvalue, not through fields of the runtime. The
+/// runtime keeps the list (`LuaRuntime.modules`) and installs each once the
+/// state exists.
+///
+///     final class Greeter: LuaModule {
+///         var greeted = 0
+///         static let functions: [(String, tasker_SwiftFunction)] = [
+///             ("hello", { L in Greeter.this(L!).hello(L!) }),
+///         ]
+///         func hello(_ L: OpaquePointer) -> Int32 { greeted += 1; LuaStack(L).push("hello"); return 1 }
+///         func install(in runtime: LuaRuntime) { pushTable(Self.functions, in: runtime.L) /* then set a global */ }
+///     }
+protocol LuaModule: AnyObject {
+    /// Registers the module's functions and globals; runs once, on the loop.
+    func install(in runtime: LuaRuntime)
+}
+
+extension LuaModule {
+    /// The module instance a function was pushed by (its upvalue 2).
+    static func this(_ L: OpaquePointer) -> Self {
+        Unmanaged<Self>.fromOpaque(lua_touserdata(L, tasker_upvalueindex(2))!).takeUnretainedValue()
+    }
+
+    /// Pushes `fn` as a Lua function bound to this instance. Unretained: the
+    /// runtime keeps its modules as long as the state lives.
+    func push(_ fn: tasker_SwiftFunction, in L: OpaquePointer) {
+        lua_pushlightuserdata(L, Unmanaged.passUnretained(self).toOpaque())
+        LuaStack(L).push(fn, upvalues: 1)
+    }
+
+    /// Pushes a new table holding `functions`, each bound to this instance.
+    func pushTable(_ functions: [(String, tasker_SwiftFunction)], in L: OpaquePointer) {
+        let s = LuaStack(L)
+        s.newTable(hash: Int32(functions.count))
+        for (name, fn) in functions {
+            push(fn, in: L)
+            s.rawSet(-2, name)
+        }
+    }
+
+    /// Replaces `library.name` (a C function of Lua's own, such as
+    /// `os.execute`) with `fn` where the caller can yield, keeping the
+    /// original for the places that cannot.
+    func replaceWithWaitingVariant(_ library: String, _ name: String, _ fn: tasker_SwiftFunction, in L: OpaquePointer) {
+        let s = LuaStack(L)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, library)
+        let lib = lua_gettop(L)
+        s.rawGet(lib, name)  // the original
+        lua_pushlightuserdata(L, Unmanaged.passUnretained(self).toOpaque())
+        tasker_pushwaitingvariant(L, fn)
+        s.rawSet(lib, name)
+        s.pop(2)
+    }
+}
