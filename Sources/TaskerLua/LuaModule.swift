@@ -43,6 +43,21 @@ extension LuaModule {
         }
     }
 
+    /// Pops the value on top of the stack into the global `name` and
+    /// `package.loaded[name]` (so `require(name)` returns it too).
+    func setGlobal(_ name: String, in L: OpaquePointer) {
+        let s = LuaStack(L)
+        let value = lua_gettop(L)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        lua_pushvalue(L, value)
+        s.rawSet(-2, name)
+        s.rawGet(-1, "package")
+        s.rawGet(-1, "loaded")
+        lua_pushvalue(L, value)
+        s.rawSet(-2, name)
+        lua_settop(L, value - 1)
+    }
+
     /// Replaces `library.name` (a C function of Lua's own, such as
     /// `os.execute`) with `fn` where the caller can yield, keeping the
     /// original for the places that cannot.

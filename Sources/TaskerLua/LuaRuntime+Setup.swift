@@ -16,7 +16,7 @@ extension LuaRuntime {
         TaskViewModule.install(self)
         HandleModule.install(self)
         ContextModule.install(self)
-        for module: LuaModule in [ShellModule(runtime: self)] {
+        for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self)] {
             modules.append(module)
             module.install(in: self)
         }
@@ -30,9 +30,6 @@ extension LuaRuntime {
         let json = JSONModule.install(self)
         lua_pushvalue(L, json)
         s.rawSet(globals, "json")
-        let log = LogModule.install(self)
-        lua_pushvalue(L, log)
-        s.rawSet(globals, "log")
         let http = HTTPModule.install(self)
         lua_pushvalue(L, http)
         s.rawSet(globals, "http")
@@ -42,8 +39,6 @@ extension LuaRuntime {
         s.rawSet(-2, "tasker")
         lua_pushvalue(L, json)
         s.rawSet(-2, "json")
-        lua_pushvalue(L, log)
-        s.rawSet(-2, "log")
         lua_pushvalue(L, http)
         s.rawSet(-2, "http")
         s.pop(2)
