@@ -16,7 +16,7 @@ extension LuaRuntime {
         TaskViewModule.install(self)
         HandleModule.install(self)
         ContextModule.install(self)
-        for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self)] {
+        for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self)] {
             modules.append(module)
             module.install(in: self)
         }
@@ -27,9 +27,6 @@ extension LuaRuntime {
         lua_pushvalue(L, tasker)
         s.rawSet(globals, "tasker")
         // require("tasker") returns the same table
-        let json = JSONModule.install(self)
-        lua_pushvalue(L, json)
-        s.rawSet(globals, "json")
         let http = HTTPModule.install(self)
         lua_pushvalue(L, http)
         s.rawSet(globals, "http")
@@ -37,8 +34,6 @@ extension LuaRuntime {
         s.rawGet(-1, "loaded")
         lua_pushvalue(L, tasker)
         s.rawSet(-2, "tasker")
-        lua_pushvalue(L, json)
-        s.rawSet(-2, "json")
         lua_pushvalue(L, http)
         s.rawSet(-2, "http")
         s.pop(2)

@@ -342,7 +342,6 @@ struct Refs {
     var taskViewMeta: Int32 = 0
     var contextMeta: Int32 = 0
     var errorMeta: Int32 = 0
-    var jsonArrayMeta: Int32 = 0
     var responseMeta: Int32 = 0
 }
 

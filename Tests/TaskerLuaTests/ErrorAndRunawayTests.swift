@@ -124,7 +124,7 @@ import TaskerCore
 
     @Test func timedOutRunawayIsRetriedOnAFreshCoroutine() async throws {
         let r = try await runLua("""
-            local h = tasker.add{timeout = 0.03, retry = {attempts = 3, delay = 0},
+            local h = tasker.add{timeout = 0.2, retry = {attempts = 3, delay = 0},
               run = function(ctx) if ctx.attempt < 3 then while true do end end; return ctx.attempt end}
             print(h:await())
             """)

@@ -84,7 +84,7 @@ import TaskerCore
 
     @Test func timedOutAttemptsAreRetriedButCancellationIsNot() async throws {
         let r = try await runLua("""
-            local h = tasker.add{timeout = 0.02, retry = {attempts = 3, delay = 0},
+            local h = tasker.add{timeout = 0.2, retry = {attempts = 3, delay = 0},
               run = function(ctx) if ctx.attempt < 3 then tasker.sleep(5) end; return ctx.attempt end}
             print(h:await())
             local c = tasker.add{retry = {attempts = 5, delay = 0}, run = function() tasker.sleep(5) end}

@@ -211,7 +211,7 @@ extension LuaRuntime {
             guard !hasBody else { return usage(L, "\(fn): give 'body' or 'json', not both") }
             let bytes: [UInt8]
             do {
-                bytes = try encodeJSON(L, -1)
+                bytes = try json.encodeJSON(L, -1)
             } catch {
                 return raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
             }
@@ -433,6 +433,6 @@ extension LuaRuntime {
         guard s.type(1) == LUA_TTABLE else { return argError(L, "resp:json", 1, "response table") }
         s.rawGet(1, "body")
         guard s.type(-1) == LUA_TSTRING else { return usage(L, "resp:json(): the response has no body") }
-        return decodeJSONString(L, lua_gettop(L), fn: "resp:json")
+        return json.decodeJSONString(L, lua_gettop(L), fn: "resp:json")
     }
 }

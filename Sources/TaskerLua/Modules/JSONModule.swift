@@ -8,54 +8,58 @@ import TaskerCore
 /// integers and floats floats; objects are written with sorted keys; an
 /// empty table is `{}` unless marked with `json.array`; decoded arrays are
 /// marked, so they encode back as arrays. Errors are kind `json`.
-enum JSONModule {
+final class JSONModule: LuaModule {
     static let maxDepth = 200
     /// `json.null`: a light userdata, equal to itself only.
     static var null: UnsafeMutableRawPointer { tasker_json_null() }
 
+    unowned let runtime: LuaRuntime
+    /// The metatable that marks a table as a JSON array.
+    private(set) var arrayMeta: Int32 = 0
+
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
     static let functions: [(String, tasker_SwiftFunction)] = [
-        ("array", { L in LuaRuntime.from(L!).jsonArray(L!) }),
-        ("decode", { L in LuaRuntime.from(L!).jsonDecode(L!) }),
-        ("encode", { L in LuaRuntime.from(L!).jsonEncode(L!) }),
+        ("array", { L in JSONModule.this(L!).array(L!) }),
+        ("decode", { L in JSONModule.this(L!).decode(L!) }),
+        ("encode", { L in JSONModule.this(L!).encode(L!) }),
     ]
 
-    static func install(_ rt: LuaRuntime) -> Int32 {
-        let L = rt.L
+    func install(in runtime: LuaRuntime) {
+        let L = runtime.L
         let s = LuaStack(L)
         s.newTable(hash: 1)
         s.push("json.array")
         s.rawSet(-2, "__name")
-        rt.refs.jsonArrayMeta = s.ref()
-        s.newTable(hash: 4)
-        for (name, fn) in functions {
-            s.push(fn)
-            s.rawSet(-2, name)
-        }
-        lua_pushlightuserdata(L, null)
+        arrayMeta = s.ref()
+        pushTable(Self.functions, in: L)
+        lua_pushlightuserdata(L, Self.null)
         s.rawSet(-2, "null")
-        return lua_gettop(L)
+        setGlobal("json", in: L)
     }
+
+    func isArray(_ L: OpaquePointer, _ i: Int32) -> Bool { runtime.hasMetatable(L, i, arrayMeta) }
 }
 
 struct JSONError: Error {
     let message: String
 }
 
-extension LuaRuntime {
-    func jsonArray(_ L: OpaquePointer) -> Int32 {
+extension JSONModule {
+    func array(_ L: OpaquePointer) -> Int32 {
         if lua_type(L, 1) <= LUA_TNIL { lua_settop(L, 0); lua_createtable(L, 0, 0) }
-        guard lua_type(L, 1) == LUA_TTABLE else { return argError(L, "json.array", 1, "table or nil") }
+        guard lua_type(L, 1) == LUA_TTABLE else { return runtime.argError(L, "json.array", 1, "table or nil") }
         lua_settop(L, 1)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.jsonArrayMeta))
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(arrayMeta))
         lua_setmetatable(L, 1)
         return 1
     }
 
-    func jsonEncode(_ L: OpaquePointer) -> Int32 {
+    func encode(_ L: OpaquePointer) -> Int32 {
         let s = LuaStack(L)
         var pretty = false
         if !s.isNoneOrNil(2) {
-            guard s.type(2) == LUA_TTABLE else { return argError(L, "json.encode", 2, "table") }
+            guard s.type(2) == LUA_TTABLE else { return runtime.argError(L, "json.encode", 2, "table") }
             s.rawGet(2, "pretty")
             pretty = s.boolean(-1)
             s.pop()
@@ -65,7 +69,7 @@ extension LuaRuntime {
         do {
             out = try encodeJSON(L, 1, pretty: pretty)
         } catch {
-            return raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
+            return runtime.raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
         }
         _ = out.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { lua_pushlstring(L, $0.baseAddress, $0.count) }
@@ -75,13 +79,13 @@ extension LuaRuntime {
 
     /// The JSON text of the value at `i`.
     func encodeJSON(_ L: OpaquePointer, _ i: Int32, pretty: Bool = false) throws(JSONError) -> [UInt8] {
-        var encoder = JSONEncoder(runtime: self, L: L, pretty: pretty)
+        var encoder = JSONEncoder(module: self, L: L, pretty: pretty)
         try encoder.encode(lua_absindex(L, i), depth: 0)
         return encoder.out
     }
 
-    func jsonDecode(_ L: OpaquePointer) -> Int32 {
-        guard lua_type(L, 1) == LUA_TSTRING else { return argError(L, "json.decode", 1, "string") }
+    func decode(_ L: OpaquePointer) -> Int32 {
+        guard lua_type(L, 1) == LUA_TSTRING else { return runtime.argError(L, "json.decode", 1, "string") }
         lua_settop(L, 1)
         return decodeJSONString(L, 1, fn: "json.decode")
     }
@@ -93,12 +97,12 @@ extension LuaRuntime {
         let p = tasker_tostring(L, i, &len)!
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
         let base = lua_gettop(L)
-        var decoder = JSONDecoder(runtime: self, L: L, bytes: bytes)
+        var decoder = JSONDecoder(module: self, L: L, bytes: bytes)
         do {
             try decoder.decodeDocument()
         } catch {
             lua_settop(L, base)
-            return raise(L, TaskFailure(.json, error.message, position: LuaStack(L).whereString(level: 1)))
+            return runtime.raise(L, TaskFailure(.json, error.message, position: LuaStack(L).whereString(level: 1)))
         }
         return 1
     }
@@ -113,13 +117,13 @@ extension TaskFailure {
 
 /// Lua value -> JSON text, with raw table access.
 private struct JSONEncoder {
-    let runtime: LuaRuntime
+    let module: JSONModule
     let L: OpaquePointer
     let pretty: Bool
     var out: [UInt8] = []
 
-    init(runtime: LuaRuntime, L: OpaquePointer, pretty: Bool) {
-        self.runtime = runtime
+    init(module: JSONModule, L: OpaquePointer, pretty: Bool) {
+        self.module = module
         self.L = L
         self.pretty = pretty
         out.reserveCapacity(256)
@@ -155,7 +159,7 @@ private struct JSONEncoder {
 
     /// n if the table is a sequence 1...n (or marked with json.array), else nil.
     private func arrayLength(_ t: Int32) -> Int? {
-        let marked = runtime.isJSONArray(L, t)
+        let marked = module.isArray(L, t)
         var count = 0
         var maxKey = 0
         lua_pushnil(L)
@@ -272,13 +276,13 @@ private struct JSONEncoder {
 
 /// JSON text -> Lua values, pushed as they are parsed.
 private struct JSONDecoder {
-    let runtime: LuaRuntime
+    let module: JSONModule
     let L: OpaquePointer
     let bytes: UnsafeBufferPointer<UInt8>
     var i = 0
 
-    init(runtime: LuaRuntime, L: OpaquePointer, bytes: UnsafeBufferPointer<UInt8>) {
-        self.runtime = runtime
+    init(module: JSONModule, L: OpaquePointer, bytes: UnsafeBufferPointer<UInt8>) {
+        self.module = module
         self.L = L
         self.bytes = bytes
     }
@@ -358,7 +362,7 @@ private struct JSONDecoder {
     private mutating func array(depth: Int) throws(JSONError) {
         i += 1
         lua_createtable(L, 4, 0)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(runtime.refs.jsonArrayMeta))
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(module.arrayMeta))
         lua_setmetatable(L, -2)
         skipSpace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return }
@@ -468,5 +472,6 @@ private struct JSONDecoder {
 }
 
 extension LuaRuntime {
-    func isJSONArray(_ L: OpaquePointer, _ i: Int32) -> Bool { hasMetatable(L, i, refs.jsonArrayMeta) }
+    /// The json module (HTTP encodes `json=` bodies and decodes `resp:json()` with it).
+    var json: JSONModule { modules.lazy.compactMap { $0 as? JSONModule }.first! }
 }
