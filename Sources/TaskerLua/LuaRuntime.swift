@@ -28,7 +28,7 @@ public final class LuaRuntime {
         public var tearDown = true
         /// Reload files loaded with `tasker.use` when they change.
         public var watch = false
-        public var diagnostics: @Sendable (String) -> Void = { FileHandle.standardError.write(Data(($0 + "\n").utf8)) }
+        public var diagnostics: @Sendable (String) -> Void = { StandardError.write(($0 + "\n")) }
 
         public init() {}
     }

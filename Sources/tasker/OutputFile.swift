@@ -56,7 +56,9 @@ enum StandardStreams {
     static func prepare() {
         signal(SIGPIPE, SIG_IGN)
         for fd: Int32 in 0...2 where fcntl(fd, F_GETFD) == -1 {
-            let placeholder = open("/dev/null", O_RDONLY)
+            // stdout: read-only, so writing fails and is reported; stderr:
+            // writable, so messages vanish quietly; stdin: empty.
+            let placeholder = open("/dev/null", fd == 2 ? O_WRONLY : O_RDONLY)
             if placeholder >= 0 && placeholder != fd {
                 dup2(placeholder, fd)
                 close(placeholder)

@@ -27,7 +27,7 @@ final class SignalWatcher: @unchecked Sendable {
                 self.count += 1
                 let first = handle.request(sig)
                 if self.count > 1 {
-                    FileHandle.standardError.write(Data("\ntasker: interrupted again, exiting now\n".utf8))
+                    StandardError.write("\ntasker: interrupted again, exiting now\n")
                     groups.killAll(grace: 0)
                     exit(128 + first)
                 }

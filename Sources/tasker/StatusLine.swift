@@ -1,5 +1,6 @@
 import Foundation
 import TaskerCore
+import TaskerLua
 
 /// The live status line on a terminal (README, The command line): running, done/total,
 /// failed, elapsed, and a bar for each running task that reports progress.
@@ -37,9 +38,13 @@ final class StatusLine: EngineObserver, @unchecked Sendable {
     }
 
     /// Output from the script: erase the status line, write, redraw later.
+    /// Through C's stdout like Lua's own `print`, so a write error (a reader
+    /// that went away) is seen and reported at the end, never a crash.
     func write(_ text: String) {
         erase()
-        FileHandle.standardOutput.write(Data(text.utf8))
+        let out = luaStandardOutput()
+        _ = text.withCString { fputs($0, out) }
+        fflush(out)
     }
 
     /// Erases the status line for good (before the summary).
@@ -82,12 +87,12 @@ final class StatusLine: EngineObserver, @unchecked Sendable {
         var out = eraseSequence()
         out += lines.map { String($0.prefix(width + (color ? 20 : 0))) }.joined(separator: "\n")
         drawnLines = lines.count
-        FileHandle.standardError.write(Data(out.utf8))
+        StandardError.write(out)
     }
 
     private func erase() {
         guard drawnLines > 0 else { return }
-        FileHandle.standardError.write(Data(eraseSequence().utf8))
+        StandardError.write(eraseSequence())
         drawnLines = 0
     }
 

@@ -60,6 +60,6 @@ struct Summary {
     }
 
     func print() {
-        FileHandle.standardError.write(Data(text.utf8))
+        StandardError.write(text)
     }
 }

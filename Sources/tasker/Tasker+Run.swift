@@ -75,7 +75,7 @@ extension Tasker {
             do {
                 events = try self.events.map { try EventsWriter(output: OutputFile(path: $0)) }
             } catch {
-                FileHandle.standardError.write(Data("tasker: error: \(error)\n".utf8))
+                StandardError.write("tasker: error: \(error)\n")
                 throw ExitCode(2)
             }
             let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
@@ -103,7 +103,7 @@ extension Tasker {
             events?.runEnded(result, exitCode: code)
             Summary(result: result).print()
             for e in [stdoutError, events?.error].compactMap({ $0 }) {
-                FileHandle.standardError.write(Data("tasker: error: \(e)\n".utf8))
+                StandardError.write("tasker: error: \(e)\n")
             }
             if events?.error != nil && code < 2 { code = 2 }
             throw ExitCode(code)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TaskerLua
 
 @main
 struct Tasker: ParsableCommand {
@@ -25,13 +26,13 @@ struct Tasker: ParsableCommand {
             var command = try parseAsRoot()
             if command is Tasker {
                 // No subcommand: help, as a usage error.
-                FileHandle.standardError.write(Data((helpMessage() + "\n").utf8))
+                StandardError.write((helpMessage() + "\n"))
                 Foundation.exit(2)
             }
             try command.run()
         } catch {
             if exitCode(for: error) == .validationFailure {
-                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                StandardError.write((fullMessage(for: error) + "\n"))
                 Foundation.exit(2)
             }
             exit(withError: error)

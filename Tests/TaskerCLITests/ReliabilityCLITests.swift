@@ -122,6 +122,20 @@ func processAliveNow(_ pid: Int32) -> Bool {
         #expect(r.stderr.contains("more bytes)"))
     }
 
+    @Test func aReaderThatGoesAwayWhileTheStatusLineIsShownDoesNotKillTheRun() async throws {
+        // On a terminal (script(1)) print goes through the status line's
+        // writer; a closed pipe on stdout is still a reported write error.
+        let s = try Scratch(["p.lua": """
+            for i = 1, 100000 do print("line", i) end
+            tasker.add(function() io.open("AFTER", "w"):close() end)
+            """])
+        defer { s.cleanup() }
+        let r = try await shell("script -qec '\"$TASKER\" run p.lua | head -1; echo rc=${PIPESTATUS:-$?}' /dev/null > out.txt 2>&1; cat out.txt", in: s.dir)
+        #expect(r.stdout.contains("line\t1"))
+        #expect(r.stdout.contains("cannot write to stdout"))
+        #expect(FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("AFTER").path))
+    }
+
     @Test func aReaderThatGoesAwayDoesNotKillTheRun() async throws {
         // `| head -1`: the rest of the output has nowhere to go, but the
         // dependent task and the finish handler still run.
