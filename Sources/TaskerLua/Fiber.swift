@@ -21,12 +21,9 @@ final class Fiber: TaskWaiter {
     var aborted: TaskFailure?
     /// What the last engine yield asked for; the driver performs it.
     var pending: PendingOp?
-    /// How a finished awaited task is handed back.
-    var awaitMode = AwaitMode.raising
     /// What it waits for now (sleep, a process, a pipe…), if that is a
     /// `FiberWait`; closing the fiber cancels it.
     var wait: FiberWait?
-    var waitingOn: TaskID?
     var finished = false
     /// Monotonic deadline for fibers that are not task attempts (reactions).
     var deadline: UInt64 = 0
@@ -50,9 +47,7 @@ final class Fiber: TaskWaiter {
         self.kind = kind
         aborted = nil
         pending = nil
-        awaitMode = .raising
         wait = nil
-        waitingOn = nil
         finished = false
         endedNormally = false
         deadline = 0
@@ -68,16 +63,11 @@ final class Fiber: TaskWaiter {
 
     var taskID: TaskID? { run?.task }
 
+    /// Its HTTP request ended (the fiber is that request's waiter).
     func taskFinished(_ id: TaskID, engine: Engine) {
-        if engine !== runtime.engine {
-            guard request == id else { return }
-            request = nil
-            runtime.requestFinished(id, for: self)
-            return
-        }
-        guard waitingOn == id else { return }
-        waitingOn = nil
-        runtime.enqueue(.resume(self, .taskResult(id, awaitMode)))
+        guard engine !== runtime.engine, request == id else { return }
+        request = nil
+        runtime.requestFinished(id, for: self)
     }
 }
 
@@ -97,15 +87,18 @@ protocol FiberWait: AnyObject {
     func start(_ fiber: Fiber, in runtime: LuaRuntime)
     /// The fiber was closed while waiting (cancel, timeout, exit): stop.
     func cancel()
+    /// Whether a task waiting here gives its slot back meanwhile (it waits
+    /// on other tasks).
+    var lendsSlot: Bool { get }
+}
+
+extension FiberWait {
+    var lendsSlot: Bool { false }
 }
 
 /// An engine call that suspends the calling coroutine.
 enum PendingOp {
     case wait(FiberWait)
-    case await(TaskID, AwaitMode)
-    case all([TaskID])
-    case any([TaskID])
-    case some([TaskID])
     case http(HTTPCallSetup)
     case exit
 }

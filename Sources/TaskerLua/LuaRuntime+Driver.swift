@@ -224,8 +224,6 @@ extension LuaRuntime {
     /// Ends a fiber that will not be resumed (cancelled, timed out, exit).
     func close(_ f: Fiber) {
         guard !f.finished else { return }
-        if let id = f.waitingOn { engine.removeWaiter(id, f) }
-        f.waitingOn = nil
         if f === mainFiber { mainDone = true }
         retire(f)
     }
@@ -235,12 +233,10 @@ extension LuaRuntime {
     private func perform(_ op: PendingOp, for f: Fiber) {
         switch op {
         case .wait(let w):
+            // Waiting on other tasks: the slot goes to someone else meanwhile.
+            if w.lendsSlot, let run = f.run { engine.lendSlot(run) }
             f.wait = w
             w.start(f, in: self)
-        case .await, .all, .any, .some:
-            // Waiting on other tasks: the slot goes to someone else meanwhile.
-            if let run = f.run { engine.lendSlot(run) }
-            performWait(op, for: f)
         case .http(let setup):
             performHTTP(setup, for: f)
         case .exit:
@@ -253,26 +249,6 @@ extension LuaRuntime {
         guard !f.finished else { return }
         f.wait = nil
         enqueue(.resume(f, result))
-    }
-
-    private func performWait(_ op: PendingOp, for f: Fiber) {
-        switch op {
-        case .await(let id, let mode):
-            f.awaitMode = mode
-            f.waitingOn = id
-            engine.addWaiter(id, f)
-        case .all(let ids):
-            let waiter = AllWaiter(runtime: self, fiber: f, ids: ids)
-            for id in ids { engine.addWaiter(id, waiter) }
-        case .any(let ids):
-            let waiter = AnyWaiter(runtime: self, fiber: f, ids: ids)
-            for id in ids { engine.addWaiter(id, waiter) }
-        case .some(let ids):
-            let waiter = SomeWaiter(runtime: self, fiber: f, ids: ids)
-            for id in ids { engine.addWaiter(id, waiter) }
-        default:
-            break
-        }
     }
 
     // MARK: the interrupt hook

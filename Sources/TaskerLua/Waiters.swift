@@ -1,66 +1,83 @@
 import TaskerCore
 
-/// `tasker.all`: every value in input order; the first failure cancels the
-/// unfinished others and is raised.
-final class AllWaiter: TaskWaiter {
-    unowned let runtime: LuaRuntime
-    let fiber: Fiber
+/// Waits on other tasks: registered with the engine as a waiter of each,
+/// removed again if the fiber is closed first. The waiting task lends its
+/// slot meanwhile (see `Engine.lendSlot`).
+class TasksWait: FiberWait, TaskWaiter {
     let ids: [TaskID]
-    private var remaining: Int
-    private var done = false
+    unowned var runtime: LuaRuntime!
+    var fiber: Fiber!
+    var done = false
 
-    init(runtime: LuaRuntime, fiber: Fiber, ids: [TaskID]) {
-        self.runtime = runtime
+    init(ids: [TaskID]) { self.ids = ids }
+
+    var lendsSlot: Bool { true }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
         self.fiber = fiber
-        self.ids = ids
-        self.remaining = ids.count
+        self.runtime = runtime
+        for id in ids { runtime.engine.addWaiter(id, self) }
     }
 
-    func taskFinished(_ id: TaskID, engine: Engine) {
+    func cancel() {
+        done = true
+        for id in ids { runtime?.engine.removeWaiter(id, self) }
+    }
+
+    func finish(_ result: Resumption) {
+        done = true
+        runtime.finishWait(fiber, result)
+    }
+
+    func taskFinished(_ id: TaskID, engine: Engine) {}
+}
+
+/// `h:await()` / `h:result()`.
+final class AwaitWait: TasksWait {
+    let mode: AwaitMode
+
+    init(id: TaskID, mode: AwaitMode) {
+        self.mode = mode
+        super.init(ids: [id])
+    }
+
+    override func taskFinished(_ id: TaskID, engine: Engine) {
+        guard !done else { return }
+        finish(.taskResult(id, mode))
+    }
+}
+
+/// `tasker.all`: every value in input order; the first failure cancels the
+/// unfinished others and is raised.
+final class AllWaiter: TasksWait {
+    private lazy var remaining = ids.count
+
+    override func taskFinished(_ id: TaskID, engine: Engine) {
         guard !done else { return }
         guard engine.state(id) == .succeeded else {
-            done = true
             runtime.cancelOthers(ids, except: id, reason: "tasker.all: task '\(engine.name(id))' did not succeed")
-            runtime.enqueue(.resume(fiber, .luaFailureOf(id)))
+            finish(.luaFailureOf(id))
             return
         }
         remaining -= 1
-        if remaining == 0 {
-            done = true
-            runtime.enqueue(.resume(fiber, .values(ids, compact: false)))
-        }
+        if remaining == 0 { finish(.values(ids, compact: false)) }
     }
 }
 
 /// `tasker.any`: the first to succeed wins and the others are cancelled; if
 /// all fail, a `dependency` error lists them.
-final class AnyWaiter: TaskWaiter {
-    unowned let runtime: LuaRuntime
-    let fiber: Fiber
-    let ids: [TaskID]
-    private var remaining: Int
-    private var done = false
+final class AnyWaiter: TasksWait {
+    private lazy var remaining = ids.count
 
-    init(runtime: LuaRuntime, fiber: Fiber, ids: [TaskID]) {
-        self.runtime = runtime
-        self.fiber = fiber
-        self.ids = ids
-        self.remaining = ids.count
-    }
-
-    func taskFinished(_ id: TaskID, engine: Engine) {
+    override func taskFinished(_ id: TaskID, engine: Engine) {
         guard !done else { return }
         if engine.state(id) == .succeeded {
-            done = true
             runtime.cancelOthers(ids, except: id, reason: "tasker.any: task '\(engine.name(id))' succeeded first")
-            runtime.enqueue(.resume(fiber, .anyWinner(id)))
+            finish(.anyWinner(id))
             return
         }
         remaining -= 1
-        if remaining == 0 {
-            done = true
-            runtime.enqueue(.resume(fiber, .failure(anyFailure(ids, engine: engine))))
-        }
+        if remaining == 0 { finish(.failure(anyFailure(ids, engine: engine))) }
     }
 }
 
@@ -70,22 +87,13 @@ func anyFailure(_ ids: [TaskID], engine: Engine) -> TaskFailure {
 }
 
 /// `tasker.some`: after all finished, the values of those that succeeded.
-final class SomeWaiter: TaskWaiter {
-    unowned let runtime: LuaRuntime
-    let fiber: Fiber
-    let ids: [TaskID]
-    private var remaining: Int
+final class SomeWaiter: TasksWait {
+    private lazy var remaining = ids.count
 
-    init(runtime: LuaRuntime, fiber: Fiber, ids: [TaskID]) {
-        self.runtime = runtime
-        self.fiber = fiber
-        self.ids = ids
-        self.remaining = ids.count
-    }
-
-    func taskFinished(_ id: TaskID, engine: Engine) {
+    override func taskFinished(_ id: TaskID, engine: Engine) {
+        guard !done else { return }
         remaining -= 1
-        if remaining == 0 { runtime.enqueue(.resume(fiber, .values(ids, compact: true))) }
+        if remaining == 0 { finish(.values(ids, compact: true)) }
     }
 }
 

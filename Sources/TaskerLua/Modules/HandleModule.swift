@@ -120,7 +120,7 @@ extension LuaRuntime {
                 return usage(L, "h:\(method): task '\(engine.name(id))' cannot wait for itself (it would never finish)")
             }
             if let status = cannotWait(L, "h:\(method)") { return status }
-            return suspend(L, .await(id, mode))
+            return suspend(L, .wait(AwaitWait(id: id, mode: mode)))
         }
     }
 

@@ -104,7 +104,7 @@ extension LuaRuntime {
                 return 1
             }
             if let status = cannotWait(L, fn) { return status }
-            return suspend(L, .all(ids))
+            return suspend(L, .wait(AllWaiter(ids: ids)))
         case "tasker.any":
             guard !ids.isEmpty else { return usage(L, "tasker.any: the list of handles is empty (nothing could succeed)") }
             if let winner = ids.first(where: { engine.state($0) == .succeeded }) {
@@ -118,7 +118,7 @@ extension LuaRuntime {
                 return raise(L, anyFailure(ids, engine: engine))
             }
             if let status = cannotWait(L, fn) { return status }
-            return suspend(L, .any(ids))
+            return suspend(L, .wait(AnyWaiter(ids: ids)))
         default:
             if ids.allSatisfy({ engine.isFinished($0) }) {
                 _ = push(.values(ids, compact: true), onto: L)
@@ -126,7 +126,7 @@ extension LuaRuntime {
                 return 1
             }
             if let status = cannotWait(L, fn) { return status }
-            return suspend(L, .some(ids))
+            return suspend(L, .wait(SomeWaiter(ids: ids)))
         }
     }
 
