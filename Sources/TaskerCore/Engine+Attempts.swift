@@ -7,8 +7,7 @@ extension Engine {
         r.inSlot = true
         r.attempts += 1
         r.token = newToken()
-        r.state = .running
-        if r.attempts == 1 {
+        if r.lifecycle.apply(.attemptStarted).contains(.announceStart) {
             for o in observers { o.taskStarted(r.id, engine: self) }
         }
         let run = AttemptRun(task: r.id, attempt: r.attempts, token: r.token)

@@ -66,8 +66,7 @@ extension Engine {
     /// The work is done: set its state, then end its own handle and its
     /// followers' handles with the same outcome.
     func finishWork(_ r: TaskRecord, _ outcome: TaskOutcome) {
-        guard !r.state.isFinal else { return }
-        r.state = outcome.state
+        guard r.lifecycle.apply(.finished(outcome.state)).contains(.deliver) else { return }
         r.body = nil
         r.retryWhen = nil
         r.timer?.cancel()

@@ -32,9 +32,10 @@ extension Engine {
 
     func startGroup(_ r: TaskRecord) {
         guard case .group(let g) = r.role else { return }
-        r.state = .running
         r.attempts = 1
-        for o in observers { o.taskStarted(r.id, engine: self) }
+        if r.lifecycle.apply(.attemptStarted).contains(.announceStart) {
+            for o in observers { o.taskStarted(r.id, engine: self) }
+        }
         if g.members.isEmpty {
             finishWork(r, .succeeded(.group([])))
             return
@@ -95,10 +96,11 @@ extension Engine {
 
     func startSchedule(_ r: TaskRecord) {
         guard case .schedule(let s) = r.role else { return }
-        r.state = .running
         r.attempts = 1
         s.firstTick = loop.clock.now
-        for o in observers { o.taskStarted(r.id, engine: self) }
+        if r.lifecycle.apply(.attemptStarted).contains(.announceStart) {
+            for o in observers { o.taskStarted(r.id, engine: self) }
+        }
         tick(r, s)
     }
 

@@ -84,7 +84,7 @@ extension Engine {
     }
 
     private func hold(_ r: TaskRecord, in batch: HeldBatch, by i: TaskInterceptor) {
-        r.state = .held
+        r.lifecycle.apply(.held)
         r.heldBy = batch
         batch.tasks.append(r.id)
         for o in observers { o.taskHeld(r.id, by: i.name, engine: self) }
@@ -115,7 +115,7 @@ extension Engine {
         for id in batch.tasks {
             guard let h = record(id), h.state == .held else { continue }
             h.heldBy = nil
-            h.state = h.attempts == 0 ? .pending : .running
+            h.lifecycle.apply(.released)
             h.chainIndex = next
             h.queued = true
             order.append(id)

@@ -56,7 +56,7 @@ extension Engine {
             settleReactions(r, state)
             return
         }
-        r.state = .reacting
+        r.lifecycle.apply(.reacting)
         state.pending = fresh.count
         r.reacting = state
         for reactor in fresh {
@@ -116,7 +116,7 @@ extension Engine {
             finishWork(r, .failed(failure))
         } else if let limit = state.requeueLimit, r.requeues < limit {
             r.requeues += 1
-            r.state = .pending
+            r.lifecycle.apply(.queued)
             r.chainIndex = 0
             r.skipChain = !state.reintercept
             enqueueReady(r)

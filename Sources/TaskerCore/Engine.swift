@@ -235,7 +235,7 @@ public final class Engine {
     }
 
     func enqueueReady(_ r: TaskRecord) {
-        if r.attempts == 0 { r.state = .pending }
+        if r.attempts == 0 { r.lifecycle.apply(.queued) }
         r.queued = true
         if r.ownedByReaction {
             reactionReady.append(r.id)

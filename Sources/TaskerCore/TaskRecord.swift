@@ -13,7 +13,9 @@ final class TaskRecord {
 
     let id: TaskID
     var explicitName: String?
-    var state: TaskState = .waiting
+    /// The work's states (see `TaskLifecycle`); only the engine applies inputs.
+    var lifecycle = TaskLifecycle()
+    var state: TaskState { lifecycle.state }
     var role: Role = .work
 
     // spec
