@@ -21,17 +21,8 @@ extension LuaRuntime {
     /// A usage error for the first key of the table at `t` that is not in
     /// `known` ("unknown field 'x' in 'tasker.react' spec (known: …)"), or nil.
     func unknownField(_ L: OpaquePointer, table t: Int32, known: Set<String>, in what: String) -> Int32? {
-        let s = LuaStack(L)
-        lua_pushnil(L)
-        while lua_next(L, t) != 0 {
-            s.pop()
-            guard let key = s.string(-1), known.contains(key) else {
-                let shown = s.string(-1).map { "'\($0)'" } ?? "of type \(s.typeName(-1))"
-                let status = usage(L, "unknown field \(shown) in \(what) (known: \(known.sorted().joined(separator: ", ")))")
-                return status
-            }
-        }
-        return nil
+        guard let shown = OptionReader.unknownKey(L, t, allowed: known) else { return nil }
+        return usage(L, "unknown field \(shown) in \(what) (known: \(known.sorted().joined(separator: ", ")))")
     }
 
     /// Raises an error value built from a failure (not a usage error).

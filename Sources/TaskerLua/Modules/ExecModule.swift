@@ -40,48 +40,34 @@ extension LuaRuntime {
         var r = ExecRequest(argv: argv)
         if t != 0 {
             let s = LuaStack(L)
-            lua_pushnil(L)
-            while lua_next(L, t) != 0 {
-                s.pop()
-                if lua_type(L, -1) == LUA_TNUMBER { continue }  // the command's own elements
-                guard let key = s.string(-1), LuaRuntime.execOptions.contains(key) else {
-                    return usage(L, "unknown option \(s.describe(-1)) to '\(fn)' (known: \(LuaRuntime.execOptions.sorted().joined(separator: ", ")))")
+            let o = OptionReader(L: L, table: t, function: fn, known: LuaRuntime.execOptions)
+            if let message = o.unknownOption(skippingIntegers: true) { return usage(L, message) }
+            do {
+                r.cwd = try o.read("cwd", "string") { s.string($0) }
+                r.stdin = try o.read("stdin", "string") { i in
+                    guard s.type(i) == LUA_TSTRING else { return nil }
+                    var len = 0
+                    let p = tasker_tostring(L, i, &len)!
+                    return Array(UnsafeRawBufferPointer(start: p, count: len))
                 }
-            }
-            func bad(_ field: String, _ expected: String) -> Int32 {
-                usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.got(-1, expected: expected)))")
-            }
-            s.rawGet(t, "cwd")
-            if !s.isNoneOrNil(-1) { guard let v = s.string(-1) else { return bad("cwd", "string") }; r.cwd = v }
-            s.rawGet(t, "stdin")
-            if !s.isNoneOrNil(-1) {
-                guard s.type(-1) == LUA_TSTRING else { return bad("stdin", "string") }
-                var len = 0
-                let p = tasker_tostring(L, -1, &len)!
-                r.stdin = Array(UnsafeRawBufferPointer(start: p, count: len))
-            }
-            s.rawGet(t, "timeout")
-            if !s.isNoneOrNil(-1) {
-                guard let v = s.number(-1), v > 0, v.isFinite else { return bad("timeout", "positive number") }
-                r.timeout = v
-            }
-            s.rawGet(t, "check")
-            if !s.isNoneOrNil(-1) {
-                guard s.type(-1) == LUA_TBOOLEAN else { return bad("check", "boolean") }
-                r.check = s.boolean(-1)
-            }
-            s.rawGet(t, "env")
-            if !s.isNoneOrNil(-1) {
-                guard s.type(-1) == LUA_TTABLE else { return bad("env", "table") }
-                let env = lua_gettop(L)
-                lua_pushnil(L)
-                while lua_next(L, env) != 0 {
-                    guard let k = s.string(-2), let v = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil) else {
-                        return usage(L, "bad option 'env' to '\(fn)' (table of strings expected)")
+                r.timeout = try o.read("timeout", "positive number") { s.number($0).flatMap { $0 > 0 && $0.isFinite ? $0 : nil } }
+                r.check = try o.read("check", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? true
+                r.env = try o.read("env", "table of strings") { i in
+                    guard s.type(i) == LUA_TTABLE else { return nil }
+                    var env: [String: String] = [:]
+                    lua_pushnil(L)
+                    while lua_next(L, i) != 0 {
+                        guard let k = s.string(-2), let v = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil) else {
+                            s.pop(2)
+                            return nil
+                        }
+                        env[k] = v
+                        s.pop()
                     }
-                    r.env[k] = v
-                    s.pop()
-                }
+                    return env
+                } ?? [:]
+            } catch {
+                return usage(L, error.text)
             }
         }
         if let status = cannotWait(L, fn) { return status }

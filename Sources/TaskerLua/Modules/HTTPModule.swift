@@ -145,8 +145,8 @@ extension LuaRuntime {
     /// caller until the response (or a failure) is in.
     private func startRequest(_ L: OpaquePointer, options o: Int32, fn: String) -> Int32 {
         let s = LuaStack(L)
-        if let bad = unknownKey(L, o, allowed: LuaRuntime.requestFields) {
-            return usage(L, "unknown option \(bad) to '\(fn)' (known: \(LuaRuntime.requestFields.sorted().joined(separator: ", ")))")
+        if let message = OptionReader(L: L, table: o, function: fn, known: LuaRuntime.requestFields).unknownOption() {
+            return usage(L, message)
         }
         func bad(_ field: String, _ expected: String) -> Int32 {
             usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.got(-1, expected: expected)))")
@@ -304,20 +304,6 @@ extension LuaRuntime {
         }
     }
 
-    /// The first key of the table at `t` not in `allowed`, described.
-    func unknownKey(_ L: OpaquePointer, _ t: Int32, allowed: Set<String>) -> String? {
-        let s = LuaStack(L)
-        lua_pushnil(L)
-        while lua_next(L, t) != 0 {
-            s.pop()
-            guard let key = s.string(-1), s.type(-1) == LUA_TSTRING, allowed.contains(key) else {
-                let shown = s.type(-1) == LUA_TSTRING ? "'\(s.string(-1)!)'" : "of type \(s.typeName(-1))"
-                s.pop()
-                return shown
-            }
-        }
-        return nil
-    }
 
     /// Copies string-keyed headers into the table at `to`, names lower-cased.
     func copyHeaders(_ L: OpaquePointer, from: Int32, to: Int32) -> Bool {
@@ -376,8 +362,8 @@ extension LuaRuntime {
         let s = LuaStack(L)
         guard s.type(1) == LUA_TTABLE else { return argError(L, "http.configure", 1, "table") }
         lua_settop(L, 1)
-        if let bad = unknownKey(L, 1, allowed: LuaRuntime.configureFields) {
-            return usage(L, "unknown option \(bad) to 'http.configure' (known: \(LuaRuntime.configureFields.sorted().joined(separator: ", ")))")
+        if let message = OptionReader(L: L, table: 1, function: "http.configure", known: LuaRuntime.configureFields).unknownOption() {
+            return usage(L, message)
         }
         func bad(_ field: String, _ expected: String) -> Int32 {
             usage(L, "bad option '\(field)' to 'http.configure' (\(expected) expected, got \(s.got(-1, expected: expected)))")
