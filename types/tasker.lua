@@ -1,9 +1,9 @@
 ---@meta
--- LuaLS annotations for tasker's Lua API (DESIGN §2). Point your editor's
+-- LuaLS annotations for tasker's Lua API (see README.md). Point your editor's
 -- Lua language server at this folder (see the README's .luarc.json).
 
 ---@class tasker.Error
----@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"interceptor"|"reactor"|"usage"
+---@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"interceptor"|"reactor"|"usage"|"deadlock"
 ---@field message string
 ---@field where? string   # "file:line" of the call, for usage errors
 ---@field code? integer   # exec: the exit code
