@@ -70,7 +70,6 @@ void tasker_set_deadlines(tasker_Runtime *rt, uint64_t deadline, uint64_t slice)
     rt->slice_ns = slice;
 }
 
-uint64_t tasker_deadline(tasker_Runtime *rt) { return rt->deadline_ns; }
 uint64_t tasker_slice(tasker_Runtime *rt) { return rt->slice_ns; }
 void tasker_set_slice(tasker_Runtime *rt, uint64_t slice) { rt->slice_ns = slice; }
 uint64_t tasker_budget(tasker_Runtime *rt) { return rt->budget_ns; }

@@ -62,7 +62,6 @@ int tasker_signalled(tasker_Runtime *rt);
 /// fiber's timeout, the end of its time slice, and the budget of a
 /// non-yieldable call made by tasker (handlers, predicates, __tostring).
 void tasker_set_deadlines(tasker_Runtime *rt, uint64_t deadline, uint64_t slice);
-uint64_t tasker_deadline(tasker_Runtime *rt);
 uint64_t tasker_slice(tasker_Runtime *rt);
 void tasker_set_slice(tasker_Runtime *rt, uint64_t slice);
 uint64_t tasker_budget(tasker_Runtime *rt);
