@@ -6,7 +6,7 @@ import TaskerCore
 /// Its thread carries a pointer to it in the thread's extra space, which is
 /// how the coroutine library tells engine threads from user coroutines.
 /// Loop-confined; kept alive by the runtime while its thread may run.
-final class Fiber: TaskWaiter {
+final class Fiber {
     enum Kind {
         case main
         case task(AttemptRun)
@@ -27,8 +27,6 @@ final class Fiber: TaskWaiter {
     var finished = false
     /// Monotonic deadline for fibers that are not task attempts (reactions).
     var deadline: UInt64 = 0
-    /// The HTTP request this fiber waits for (an id in `httpEngine`).
-    var request: TaskID?
     var endedNormally = false
     /// Shell commands it started (`os.execute`, `io.popen`): terminated if
     /// it is cancelled or fails.
@@ -51,7 +49,6 @@ final class Fiber: TaskWaiter {
         finished = false
         endedNormally = false
         deadline = 0
-        request = nil
         processes = []
         tasker_setfiber(thread, Unmanaged.passUnretained(self).toOpaque())
     }
@@ -62,13 +59,6 @@ final class Fiber: TaskWaiter {
     }
 
     var taskID: TaskID? { run?.task }
-
-    /// Its HTTP request ended (the fiber is that request's waiter).
-    func taskFinished(_ id: TaskID, engine: Engine) {
-        guard engine !== runtime.engine, request == id else { return }
-        request = nil
-        runtime.requestFinished(id, for: self)
-    }
 }
 
 enum AwaitMode {
@@ -99,7 +89,6 @@ extension FiberWait {
 /// An engine call that suspends the calling coroutine.
 enum PendingOp {
     case wait(FiberWait)
-    case http(HTTPCallSetup)
     case exit
 }
 

@@ -25,17 +25,42 @@ final class LuaRequestBody: TaskBody {
     func abortAttempt(_ run: AttemptRun, reason: TaskFailure, engine: Engine) { runtime.stopExchange(run.task) }
 }
 
-extension LuaRuntime {
-    /// The driver's half of `http.request`: the caller has yielded; add the
-    /// request and wait for it.
-    func performHTTP(_ setup: HTTPCallSetup, for f: Fiber) {
-        let id = httpEngine.add(setup.spec)
+/// `http.request` and its shorthands: once the caller has yielded, the
+/// request becomes a task of the requests' engine; its end (after retries
+/// and reactions) resumes the caller; closing the caller cancels it.
+final class HTTPWait: FiberWait, TaskWaiter {
+    let setup: HTTPCallSetup
+    private unowned var runtime: LuaRuntime!
+    private var fiber: Fiber?
+    private var id: TaskID?
+
+    init(_ setup: HTTPCallSetup) { self.setup = setup }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        self.runtime = runtime
+        self.fiber = fiber
+        let id = runtime.httpEngine.add(setup.spec)
+        self.id = id
         setup.call.id = id
-        httpCalls[id] = setup.call
-        f.request = id
-        httpEngine.addWaiter(id, f)
+        runtime.httpCalls[id] = setup.call
+        runtime.httpEngine.addWaiter(id, self)
     }
 
+    func taskFinished(_ id: TaskID, engine: Engine) {
+        guard id == self.id, let fiber else { return }
+        self.id = nil
+        runtime.requestFinished(id, for: fiber)
+    }
+
+    func cancel() {
+        guard let id else { return }
+        self.id = nil
+        runtime.httpEngine.removeWaiter(id, self)
+        runtime.abandonRequest(id)
+    }
+}
+
+extension LuaRuntime {
     func sendRequest(_ run: AttemptRun) {
         guard let call = httpCalls[run.task] else {
             httpEngine.complete(run, with: .failure(TaskFailure(.cancelled, "request was cancelled")))
@@ -129,12 +154,11 @@ extension LuaRuntime {
         guard let call = httpCalls[id] else { return }
         let outcome = httpEngine.outcome(id) ?? .cancelled(TaskFailure(.cancelled, "request was cancelled"))
         dropRequest(id)
-        enqueue(.resume(f, .http(outcome, call)))
+        finishWait(f, .http(outcome, call))
     }
 
-    /// A fiber stopped waiting (closed): cancel its request.
-    func abandonRequest(_ id: TaskID, by f: Fiber) {
-        httpEngine.removeWaiter(id, f)
+    /// The caller stopped waiting (it was closed): cancel its request.
+    func abandonRequest(_ id: TaskID) {
         httpEngine.cancel(id, reason: "its caller stopped")
         dropRequest(id)
     }

@@ -29,10 +29,6 @@ extension LuaRuntime {
             for p in f.processes { p.cancel() }  // the same for os.execute and io.popen
         }
         f.processes = []
-        if let id = f.request {
-            f.request = nil
-            abandonRequest(id, by: f)
-        }
         if let id = f.taskID, fibersByTask[id] === f { fibersByTask[id] = nil }
         if case .reaction(let reaction) = f.kind { reactionFibers[reaction.id] = nil }
         let co = f.thread
@@ -237,8 +233,6 @@ extension LuaRuntime {
             if w.lendsSlot, let run = f.run { engine.lendSlot(run) }
             f.wait = w
             w.start(f, in: self)
-        case .http(let setup):
-            performHTTP(setup, for: f)
         case .exit:
             close(f)
         }

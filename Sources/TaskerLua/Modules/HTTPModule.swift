@@ -266,7 +266,7 @@ extension LuaRuntime {
         spec.retry = retry
         spec.retryWhen = { [unowned self] failure, _ in self.mayRetry(call, failure) }
         spec.ownedByReaction = callerBelongsToReaction
-        return suspend(L, .http(HTTPCallSetup(call: call, spec: spec)))
+        return suspend(L, .wait(HTTPWait(HTTPCallSetup(call: call, spec: spec))))
     }
 
     /// Reactions' own requests start while reactors suspend, and are not
