@@ -16,11 +16,6 @@ extension LuaRuntime {
         TaskViewModule.install(self)
         HandleModule.install(self)
         ContextModule.install(self)
-        for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self)] {
-            modules.append(module)
-            module.install(in: self)
-        }
-
         let tasker = TaskerModule.install(self)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         let globals = lua_gettop(L)
@@ -42,6 +37,12 @@ extension LuaRuntime {
             s.rawSet(globals, "print")
         }
         lua_settop(L, 0)
+        // After the `tasker` table: some add to it (`tasker.use`).
+        for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self),
+                                  UseModule(runtime: self)] {
+            modules.append(module)
+            module.install(in: self)
+        }
     }
 
     /// Creates the metatable `name` (luaL_newmetatable also sets __name):

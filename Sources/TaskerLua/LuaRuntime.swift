@@ -65,13 +65,6 @@ public final class LuaRuntime {
     var fiberPool: [Fiber] = []
     /// What the script registered, by the index its `remove` holds.
     var registrations: [Registration?] = []
-    /// Files loaded with `tasker.use`, by absolute path.
-    var usedFiles: [String: UsedFile] = [:]
-    /// While a used file runs: what it registers (not installed yet).
-    var staging: Registrations?
-    var watcher: FileWatcher?
-    /// Successful reloads so far.
-    public internal(set) var reloads = 0
     var scriptDirectory = "."
     /// The fiber of each running reaction, by reaction id.
     var reactionFibers: [Int: Fiber] = [:]
@@ -236,7 +229,7 @@ public final class LuaRuntime {
     func finish() {
         guard !finishedRun else { return }
         finishedRun = true
-        watcher?.stop()
+        useModule.watcher?.stop()
         let c = engine.summary()
         let failed = c.failed.map { id in
             (name: engine.name(id), message: engine.outcome(id)?.failure?.description ?? "failed")

@@ -104,7 +104,7 @@ extension LuaRuntime {
         lua_pushvalue(L, fnIndex)
         let ref = luaL_ref(L, tasker_registryindex())
         let interceptor = LuaInterceptor(runtime: self, target: target, name: name, maxHold: maxHold, function: ref)
-        if staging != nil { staging!.interceptors.append(interceptor) } else { interceptor.engine.addInterceptor(interceptor) }
+        useModule.register(interceptor)
         pushRegistrationObject(L, name: name, .interceptor(interceptor))
         return 1
     }

@@ -473,5 +473,5 @@ private struct JSONDecoder {
 
 extension LuaRuntime {
     /// The json module (HTTP encodes `json=` bodies and decodes `resp:json()` with it).
-    var json: JSONModule { modules.lazy.compactMap { $0 as? JSONModule }.first! }
+    var json: JSONModule { module(JSONModule.self) }
 }

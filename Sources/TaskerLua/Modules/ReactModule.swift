@@ -94,7 +94,7 @@ extension LuaRuntime {
             whenRef = luaL_ref(L, tasker_registryindex())
         }
         let reactor = LuaReactor(runtime: self, target: target, name: name, options: options, when: whenRef, function: fnRef)
-        if staging != nil { staging!.reactors.append(reactor) } else { reactor.engine.addReactor(reactor) }
+        useModule.register(reactor)
         pushRegistrationObject(L, name: name, .reactor(reactor))
         return 1
     }

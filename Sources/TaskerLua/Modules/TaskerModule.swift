@@ -20,7 +20,6 @@ enum TaskerModule {
         ("parallel", { L in LuaRuntime.from(L!).apiGroup(L!, serial: false) }),
         ("serial", { L in LuaRuntime.from(L!).apiGroup(L!, serial: true) }),
         ("react", { L in LuaRuntime.from(L!).apiReact(L!) }),
-        ("use", { L in LuaRuntime.from(L!).apiUse(L!) }),
         ("sleep", { L in LuaRuntime.from(L!).apiSleep(L!) }),
         ("sh", { L in LuaRuntime.from(L!).apiSh(L!) }),
         ("some", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.some") }),

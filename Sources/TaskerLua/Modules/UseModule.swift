@@ -30,16 +30,50 @@ struct Registrations {
     var reactors: [LuaReactor] = []
 }
 
-extension LuaRuntime {
+/// `tasker.use(path)` and hot reload: the files it loaded, what each
+/// registered, the inotify watcher and the reload count.
+final class UseModule: LuaModule {
+    unowned let runtime: LuaRuntime
+    /// Files loaded with `tasker.use`, by absolute path.
+    var usedFiles: [String: UsedFile] = [:]
+    /// While a used file runs: what it registers (not installed yet).
+    var staging: Registrations?
+    var watcher: FileWatcher?
+    /// Successful reloads so far.
+    private(set) var reloads = 0
+
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
+    /// `tasker.use`, added to the `tasker` table.
+    func install(in runtime: LuaRuntime) {
+        let L = runtime.L
+        let s = LuaStack(L)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "tasker")
+        push({ L in UseModule.this(L!).use(L!) }, in: L)
+        s.rawSet(-2, "use")
+        s.pop(2)
+    }
+
+    /// Registers an interceptor: staged while a used file runs, else installed.
+    func register(_ i: LuaInterceptor) {
+        if staging != nil { staging!.interceptors.append(i) } else { i.engine.addInterceptor(i) }
+    }
+
+    /// Registers a reactor: staged while a used file runs, else installed.
+    func register(_ r: LuaReactor) {
+        if staging != nil { staging!.reactors.append(r) } else { r.engine.addReactor(r) }
+    }
+
     /// Seconds to wait after a change before reloading, so that a burst of
     /// writes (an editor's save) makes one reload.
     static let reloadDebounce = 0.02
 
     /// `tasker.use(path)`: runs a file (relative to the pipeline's directory)
     /// in a fresh environment; with `--watch`, reloads it when it changes.
-    func apiUse(_ L: OpaquePointer) -> Int32 {
-        guard let relative = LuaStack(L).string(1) else { return argError(L, "tasker.use", 1, "string") }
-        let chunkName = relative.hasPrefix("/") ? relative : (scriptDirectory == "." ? relative : scriptDirectory + "/" + relative)
+    func use(_ L: OpaquePointer) -> Int32 {
+        guard let relative = LuaStack(L).string(1) else { return runtime.argError(L, "tasker.use", 1, "string") }
+        let chunkName = relative.hasPrefix("/") ? relative : (runtime.scriptDirectory == "." ? relative : runtime.scriptDirectory + "/" + relative)
         let path = URL(fileURLWithPath: chunkName).standardizedFileURL.path
         if usedFiles[path] != nil { return 0 }
         let file = UsedFile(path: path, chunkName: chunkName)
@@ -53,7 +87,7 @@ extension LuaRuntime {
             for r in registrations.reactors { r.engine.addReactor(r) }
         }
         usedFiles[path] = file
-        if options.watch { startWatching(file) }
+        if runtime.options.watch { startWatching(file) }
         return 0
     }
 
@@ -80,8 +114,8 @@ extension LuaRuntime {
         staging = Registrations()
         defer { staging = saved }
         let failed: String?
-        if S == L {
-            failed = callForError(nargs: 0, nresults: 0, context: "loading \(file.chunkName)")
+        if S == runtime.L {
+            failed = runtime.callForError(nargs: 0, nresults: 0, context: "loading \(file.chunkName)")
         } else {
             failed = tasker_pcall_traceback(S, 0, 0) == LUA_OK ? nil : s.describe(-1)
         }
@@ -92,14 +126,14 @@ extension LuaRuntime {
     private func startWatching(_ file: UsedFile) {
         do {
             if watcher == nil {
-                let target = LoopBound(self, loop: loop)
+                let target = LoopBound(self, loop: runtime.loop)
                 watcher = try FileWatcher { path in
                     target.loop.execute { target.value.fileChanged(path) }
                 }
             }
             try watcher?.watch(file: file.path)
         } catch {
-            logger.error("cannot watch \(file.chunkName): \(error)")
+            runtime.logger.error("cannot watch \(file.chunkName): \(error)")
         }
     }
 
@@ -107,22 +141,22 @@ extension LuaRuntime {
     /// debounce (every new event pushes the reload back), so a burst of
     /// writes makes one reload of the finished file.
     func fileChanged(_ path: String) {
-        guard !finishedRun, let file = usedFiles[path] else { return }
+        guard !runtime.finishedRun, let file = usedFiles[path] else { return }
         file.lastChange = Monotonic.now()
         guard !file.reloadScheduled else { return }
         file.reloadScheduled = true
-        loop.beginActivity()
+        runtime.loop.beginActivity()
         reloadWhenQuiet(file)
     }
 
     private func reloadWhenQuiet(_ file: UsedFile) {
-        let due = file.lastChange &+ Monotonic.nanos(LuaRuntime.reloadDebounce)
-        loop.schedule(at: due) { [unowned self] in
-            guard Monotonic.now() >= file.lastChange &+ Monotonic.nanos(LuaRuntime.reloadDebounce) else {
+        let due = file.lastChange &+ Monotonic.nanos(UseModule.reloadDebounce)
+        runtime.loop.schedule(at: due) { [unowned self] in
+            guard Monotonic.now() >= file.lastChange &+ Monotonic.nanos(UseModule.reloadDebounce) else {
                 self.reloadWhenQuiet(file)  // more writes came meanwhile
                 return
             }
-            self.loop.endActivity()
+            self.runtime.loop.endActivity()
             file.reloadScheduled = false
             self.reload(file)
         }
@@ -132,31 +166,31 @@ extension LuaRuntime {
     /// ones in place (by name: held tasks move to the new interceptor),
     /// atomically between two interceptions. If not, the old ones stay.
     func reload(_ file: UsedFile) {
-        guard !finishedRun else { return }
+        guard !runtime.finishedRun else { return }
         let old = file.registrations
         let registeredSomething = !old.interceptors.isEmpty || !old.reactors.isEmpty
         if registeredSomething, (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) == 0 {
             // Caught between a truncate and a write: wait for the next change.
-            logger.warning("\(file.chunkName) is empty (half-written?); keeping the previous version")
+            runtime.logger.warning("\(file.chunkName) is empty (half-written?); keeping the previous version")
             return
         }
         let new: Registrations
-        switch runUsedFile(file, on: L) {
+        switch runUsedFile(file, on: runtime.L) {
         case .failure(let failure):
-            if let code = exitCode {
-                logger.info("\(file.chunkName) called tasker.exit(\(code)) while reloading; the run ends")
+            if let code = runtime.exitCode {
+                runtime.logger.info("\(file.chunkName) called tasker.exit(\(code)) while reloading; the run ends")
                 return
             }
-            logger.error("reload of \(file.chunkName) failed; keeping the previous version: \(failure.message)")
+            runtime.logger.error("reload of \(file.chunkName) failed; keeping the previous version: \(failure.message)")
             return
         case .success(let r):
             new = r
         }
         if registeredSomething && new.interceptors.isEmpty && new.reactors.isEmpty {
-            logger.warning("\(file.chunkName) now registers no interceptor or reactor (it registered \(old.interceptors.count) and \(old.reactors.count)); the run goes on without them")
+            runtime.logger.warning("\(file.chunkName) now registers no interceptor or reactor (it registered \(old.interceptors.count) and \(old.reactors.count)); the run goes on without them")
         }
         for target in [HookTarget.task, .http] {
-            let e = engine(for: target)
+            let e = runtime.engine(for: target)
             swap(old.interceptors.filter { $0.target == target }, for: new.interceptors.filter { $0.target == target },
                  name: \.name, replace: e.replaceInterceptor, remove: e.removeInterceptor, add: e.addInterceptor)
             swap(old.reactors.filter { $0.target == target }, for: new.reactors.filter { $0.target == target },
@@ -164,8 +198,8 @@ extension LuaRuntime {
         }
         file.registrations = new
         reloads += 1
-        onReload?(file.chunkName)
-        logger.info("reloaded \(file.chunkName) (\(new.interceptors.count) interceptors, \(new.reactors.count) reactors)")
+        runtime.onReload?(file.chunkName)
+        runtime.logger.info("reloaded \(file.chunkName) (\(new.interceptors.count) interceptors, \(new.reactors.count) reactors)")
     }
 
     /// Old registrations give way to new ones by name: the same name is
