@@ -39,7 +39,7 @@ extension LuaRuntime {
         lua_settop(L, 0)
         // After the `tasker` table: some add to it (`tasker.use`).
         for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self),
-                                  UseModule(runtime: self)] {
+                                  UseModule(runtime: self), ExecModule(runtime: self)] {
             modules.append(module)
             module.install(in: self)
         }

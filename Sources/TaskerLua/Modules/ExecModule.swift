@@ -5,33 +5,55 @@ import TaskerCore
 /// `tasker.exec{"cmd", "arg", …, cwd=, env={}, stdin=, timeout=, check=true}`
 /// and `tasker.sh(command [, opts])` (README, Processes). Both wait; they return
 /// `{code=, stdout=, stderr=, ok=}`.
-extension LuaRuntime {
-    static let execOptions: Set<String> = ["cwd", "env", "stdin", "timeout", "check"]
+final class ExecModule: LuaModule {
+    unowned let runtime: LuaRuntime
 
-    func apiExec(_ L: OpaquePointer) -> Int32 {
-        guard lua_type(L, 1) == LUA_TTABLE else { return argError(L, "tasker.exec", 1, "table") }
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
+    static let functions: [(String, tasker_SwiftFunction)] = [
+        ("exec", { L in ExecModule.this(L!).exec(L!) }),
+        ("sh", { L in ExecModule.this(L!).sh(L!) }),
+    ]
+
+    /// `tasker.exec` and `tasker.sh`, added to the `tasker` table.
+    func install(in runtime: LuaRuntime) {
+        let L = runtime.L
+        let s = LuaStack(L)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "tasker")
+        for (name, fn) in Self.functions {
+            push(fn, in: L)
+            s.rawSet(-2, name)
+        }
+        s.pop(2)
+    }
+
+    static let options: Set<String> = ["cwd", "env", "stdin", "timeout", "check"]
+
+    func exec(_ L: OpaquePointer) -> Int32 {
+        guard lua_type(L, 1) == LUA_TTABLE else { return runtime.argError(L, "tasker.exec", 1, "table") }
         let s = LuaStack(L)
         var argv: [String] = []
         for k in stride(from: 1, through: s.rawLength(1), by: 1) {
             s.rawGet(1, k)
             guard let a = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil) else {
-                return usage(L, "bad element #\(k) in 'tasker.exec' command (string expected, got \(s.got(-1, expected: "string")))")
+                return runtime.usage(L, "bad element #\(k) in 'tasker.exec' command (string expected, got \(s.got(-1, expected: "string")))")
             }
             s.pop()
             argv.append(a)
         }
-        guard !argv.isEmpty else { return usage(L, "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})") }
+        guard !argv.isEmpty else { return runtime.usage(L, "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})") }
         // A C string ends at NUL: the argument would be cut short silently.
         if let k = argv.firstIndex(where: { $0.utf8.contains(0) }) {
-            return usage(L, "bad element #\(k + 1) in 'tasker.exec' command (it contains a NUL byte)")
+            return runtime.usage(L, "bad element #\(k + 1) in 'tasker.exec' command (it contains a NUL byte)")
         }
         return execute(L, argv: argv, options: 1, fn: "tasker.exec")
     }
 
-    func apiSh(_ L: OpaquePointer) -> Int32 {
-        guard let command = LuaStack(L).string(1) else { return argError(L, "tasker.sh", 1, "string") }
-        guard !command.utf8.contains(0) else { return usage(L, "bad argument #1 to 'tasker.sh' (it contains a NUL byte)") }
-        guard lua_type(L, 2) <= LUA_TNIL || lua_type(L, 2) == LUA_TTABLE else { return argError(L, "tasker.sh", 2, "table") }
+    func sh(_ L: OpaquePointer) -> Int32 {
+        guard let command = LuaStack(L).string(1) else { return runtime.argError(L, "tasker.sh", 1, "string") }
+        guard !command.utf8.contains(0) else { return runtime.usage(L, "bad argument #1 to 'tasker.sh' (it contains a NUL byte)") }
+        guard lua_type(L, 2) <= LUA_TNIL || lua_type(L, 2) == LUA_TTABLE else { return runtime.argError(L, "tasker.sh", 2, "table") }
         return execute(L, argv: ["/bin/sh", "-c", command], options: lua_type(L, 2) == LUA_TTABLE ? 2 : 0, fn: "tasker.sh")
     }
 
@@ -40,8 +62,8 @@ extension LuaRuntime {
         var r = ExecRequest(argv: argv)
         if t != 0 {
             let s = LuaStack(L)
-            let o = OptionReader(L: L, table: t, function: fn, known: LuaRuntime.execOptions)
-            if let message = o.unknownOption(skippingIntegers: true) { return usage(L, message) }
+            let o = OptionReader(L: L, table: t, function: fn, known: ExecModule.options)
+            if let message = o.unknownOption(skippingIntegers: true) { return runtime.usage(L, message) }
             do {
                 r.cwd = try o.read("cwd", "string") { s.string($0) }
                 r.stdin = try o.read("stdin", "string") { i in
@@ -67,11 +89,11 @@ extension LuaRuntime {
                     return env
                 } ?? [:]
             } catch {
-                return usage(L, error.text)
+                return runtime.usage(L, error.text)
             }
         }
-        if let status = cannotWait(L, fn) { return status }
-        return suspend(L, .wait(ExecWait(r)))
+        if let status = runtime.cannotWait(L, fn) { return status }
+        return runtime.suspend(L, .wait(ExecWait(r)))
     }
 
     /// `true, {code, stdout, stderr, ok}` or `false, err`.
@@ -80,15 +102,15 @@ extension LuaRuntime {
         switch outcome {
         case .timedOut:
             lua_pushboolean(co, 0)
-            pushErrorTable(co, kind: "timeout", message: "'\(r.display)' exceeded \(formatSeconds(r.timeout ?? 0))", where: nil)
+            runtime.pushErrorTable(co, kind: "timeout", message: "'\(r.display)' exceeded \(formatSeconds(r.timeout ?? 0))", where: nil)
         case .failed(let why):
             lua_pushboolean(co, 0)
-            pushErrorTable(co, kind: "exec", message: "cannot run '\(r.display)': \(why)", where: nil)
+            runtime.pushErrorTable(co, kind: "exec", message: "cannot run '\(r.display)': \(why)", where: nil)
         case .finished(let code, let stdout, let stderr):
             if r.check && code != 0 {
                 lua_pushboolean(co, 0)
                 let firstLine = String(decoding: stderr.prefix(500), as: UTF8.self).split(separator: "\n").first.map { ": \($0)" } ?? ""
-                pushErrorTable(co, kind: "exec", message: "'\(r.display)' exited with code \(code)\(firstLine)", where: nil)
+                runtime.pushErrorTable(co, kind: "exec", message: "'\(r.display)' exited with code \(code)\(firstLine)", where: nil)
                 s.push(code)
                 s.rawSet(-2, "code")
                 pushBytes(co, stderr)
@@ -134,7 +156,8 @@ final class ExecWait: FiberWait {
             target.loop.execute {
                 target.value.loop.endActivity()
                 let runtime = target.value
-                runtime.finishWait(waiter.value, .push { [unowned runtime] co in runtime.pushExec(outcome, r, onto: co) })
+                let module = runtime.module(ExecModule.self)
+                runtime.finishWait(waiter.value, .push { [unowned module] co in module.pushExec(outcome, r, onto: co) })
             }
         }
     }

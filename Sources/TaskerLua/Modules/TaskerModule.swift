@@ -9,7 +9,6 @@ enum TaskerModule {
         ("add", { L in LuaRuntime.from(L!).apiAdd(L!) }),
         ("all", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.all") }),
         ("any", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.any") }),
-        ("exec", { L in LuaRuntime.from(L!).apiExec(L!) }),
         ("every", { L in LuaRuntime.from(L!).apiEvery(L!) }),
         ("exit", { L in LuaRuntime.from(L!).apiExit(L!) }),
         ("intercept", { L in LuaRuntime.from(L!).apiIntercept(L!) }),
@@ -21,7 +20,6 @@ enum TaskerModule {
         ("serial", { L in LuaRuntime.from(L!).apiGroup(L!, serial: true) }),
         ("react", { L in LuaRuntime.from(L!).apiReact(L!) }),
         ("sleep", { L in LuaRuntime.from(L!).apiSleep(L!) }),
-        ("sh", { L in LuaRuntime.from(L!).apiSh(L!) }),
         ("some", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.some") }),
     ]
 
