@@ -102,16 +102,9 @@ enum ExecRunner {
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0, fcntl(fd, F_SETFD, FD_CLOEXEC) == 0 else { throw ExecSetupError(message: "cannot make a file for stdin: \(String(cString: strerror(errno)))") }
         template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                let reason = String(cString: strerror(errno))
-                close(fd)
-                throw ExecSetupError(message: "cannot write stdin to a temporary file: \(reason)")
-            }
-            offset += n
+        if let reason = writeAll(fd, bytes) {
+            close(fd)
+            throw ExecSetupError(message: "cannot write stdin to a temporary file: \(reason)")
         }
         lseek(fd, 0, SEEK_SET)
         return FileDescriptor(rawValue: fd)

@@ -127,18 +127,11 @@ struct LuaStack {
     /// C function such as a metamethod called from C has no line), or nil.
     /// Works on a thread whose resume just failed: its stack is kept.
     func innermostLuaPosition() -> String? {
+        var ar = lua_Debug()
         var level: Int32 = 0
-        while level < 200 {
-            luaL_where(L, level)
-            defer { pop() }
-            guard let w = string(-1) else { return nil }
-            if !w.isEmpty {
-                var trimmed = w
-                while trimmed.last == " " || trimmed.last == ":" { trimmed.removeLast() }
-                return trimmed
-            }
-            var ar = lua_Debug()
-            if lua_getstack(L, level + 1, &ar) == 0 { return nil }
+        while level < 200, lua_getstack(L, level, &ar) != 0 {
+            let w = whereString(level: level)
+            if !w.isEmpty { return w }
             level += 1
         }
         return nil

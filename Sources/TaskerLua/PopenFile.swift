@@ -192,15 +192,7 @@ final class PopenFile {
         let target = LoopBound(done, loop: loop)
         loop.beginActivity()
         queue.async {
-            var offset = 0
-            var failure: String?
-            while offset < bytes.count {
-                let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + offset, bytes.count - offset) }
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { failure = String(cString: strerror(errno)); break }
-                offset += n
-            }
-            let result = failure
+            let result = writeAll(fd, bytes)
             target.loop.execute {
                 target.loop.endActivity()
                 target.value(result)

@@ -5,12 +5,19 @@ import Foundation
 /// the run.
 public enum StandardError {
     public static func write(_ text: String) {
-        var bytes = Array(text.utf8)[...]
-        while !bytes.isEmpty {
-            let n = bytes.withUnsafeBytes { Foundation.write(STDERR_FILENO, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return }
-            bytes = bytes.dropFirst(n)
-        }
+        _ = writeAll(STDERR_FILENO, Array(text.utf8))
     }
+}
+
+/// Writes all of `bytes` to `fd` with write(2), again after EINTR and short
+/// writes; nil, or the reason it stopped (strerror).
+func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> String? {
+    var offset = 0
+    while offset < bytes.count {
+        let n = bytes.withUnsafeBytes { Foundation.write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+        if n < 0 && errno == EINTR { continue }
+        guard n > 0 else { return String(cString: strerror(errno)) }
+        offset += n
+    }
+    return nil
 }
