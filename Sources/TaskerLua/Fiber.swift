@@ -102,7 +102,6 @@ enum Resumption {
     case anyWinner(TaskID)
     case failure(TaskFailure)
     case luaFailureOf(TaskID)
-    case http(TaskOutcome, HTTPCall)
     /// Pushes `true, values…` (or `false, err`) itself; returns the count.
     case push((OpaquePointer) -> Int32)
 }

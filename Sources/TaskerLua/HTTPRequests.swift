@@ -16,66 +16,71 @@ struct HTTPFailureInfo: Sendable {
 /// The body of every request in the requests' engine: it reads the request
 /// table (as the interceptors left it) and hands it to the transport.
 final class LuaRequestBody: TaskBody {
-    unowned let runtime: LuaRuntime
+    unowned let module: HTTPModule
 
-    init(runtime: LuaRuntime) { self.runtime = runtime }
+    init(module: HTTPModule) { self.module = module }
 
-    func startAttempt(_ run: AttemptRun, engine: Engine) { runtime.sendRequest(run) }
+    func startAttempt(_ run: AttemptRun, engine: Engine) { module.send(run) }
 
-    func abortAttempt(_ run: AttemptRun, reason: TaskFailure, engine: Engine) { runtime.stopExchange(run.task) }
+    func abortAttempt(_ run: AttemptRun, reason: TaskFailure, engine: Engine) { module.stopExchange(run.task) }
 }
 
 /// `http.request` and its shorthands: once the caller has yielded, the
 /// request becomes a task of the requests' engine; its end (after retries
 /// and reactions) resumes the caller; closing the caller cancels it.
 final class HTTPWait: FiberWait, TaskWaiter {
-    let setup: HTTPCallSetup
-    private unowned var runtime: LuaRuntime!
+    private let call: HTTPCall
+    private let spec: TaskSpec
+    private unowned let module: HTTPModule
     private var fiber: Fiber?
     private var id: TaskID?
 
-    init(_ setup: HTTPCallSetup) { self.setup = setup }
+    init(call: HTTPCall, spec: TaskSpec, module: HTTPModule) {
+        self.call = call
+        self.spec = spec
+        self.module = module
+    }
 
     func start(_ fiber: Fiber, in runtime: LuaRuntime) {
-        self.runtime = runtime
         self.fiber = fiber
-        let id = runtime.httpEngine.add(setup.spec)
+        let id = module.engine.add(spec)
         self.id = id
-        setup.call.id = id
-        runtime.httpCalls[id] = setup.call
-        runtime.httpEngine.addWaiter(id, self)
+        call.id = id
+        module.calls[id] = call
+        module.engine.addWaiter(id, self)
     }
 
     func taskFinished(_ id: TaskID, engine: Engine) {
         guard id == self.id, let fiber else { return }
         self.id = nil
-        runtime.requestFinished(id, for: fiber)
+        module.requestFinished(id, for: fiber)
     }
 
     func cancel() {
         guard let id else { return }
         self.id = nil
-        runtime.httpEngine.removeWaiter(id, self)
-        runtime.abandonRequest(id)
+        module.engine.removeWaiter(id, self)
+        module.abandonRequest(id)
     }
 }
 
-extension LuaRuntime {
-    func sendRequest(_ run: AttemptRun) {
-        guard let call = httpCalls[run.task] else {
-            httpEngine.complete(run, with: .failure(TaskFailure(.cancelled, "request was cancelled")))
+extension HTTPModule {
+    func send(_ run: AttemptRun) {
+        guard let call = calls[run.task] else {
+            engine.complete(run, with: .failure(TaskFailure(.cancelled, "request was cancelled")))
             return
         }
         let request: HTTPRequest
-        switch HTTPRequestReader(L: L).read(call) {
+        switch HTTPRequestReader(L: runtime.L).read(call) {
         case .failure(let failure):
-            httpEngine.complete(run, with: .failure(failure))
+            engine.complete(run, with: .failure(failure))
             return
         case .success(let r):
             request = r
         }
         call.idempotent = request.isIdempotent
-        if transport == nil { transport = URLSessionTransport(connectionsPerHost: httpSettings.concurrency) }
+        if transport == nil { transport = URLSessionTransport(connectionsPerHost: settings.concurrency) }
+        let loop = runtime.loop
         loop.beginActivity()  // until the transport's completion is back on the loop
         let target = LoopBound(self, loop: loop)
         let url = request.url.absoluteString
@@ -90,13 +95,13 @@ extension LuaRuntime {
             self.stopExchange(run.task)
             let failure = TaskFailure(.http, "\(display): timed out after \(formatSeconds(request.timeout))",
                                       payload: HTTPFailureInfo(code: .timeout, url: request.url.absoluteString))
-            self.httpEngine.complete(run, with: .failure(failure))
+            self.engine.complete(run, with: .failure(failure))
         }
     }
 
     /// Cancels the request's exchange and its timer (cancel, timeout).
     func stopExchange(_ id: TaskID) {
-        guard let call = httpCalls[id] else { return }
+        guard let call = calls[id] else { return }
         call.timer?.cancel()
         call.timer = nil
         call.exchange?.cancel()
@@ -107,23 +112,23 @@ extension LuaRuntime {
     /// attempt that was cancelled or timed out is dropped.
     private func requestEnded(_ run: AttemptRun, _ result: Result<HTTPResponse, HTTPTransportError>,
                               url: String, display: String, headers: [(name: String, value: String)]) {
-        loop.endActivity()
-        guard httpEngine.isCurrent(run), let call = httpCalls[run.task] else { return }
+        runtime.loop.endActivity()
+        guard engine.isCurrent(run), let call = calls[run.task] else { return }
         call.timer?.cancel()
         call.timer = nil
         call.exchange = nil
-        if logger.logLevel <= .debug { logRequest(display, headers, result) }
+        if runtime.logger.logLevel <= .debug { logRequest(display, headers, result) }
         switch result {
         case .success(let response) where HTTPRetryRule.retryableStatuses.contains(response.status):
             var failure = TaskFailure(.http, "\(display) returned \(response.status)",
                                       payload: HTTPFailureInfo(url: response.url, response: response))
             failure.retryAfter = response.header("retry-after").flatMap { HTTPRetryRule.retryAfterSeconds($0) }
-            httpEngine.complete(run, with: .failure(failure))
+            engine.complete(run, with: .failure(failure))
         case .success(let response):
-            httpEngine.complete(run, with: .success(.swift(response)))
+            engine.complete(run, with: .success(.swift(response)))
         case .failure(let error):
-            httpEngine.complete(run, with: .failure(TaskFailure(.http, "\(display): \(Redaction.url(error.message))",
-                                                                payload: HTTPFailureInfo(code: error.code, url: url))))
+            engine.complete(run, with: .failure(TaskFailure(.http, "\(display): \(Redaction.url(error.message))",
+                                                            payload: HTTPFailureInfo(code: error.code, url: url))))
         }
     }
 
@@ -135,15 +140,15 @@ extension LuaRuntime {
         for h in headers { metadata[h.name] = "\(h.value)" }
         switch result {
         case .success(let r):
-            logger.debug("\(display) -> \(r.status) (\(Int(r.elapsed * 1000)) ms)", metadata: metadata)
+            runtime.logger.debug("\(display) -> \(r.status) (\(Int(r.elapsed * 1000)) ms)", metadata: metadata)
         case .failure(let e):
-            logger.debug("\(display) -> \(e.code.rawValue): \(e.message)", metadata: metadata)
+            runtime.logger.debug("\(display) -> \(e.code.rawValue): \(e.message)", metadata: metadata)
         }
     }
 
     /// The retry rule on top of the policy's count: idempotent methods only,
     /// retryable statuses and transient transport codes; never a cancel.
-    func mayRetry(_ call: HTTPCall, _ failure: TaskFailure) -> Bool {
+    static func mayRetry(_ call: HTTPCall, _ failure: TaskFailure) -> Bool {
         guard failure.kind == .http, let info = failure.payload as? HTTPFailureInfo else { return false }
         return HTTPRetryRule.shouldRetry(idempotent: call.idempotent, status: info.response?.status, code: info.code)
     }
@@ -151,30 +156,30 @@ extension LuaRuntime {
     /// The request ended (after its reactions): hand the outcome to the
     /// fiber and forget the request.
     func requestFinished(_ id: TaskID, for f: Fiber) {
-        guard let call = httpCalls[id] else { return }
-        let outcome = httpEngine.outcome(id) ?? .cancelled(TaskFailure(.cancelled, "request was cancelled"))
+        guard let call = calls[id] else { return }
+        let outcome = engine.outcome(id) ?? .cancelled(TaskFailure(.cancelled, "request was cancelled"))
         dropRequest(id)
-        finishWait(f, .http(outcome, call))
+        runtime.finishWait(f, .push { [unowned self] co in self.pushResult(outcome, call, onto: co) })
     }
 
     /// The caller stopped waiting (it was closed): cancel its request.
     func abandonRequest(_ id: TaskID) {
-        httpEngine.cancel(id, reason: "its caller stopped")
+        engine.cancel(id, reason: "its caller stopped")
         dropRequest(id)
     }
 
     private func dropRequest(_ id: TaskID) {
-        guard let call = httpCalls[id] else { return }
-        httpCalls[id] = nil
-        luaL_unref(L, tasker_registryindex(), call.table)
+        guard let call = calls[id] else { return }
+        calls[id] = nil
+        luaL_unref(runtime.L, tasker_registryindex(), call.table)
         // Later: the engine is still inside the finish that got us here.
-        loop.enqueue { [unowned self] in self.httpEngine.forget(id) }
+        runtime.loop.enqueue { [unowned self] in self.engine.forget(id) }
     }
 
     // MARK: results in Lua
 
     /// `true, response` or `false, err` for the resumed caller.
-    func pushHTTPResult(_ outcome: TaskOutcome, _ call: HTTPCall, onto co: OpaquePointer) -> Int32 {
+    func pushResult(_ outcome: TaskOutcome, _ call: HTTPCall, onto co: OpaquePointer) -> Int32 {
         switch HTTPResult(outcome) {
         case .response(let response):
             if call.check && response.status >= 400 {
@@ -182,7 +187,7 @@ extension LuaRuntime {
                 var failure = TaskFailure(.http, "\(call.method) \(Redaction.url(response.url)) returned \(response.status)",
                                           payload: HTTPFailureInfo(url: response.url, response: response))
                 failure.position = call.position
-                pushFailure(co, failure)
+                runtime.pushFailure(co, failure)
                 return 2
             }
             lua_pushboolean(co, 1)
@@ -191,7 +196,7 @@ extension LuaRuntime {
         case .failure(var failure):
             lua_pushboolean(co, 0)
             if failure.position == nil { failure.position = call.position }
-            pushFailure(co, failure)
+            runtime.pushFailure(co, failure)
             return 2
         }
     }
@@ -218,13 +223,13 @@ extension LuaRuntime {
         s.rawSet(-2, "url")
         s.push(r.elapsed)
         s.rawSet(-2, "elapsed")
-        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.responseMeta))
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(responseMeta))
         lua_setmetatable(co, -2)
     }
 
     /// The request table, `t` of `on="http"` interceptors and reactors.
     func pushRequestTable(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
-        guard let call = httpCalls[id] else {
+        guard let call = calls[id] else {
             lua_createtable(L, 0, 0)
             return
         }
@@ -247,7 +252,7 @@ extension LuaRuntime {
             s.newTable(hash: 2)
             s.push(false)
             s.rawSet(-2, "ok")
-            pushFailure(L, failure)
+            runtime.pushFailure(L, failure)
             s.rawSet(-2, "error")
         }
     }

@@ -58,6 +58,19 @@ extension LuaModule {
         lua_settop(L, value - 1)
     }
 
+    /// Adds `functions`, each bound to this instance, to the `tasker` table
+    /// (modules that extend it: `tasker.sleep`, `tasker.exec`, `tasker.use`).
+    func addToTaskerTable(_ functions: [(String, tasker_SwiftFunction)], in L: OpaquePointer) {
+        let s = LuaStack(L)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "tasker")
+        for (name, fn) in functions {
+            push(fn, in: L)
+            s.rawSet(-2, name)
+        }
+        s.pop(2)
+    }
+
     /// Replaces `library.name` (a C function of Lua's own, such as
     /// `os.execute`) with `fn` where the caller can yield, keeping the
     /// original for the places that cannot.
@@ -82,4 +95,5 @@ extension LuaRuntime {
     }
 
     var useModule: UseModule { module(UseModule.self) }
+    var http: HTTPModule { module(HTTPModule.self) }
 }

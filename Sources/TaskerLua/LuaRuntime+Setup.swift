@@ -22,15 +22,10 @@ extension LuaRuntime {
         lua_pushvalue(L, tasker)
         s.rawSet(globals, "tasker")
         // require("tasker") returns the same table
-        let http = HTTPModule.install(self)
-        lua_pushvalue(L, http)
-        s.rawSet(globals, "http")
         s.rawGet(globals, "package")
         s.rawGet(-1, "loaded")
         lua_pushvalue(L, tasker)
         s.rawSet(-2, "tasker")
-        lua_pushvalue(L, http)
-        s.rawSet(-2, "http")
         s.pop(2)
         if options.output != nil {
             s.push(LuaRuntime.printFunction)
@@ -39,7 +34,8 @@ extension LuaRuntime {
         lua_settop(L, 0)
         // After the `tasker` table: some add to it (`tasker.use`).
         for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self),
-                                  UseModule(runtime: self), ExecModule(runtime: self)] {
+                                  UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
+                                  SleepModule(runtime: self)] {
             modules.append(module)
             module.install(in: self)
         }

@@ -168,8 +168,6 @@ extension LuaRuntime {
                 return 2
             }
             return pushOutcome(co, outcome, mode: mode, leading: true)
-        case .http(let outcome, let call):
-            return pushHTTPResult(outcome, call, onto: co)
         case .anyWinner(let id):
             lua_pushboolean(co, 1)
             guard case .succeeded(let v)? = engine.outcome(id) else { return 1 }

@@ -73,12 +73,6 @@ public final class LuaRuntime {
     /// Tasks with `h:on` handlers, by task id.
     var handlerTasks = TaskTable<Bool>()
     lazy var taskBody = LuaTaskBody(runtime: self)
-    lazy var requestBody = LuaRequestBody(runtime: self)
-    /// Each request's call state, by its id in `httpEngine`.
-    var httpCalls = TaskTable<HTTPCall>()
-    var httpSettings = HTTPSettings()
-    /// Opened at the first request (after `http.configure` has had its say).
-    var transport: HTTPTransport?
     var exitCode: Int32?
     /// Modules that own their state (see `LuaModule`); kept as long as the
     /// state, since their functions hold them unretained.
@@ -335,7 +329,6 @@ struct Refs {
     var taskViewMeta: Int32 = 0
     var contextMeta: Int32 = 0
     var errorMeta: Int32 = 0
-    var responseMeta: Int32 = 0
 }
 
 /// Lets a signal handler on another thread stop runaway Lua code at once

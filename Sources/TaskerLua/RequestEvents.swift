@@ -38,7 +38,7 @@ final class RequestEventSource: EngineObserver {
     }
 
     private func emit(_ id: TaskID, attempt: Int, outcome: TaskOutcome, retryIn: Double?, engine: Engine) {
-        guard let call = runtime.httpCalls[id], let url = call.shownURL else { return }
+        guard let call = runtime.http.calls[id], let url = call.shownURL else { return }
         var e = RequestEvent(id: id, method: call.method, url: url, attempt: attempt,
                              elapsed: Double(Monotonic.now() &- call.attemptStart) / 1e9, retryIn: retryIn)
         switch outcome {

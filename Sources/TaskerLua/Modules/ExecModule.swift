@@ -16,17 +16,7 @@ final class ExecModule: LuaModule {
     ]
 
     /// `tasker.exec` and `tasker.sh`, added to the `tasker` table.
-    func install(in runtime: LuaRuntime) {
-        let L = runtime.L
-        let s = LuaStack(L)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-        s.rawGet(-1, "tasker")
-        for (name, fn) in Self.functions {
-            push(fn, in: L)
-            s.rawSet(-2, name)
-        }
-        s.pop(2)
-    }
+    func install(in runtime: LuaRuntime) { addToTaskerTable(Self.functions, in: runtime.L) }
 
     static let options: Set<String> = ["cwd", "env", "stdin", "timeout", "check"]
 

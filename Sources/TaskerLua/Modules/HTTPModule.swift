@@ -7,33 +7,48 @@ import TaskerHTTP
 /// The `http` global (README, HTTP): `http.request{...}`, the shorthands and
 /// `http.configure{...}`. A call builds the request table (what `on="http"`
 /// interceptors get as `t`), adds it to the requests' engine and waits.
-enum HTTPModule {
+/// The module owns every request's call state, the configured defaults and
+/// the transport; the runtime only drives the requests' engine.
+final class HTTPModule: LuaModule {
     static let responseMetatableName = "tasker.response"
 
-    static func install(_ rt: LuaRuntime) -> Int32 {
-        let L = rt.L
+    unowned let runtime: LuaRuntime
+    /// Each request's call state, by its id in the requests' engine.
+    var calls = TaskTable<HTTPCall>()
+    var settings = HTTPSettings()
+    /// Opened at the first request (after `http.configure` has had its say).
+    var transport: HTTPTransport?
+    /// The body of every request task: it hands the request to the transport.
+    lazy var requestBody = LuaRequestBody(module: self)
+    /// The metatable of responses (`resp:json()`), by registry ref.
+    private(set) var responseMeta: Int32 = LUA_NOREF
+
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
+    var engine: Engine { runtime.httpEngine }
+
+    static let functions: [(String, tasker_SwiftFunction)] = [
+        ("request", { L in HTTPModule.this(L!).request(L!) }),
+        ("configure", { L in HTTPModule.this(L!).configure(L!) }),
+    ]
+
+    func install(in runtime: LuaRuntime) {
+        let L = runtime.L
         let s = LuaStack(L)
-        s.newTable(hash: 8)
-        s.push({ L in LuaRuntime.from(L!).apiHTTPRequest(L!) })
-        s.rawSet(-2, "request")
-        s.push({ L in LuaRuntime.from(L!).apiHTTPConfigure(L!) })
-        s.rawSet(-2, "configure")
+        pushTable(Self.functions, in: L)
         for (name, hasBody) in [("get", false), ("head", false), ("delete", false),
                                 ("post", true), ("put", true), ("patch", true)] {
+            lua_pushlightuserdata(L, Unmanaged.passUnretained(self).toOpaque())
             s.push(name.uppercased())
             s.push(hasBody)
-            s.push({ L in LuaRuntime.from(L!).apiHTTPShorthand(L!) }, upvalues: 2)
+            s.push({ L in HTTPModule.this(L!).shorthand(L!) }, upvalues: 3)
             s.rawSet(-2, name)
         }
-        let module = lua_gettop(L)
-        luaL_newmetatable(L, responseMetatableName)
-        s.newTable(hash: 1)
-        s.push({ L in LuaRuntime.from(L!).apiResponseJSON(L!) })
-        s.rawSet(-2, "json")
+        setGlobal("http", in: L)
+        luaL_newmetatable(L, Self.responseMetatableName)
+        pushTable([("json", { L in HTTPModule.this(L!).responseJSON(L!) })], in: L)
         s.rawSet(-2, "__index")
-        rt.refs.responseMeta = s.ref()
-        lua_settop(L, module)
-        return module
+        responseMeta = s.ref()
     }
 }
 
@@ -82,40 +97,35 @@ final class HTTPCall {
     }
 }
 
-/// A request waiting to be added to the engine (by the driver, once the
-/// caller has yielded).
-struct HTTPCallSetup {
-    let call: HTTPCall
-    let spec: TaskSpec
-}
-
-extension LuaRuntime {
+extension HTTPModule {
     static let requestFields: Set<String> = ["method", "url", "headers", "query", "body", "json", "timeout",
                                              "follow_redirects", "retry", "check"]
     static let configureFields: Set<String> = ["timeout", "retry", "headers", "concurrency", "max_body"]
-    static let httpRetryFields: Set<String> = ["attempts", "delay", "backoff", "factor", "max_delay", "jitter"]
+    static let retryFields: Set<String> = ["attempts", "delay", "backoff", "factor", "max_delay", "jitter"]
 
     /// `http.request{method=, url=, headers=, query=, body=, json=, timeout=,
     /// follow_redirects=, retry=, check=}`.
-    func apiHTTPRequest(_ L: OpaquePointer) -> Int32 {
-        guard lua_type(L, 1) == LUA_TTABLE else { return argError(L, "http.request", 1, "table") }
+    func request(_ L: OpaquePointer) -> Int32 {
+        guard lua_type(L, 1) == LUA_TTABLE else { return runtime.argError(L, "http.request", 1, "table") }
         lua_settop(L, 1)
         return startRequest(L, options: 1, fn: "http.request")
     }
 
     /// `http.get(url [, opts])`, `http.post(url, body [, opts])`, …: upvalue
-    /// 2 is the method, 3 whether a body argument comes before the options.
-    func apiHTTPShorthand(_ L: OpaquePointer) -> Int32 {
+    /// 3 is the method, 4 whether a body argument comes before the options.
+    func shorthand(_ L: OpaquePointer) -> Int32 {
         let s = LuaStack(L)
-        let method = s.string(tasker_upvalueindex(2)) ?? "GET"
-        let hasBody = lua_toboolean(L, tasker_upvalueindex(3)) != 0
+        let method = s.string(tasker_upvalueindex(3)) ?? "GET"
+        let hasBody = lua_toboolean(L, tasker_upvalueindex(4)) != 0
         let fn = "http.\(method.lowercased())"
-        guard s.type(1) == LUA_TSTRING else { return argError(L, fn, 1, "string (the url)") }
+        guard s.type(1) == LUA_TSTRING else { return runtime.argError(L, fn, 1, "string (the url)") }
         let optionsArg: Int32 = hasBody ? 3 : 2
-        guard s.isNoneOrNil(optionsArg) || s.type(optionsArg) == LUA_TTABLE else { return argError(L, fn, optionsArg, "table") }
+        guard s.isNoneOrNil(optionsArg) || s.type(optionsArg) == LUA_TTABLE else {
+            return runtime.argError(L, fn, optionsArg, "table")
+        }
         if hasBody {
             let t = s.type(2)
-            guard t <= LUA_TNIL || t == LUA_TSTRING || t == LUA_TTABLE else { return argError(L, fn, 2, "string or table") }
+            guard t <= LUA_TNIL || t == LUA_TSTRING || t == LUA_TTABLE else { return runtime.argError(L, fn, 2, "string or table") }
         }
         lua_settop(L, 3)
         // The options, copied, plus url, method and body.
@@ -145,43 +155,40 @@ extension LuaRuntime {
     /// caller until the response (or a failure) is in.
     private func startRequest(_ L: OpaquePointer, options o: Int32, fn: String) -> Int32 {
         let s = LuaStack(L)
-        if let message = OptionReader(L: L, table: o, function: fn, known: LuaRuntime.requestFields).unknownOption() {
-            return usage(L, message)
-        }
-        func bad(_ field: String, _ expected: String) -> Int32 {
-            usage(L, "bad option '\(field)' to '\(fn)' (\(expected) expected, got \(s.got(-1, expected: expected)))")
-        }
-        let settings = httpSettings
+        let reader = OptionReader(L: L, table: o, function: fn, known: Self.requestFields)
+        if let message = reader.unknownOption() { return runtime.usage(L, message) }
+        let settings = self.settings
         s.newTable(hash: 8)
         let t = lua_gettop(L)
-
-        s.rawGet(o, "method")
-        var method = "GET"
-        if !s.isNoneOrNil(-1) {
-            guard let m = s.string(-1), !m.isEmpty else { return bad("method", "string") }
-            method = m.uppercased()
+        let method: String, timeout: Double, followRedirects: Bool, check: Bool
+        var url: String
+        do throws(UsageMessage) {
+            method = try reader.read("method", "string") { i in s.string(i).flatMap { $0.isEmpty ? nil : $0.uppercased() } } ?? "GET"
+            guard let u = try reader.read("url", "string", { s.string($0) }) else {
+                lua_pushnil(L)  // what `bad` describes
+                throw UsageMessage(reader.bad("url", "string"))
+            }
+            url = u
+            if let query = try reader.read("query", "table of strings, numbers, booleans or lists of them",
+                                           { i in s.type(i) == LUA_TTABLE ? queryString(L, i) : nil }), !query.isEmpty {
+                url += (url.contains("?") ? "&" : "?") + query
+            }
+            timeout = try reader.read("timeout", "positive number") { s.number($0).flatMap { $0 > 0 && $0.isFinite ? $0 : nil } }
+                ?? settings.timeout
+            followRedirects = try reader.read("follow_redirects", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? true
+            check = try reader.read("check", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? false
+        } catch {
+            return runtime.usage(L, error.text)
         }
-        s.pop()
+        guard HTTPRequestReader.parseURL(url) != nil else {
+            return runtime.usage(L, "\(fn): bad url '\(url)' (an absolute http:// or https:// url expected)")
+        }
         s.push(method)
         s.rawSet(t, "method")
-
-        s.rawGet(o, "url")
-        guard var url = s.string(-1) else { return bad("url", "string") }
-        s.pop()
-        s.rawGet(o, "query")
-        if !s.isNoneOrNil(-1) {
-            guard s.type(-1) == LUA_TTABLE else { return bad("query", "table") }
-            guard let query = queryString(L, lua_gettop(L)) else {
-                return usage(L, "bad option 'query' to '\(fn)' (table of strings, numbers, booleans or lists of them expected)")
-            }
-            if !query.isEmpty { url += (url.contains("?") ? "&" : "?") + query }
-        }
-        s.pop()
-        guard HTTPRequestReader.parseURL(url) != nil else {
-            return usage(L, "\(fn): bad url '\(url)' (an absolute http:// or https:// url expected)")
-        }
         s.push(url)
         s.rawSet(t, "url")
+        s.push(timeout)
+        s.rawSet(t, "timeout")
 
         // headers: the configured defaults, then the call's, names lower-cased
         s.newTable(hash: Int32(settings.headers.count + 4))
@@ -193,7 +200,7 @@ extension LuaRuntime {
         s.rawGet(o, "headers")
         if !s.isNoneOrNil(-1) {
             guard s.type(-1) == LUA_TTABLE, copyHeaders(L, from: lua_gettop(L), to: headers) else {
-                return bad("headers", "table of strings")
+                return runtime.usage(L, reader.bad("headers", "table of strings"))
             }
         }
         s.pop()
@@ -201,19 +208,19 @@ extension LuaRuntime {
         s.rawGet(o, "body")
         let hasBody = !s.isNoneOrNil(-1)
         if hasBody {
-            guard s.type(-1) == LUA_TSTRING else { return bad("body", "string") }
+            guard s.type(-1) == LUA_TSTRING else { return runtime.usage(L, reader.bad("body", "string")) }
             s.rawSet(t, "body")
         } else {
             s.pop()
         }
         s.rawGet(o, "json")
         if !s.isNoneOrNil(-1) {
-            guard !hasBody else { return usage(L, "\(fn): give 'body' or 'json', not both") }
+            guard !hasBody else { return runtime.usage(L, "\(fn): give 'body' or 'json', not both") }
             let bytes: [UInt8]
             do {
-                bytes = try json.encodeJSON(L, -1)
+                bytes = try runtime.json.encodeJSON(L, -1)
             } catch {
-                return raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
+                return runtime.raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
             }
             _ = bytes.withUnsafeBufferPointer { b in b.withMemoryRebound(to: CChar.self) { lua_pushlstring(L, $0.baseAddress, $0.count) } }
             s.rawSet(t, "body")
@@ -228,61 +235,38 @@ extension LuaRuntime {
         lua_pushvalue(L, headers)
         s.rawSet(t, "headers")
 
-        s.rawGet(o, "timeout")
-        var timeout = settings.timeout
-        if !s.isNoneOrNil(-1) {
-            guard let v = s.number(-1), v > 0, v.isFinite else { return bad("timeout", "positive number") }
-            timeout = v
-        }
-        s.pop()
-        s.push(timeout)
-        s.rawSet(t, "timeout")
-
-        var followRedirects = true, check = false
-        s.rawGet(o, "follow_redirects")
-        if !s.isNoneOrNil(-1) {
-            guard s.type(-1) == LUA_TBOOLEAN else { return bad("follow_redirects", "boolean") }
-            followRedirects = s.boolean(-1)
-        }
-        s.rawGet(o, "check")
-        if !s.isNoneOrNil(-1) {
-            guard s.type(-1) == LUA_TBOOLEAN else { return bad("check", "boolean") }
-            check = s.boolean(-1)
-        }
-        s.pop(2)
-
         s.rawGet(o, "retry")
         let retry: RetryPolicy
-        switch readHTTPRetry(L, over: settings.retry, fn: fn) {
+        switch readRetry(L, over: settings.retry, fn: fn) {
         case .success(let r): retry = r
-        case .failure(let message): return usage(L, message.text)
+        case .failure(let message): return runtime.usage(L, message.text)
         }
         lua_settop(L, t)
 
-        if let status = cannotWait(L, fn) { return status }
+        if let status = runtime.cannotWait(L, fn) { return status }
         let call = HTTPCall(table: s.ref(), check: check, followRedirects: followRedirects,
                             maxBody: settings.maxBody, position: s.whereString(level: 1))
         var spec = TaskSpec(name: "\(method) \(url)", body: requestBody)
         spec.retry = retry
-        spec.retryWhen = { [unowned self] failure, _ in self.mayRetry(call, failure) }
+        spec.retryWhen = { failure, _ in HTTPModule.mayRetry(call, failure) }
         spec.ownedByReaction = callerBelongsToReaction
-        return suspend(L, .wait(HTTPWait(HTTPCallSetup(call: call, spec: spec))))
+        return runtime.suspend(L, .wait(HTTPWait(call: call, spec: spec, module: self)))
     }
 
     /// Reactions' own requests start while reactors suspend, and are not
     /// reacted to (a reaction must not wait on itself).
     private var callerBelongsToReaction: Bool {
-        guard let f = current else { return false }
+        guard let f = runtime.current else { return false }
         switch f.kind {
         case .reaction: return true
-        case .task(let run): return engine.isOwnedByReaction(run.task)
+        case .task(let run): return runtime.engine.isOwnedByReaction(run.task)
         case .main: return false
         }
     }
 
     /// The `retry` option on top of the stack: `false` (one attempt), a
     /// retry table read over `base`, or nil (`base`).
-    private func readHTTPRetry(_ L: OpaquePointer, over base: RetryPolicy, fn: String) -> Result<RetryPolicy, UsageMessage> {
+    private func readRetry(_ L: OpaquePointer, over base: RetryPolicy, fn: String) -> Result<RetryPolicy, UsageMessage> {
         let s = LuaStack(L)
         switch s.type(-1) {
         case LUA_TNIL, LUA_TNONE:
@@ -293,8 +277,8 @@ extension LuaRuntime {
             return .success(r)
         case LUA_TTABLE:
             do {
-                return .success(try SpecReader(runtime: self, L: L, function: fn)
-                    .readRetryPolicy(lua_gettop(L), base: base, allowed: LuaRuntime.httpRetryFields).0)
+                return .success(try SpecReader(runtime: runtime, L: L, function: fn)
+                    .readRetryPolicy(lua_gettop(L), base: base, allowed: Self.retryFields).0)
             } catch {
                 guard case .usage(let message) = error else { return .failure(UsageMessage("bad option 'retry' to '\(fn)'")) }
                 return .failure(UsageMessage(message))
@@ -303,7 +287,6 @@ extension LuaRuntime {
             return .failure(UsageMessage("bad option 'retry' to '\(fn)' (table or false expected, got \(s.got(-1, expected: "table or false")))"))
         }
     }
-
 
     /// Copies string-keyed headers into the table at `to`, names lower-cased.
     func copyHeaders(_ L: OpaquePointer, from: Int32, to: Int32) -> Bool {
@@ -343,11 +326,11 @@ extension LuaRuntime {
             s.pop()
         }
         pairs.sort { $0.0 < $1.0 }
-        return pairs.map { "\(percentEncode($0.0))=\(percentEncode($0.1))" }.joined(separator: "&")
+        return pairs.map { "\(Self.percentEncode($0.0))=\(Self.percentEncode($0.1))" }.joined(separator: "&")
     }
 
-    private func percentEncode(_ s: String) -> String {
-        s.addingPercentEncoding(withAllowedCharacters: LuaRuntime.queryAllowed) ?? s
+    private static func percentEncode(_ s: String) -> String {
+        s.addingPercentEncoding(withAllowedCharacters: queryAllowed) ?? s
     }
 
     static let queryAllowed: CharacterSet = {
@@ -358,67 +341,58 @@ extension LuaRuntime {
 
     /// `http.configure{timeout=, retry=, headers=, concurrency=, max_body=}`:
     /// defaults for the requests made after it.
-    func apiHTTPConfigure(_ L: OpaquePointer) -> Int32 {
+    func configure(_ L: OpaquePointer) -> Int32 {
         let s = LuaStack(L)
-        guard s.type(1) == LUA_TTABLE else { return argError(L, "http.configure", 1, "table") }
+        guard s.type(1) == LUA_TTABLE else { return runtime.argError(L, "http.configure", 1, "table") }
         lua_settop(L, 1)
-        if let message = OptionReader(L: L, table: 1, function: "http.configure", known: LuaRuntime.configureFields).unknownOption() {
-            return usage(L, message)
-        }
-        func bad(_ field: String, _ expected: String) -> Int32 {
-            usage(L, "bad option '\(field)' to 'http.configure' (\(expected) expected, got \(s.got(-1, expected: expected)))")
-        }
-        var settings = httpSettings
-        s.rawGet(1, "timeout")
-        if !s.isNoneOrNil(-1) {
-            guard let v = s.number(-1), v > 0, v.isFinite else { return bad("timeout", "positive number") }
-            settings.timeout = v
-        }
-        s.rawGet(1, "concurrency")
-        if !s.isNoneOrNil(-1) {
-            guard let v = s.integer(-1), v >= 1 else { return bad("concurrency", "positive integer") }
-            settings.concurrency = v
-        }
-        s.rawGet(1, "max_body")
-        if !s.isNoneOrNil(-1) {
-            guard let v = s.integer(-1), v >= 0 else { return bad("max_body", "non-negative integer (bytes)") }
-            settings.maxBody = v
-        }
-        s.rawGet(1, "headers")
-        if !s.isNoneOrNil(-1) {
-            s.newTable()
-            guard s.type(-2) == LUA_TTABLE, copyHeaders(L, from: lua_gettop(L) - 1, to: lua_gettop(L)) else {
-                s.pop()
-                return bad("headers", "table of strings")
-            }
-            var headers: [(name: String, value: String)] = []
-            lua_pushnil(L)
-            while lua_next(L, -2) != 0 {
-                headers.append((name: s.string(-2)!, value: s.string(-1)!))
-                s.pop()
-            }
-            settings.headers = headers.sorted { $0.name < $1.name }
-            s.pop()
+        let reader = OptionReader(L: L, table: 1, function: "http.configure", known: Self.configureFields)
+        if let message = reader.unknownOption() { return runtime.usage(L, message) }
+        var settings = self.settings
+        do {
+            settings.timeout = try reader.read("timeout", "positive number") {
+                s.number($0).flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
+            } ?? settings.timeout
+            settings.concurrency = try reader.read("concurrency", "positive integer") {
+                s.integer($0).flatMap { $0 >= 1 ? $0 : nil }
+            } ?? settings.concurrency
+            settings.maxBody = try reader.read("max_body", "non-negative integer (bytes)") {
+                s.integer($0).flatMap { $0 >= 0 ? $0 : nil }
+            } ?? settings.maxBody
+            settings.headers = try reader.read("headers", "table of strings") { i in
+                guard s.type(i) == LUA_TTABLE else { return nil }
+                s.newTable()
+                defer { s.pop() }
+                guard copyHeaders(L, from: i, to: lua_gettop(L)) else { return nil }
+                var headers: [(name: String, value: String)] = []
+                lua_pushnil(L)
+                while lua_next(L, -2) != 0 {
+                    headers.append((name: s.string(-2)!, value: s.string(-1)!))
+                    s.pop()
+                }
+                return headers.sorted { $0.name < $1.name }
+            } ?? settings.headers
+        } catch {
+            return runtime.usage(L, error.text)
         }
         s.rawGet(1, "retry")
-        switch readHTTPRetry(L, over: settings.retry, fn: "http.configure") {
+        switch readRetry(L, over: settings.retry, fn: "http.configure") {
         case .success(let r): settings.retry = r
-        case .failure(let message): return usage(L, message.text)
+        case .failure(let message): return runtime.usage(L, message.text)
         }
-        if settings.concurrency != httpSettings.concurrency {
-            httpEngine.concurrency = settings.concurrency
+        if settings.concurrency != self.settings.concurrency {
+            engine.concurrency = settings.concurrency
             transport = nil  // the next request opens a session sized for it
         }
-        httpSettings = settings
+        self.settings = settings
         return 0
     }
 
     /// `resp:json()`: the body decoded (kind `json` if it is not JSON).
-    func apiResponseJSON(_ L: OpaquePointer) -> Int32 {
+    func responseJSON(_ L: OpaquePointer) -> Int32 {
         let s = LuaStack(L)
-        guard s.type(1) == LUA_TTABLE else { return argError(L, "resp:json", 1, "response table") }
+        guard s.type(1) == LUA_TTABLE else { return runtime.argError(L, "resp:json", 1, "response table") }
         s.rawGet(1, "body")
-        guard s.type(-1) == LUA_TSTRING else { return usage(L, "resp:json(): the response has no body") }
-        return json.decodeJSONString(L, lua_gettop(L), fn: "resp:json")
+        guard s.type(-1) == LUA_TSTRING else { return runtime.usage(L, "resp:json(): the response has no body") }
+        return runtime.json.decodeJSONString(L, lua_gettop(L), fn: "resp:json")
     }
 }

@@ -118,7 +118,7 @@ extension LuaRuntime {
         defer { lua_settop(L, base) }
         s.pushRegistry(i.function)
         let attempt = i.engine.attempts(id) + 1  // the attempt about to start
-        if i.target == .http { pushRequestTable(L, id, attempt: attempt) } else { pushTaskView(L, id, attempt: attempt) }
+        if i.target == .http { http.pushRequestTable(L, id, attempt: attempt) } else { pushTaskView(L, id, attempt: attempt) }
         s.push(held)
         if let error = callForError(nargs: 2, nresults: 2, context: i.context, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error

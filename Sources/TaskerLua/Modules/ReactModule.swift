@@ -117,8 +117,8 @@ extension LuaRuntime {
     private func pushReactionArguments(_ L: OpaquePointer, _ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome) {
         let s = LuaStack(L)
         if r.target == .http {
-            pushRequestTable(L, id, attempt: httpEngine.attempts(id))
-            pushRequestResult(L, outcome)
+            http.pushRequestTable(L, id, attempt: httpEngine.attempts(id))
+            http.pushRequestResult(L, outcome)
             return
         }
         pushTaskView(L, id, attempt: engine.attempts(id))

@@ -12,14 +12,9 @@ enum TaskerModule {
         ("every", { L in LuaRuntime.from(L!).apiEvery(L!) }),
         ("exit", { L in LuaRuntime.from(L!).apiExit(L!) }),
         ("intercept", { L in LuaRuntime.from(L!).apiIntercept(L!) }),
-        ("now", { L in
-            lua_pushnumber(L!, Double(Monotonic.now()) / 1e9)
-            return 1
-        }),
         ("parallel", { L in LuaRuntime.from(L!).apiGroup(L!, serial: false) }),
         ("serial", { L in LuaRuntime.from(L!).apiGroup(L!, serial: true) }),
         ("react", { L in LuaRuntime.from(L!).apiReact(L!) }),
-        ("sleep", { L in LuaRuntime.from(L!).apiSleep(L!) }),
         ("some", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.some") }),
     ]
 
@@ -68,14 +63,6 @@ extension LuaRuntime {
         lua_settop(L, top)
         pushHandle(L, id)
         return 1
-    }
-
-    func apiSleep(_ L: OpaquePointer) -> Int32 {
-        guard let seconds = LuaStack(L).number(1), seconds >= 0, !seconds.isNaN else {
-            return argError(L, "tasker.sleep", 1, "non-negative number")
-        }
-        if let status = cannotWait(L, "tasker.sleep") { return status }
-        return suspend(L, .wait(SleepWait(seconds: seconds)))
     }
 
     /// `tasker.all`, `tasker.any`, `tasker.some`: answer at once when the
@@ -248,20 +235,4 @@ extension LuaRuntime {
         // engine ignores, since the run is ending anyway.
         return raise(L, TaskFailure(.cancelled, "tasker.exit(\(code))"))
     }
-}
-
-/// `tasker.sleep`: the smallest `FiberWait` — a timer that resumes the fiber.
-final class SleepWait: FiberWait {
-    let seconds: Double
-    private var timer: LoopTimer?
-
-    init(seconds: Double) { self.seconds = seconds }
-
-    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
-        timer = runtime.loop.schedule(after: seconds) { [unowned runtime] in
-            runtime.finishWait(fiber, .nothing)
-        }
-    }
-
-    func cancel() { timer?.cancel() }
 }

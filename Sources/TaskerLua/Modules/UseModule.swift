@@ -46,13 +46,7 @@ final class UseModule: LuaModule {
 
     /// `tasker.use`, added to the `tasker` table.
     func install(in runtime: LuaRuntime) {
-        let L = runtime.L
-        let s = LuaStack(L)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-        s.rawGet(-1, "tasker")
-        push({ L in UseModule.this(L!).use(L!) }, in: L)
-        s.rawSet(-2, "use")
-        s.pop(2)
+        addToTaskerTable([("use", { L in UseModule.this(L!).use(L!) })], in: runtime.L)
     }
 
     /// Registers an interceptor: staged while a used file runs, else installed.
