@@ -50,8 +50,8 @@ extension Engine {
         AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
     }
 
-    /// A timeout that fires while the body waits; a body busy in pure Lua is
-    /// stopped by the runtime's hook, which reports the same failure.
+    /// A timeout that fires while the body waits; a body busy computing is
+    /// stopped by its runtime (which reports the same failure).
     public func timeoutFailure(_ id: TaskID) -> TaskFailure {
         let seconds = record(id)?.timeout ?? 0
         return TaskFailure(.timeout, "task '\(name(id))' exceeded \(formatSeconds(seconds))")

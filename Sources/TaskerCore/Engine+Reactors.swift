@@ -127,8 +127,8 @@ extension Engine {
 }
 
 extension Engine {
-    /// A reactor with `suspend` holds back this engine and its peer: no task
-    /// or request starts while it runs.
+    /// A reactor with `suspend` holds back this engine and its peer: nothing
+    /// in either starts while it runs.
     private func suspendAll(_ delta: Int) {
         suspended += delta
         peer?.suspended += delta

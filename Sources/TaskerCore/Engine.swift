@@ -48,8 +48,9 @@ public final class Engine {
     private var nextToken: UInt64 = 0
     /// Handles not yet final.
     public internal(set) var unfinishedCount = 0
-    /// Another engine on the same loop (the HTTP requests' engine and the
-    /// tasks' engine): a suspending reaction in either holds back both.
+    /// Another engine on the same loop that a suspending reaction in either
+    /// holds back too (a runtime with a second engine for its own kind of
+    /// work links the two).
     public weak var peer: Engine?
     /// While positive, no new attempt starts (reactors with `suspend`).
     public var suspended = 0 {
@@ -356,9 +357,6 @@ extension Engine {
 }
 
 extension Engine {
-    /// Frees the record of a final handle nobody will ask about again
-    /// (an HTTP request once its caller has the response): an engine
-    /// that runs millions of short-lived requests keeps 8 bytes for each.
     /// Whether the task is an `every` instance (see `forgetFinished`).
     public func isEphemeral(_ id: TaskID) -> Bool { record(id)?.ephemeral ?? false }
 
@@ -370,6 +368,9 @@ extension Engine {
         records[id] = nil
     }
 
+    /// Frees the record of a final task nobody will ask about again (its
+    /// only waiter has its outcome): an engine that runs millions of
+    /// short-lived tasks keeps 8 bytes for each.
     public func forget(_ id: TaskID) {
         guard let r = record(id), r.finalState != nil, r.state.isFinal, r.reacting == nil else { return }
         records[id] = nil

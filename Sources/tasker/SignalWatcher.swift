@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 import TaskerCore
 import TaskerLua
 
@@ -7,12 +8,12 @@ import TaskerLua
 /// stopped by the hook) and lets the run end with its summary and exit code
 /// 128 + signal; a second kills every process group the run started and
 /// exits at once.
-final class SignalWatcher: @unchecked Sendable {
-    // Safety: `sources` and `count` are touched only on `queue`, a serial
-    // queue, apart from `start`/`stop`, which run before and after it fires.
+final class SignalWatcher {
     private let queue = DispatchQueue(label: "tasker.signals")
+    /// Kept by the watcher (the thread that starts and stops it); the
+    /// handlers themselves share only the atomic count.
     private var sources: [DispatchSourceSignal] = []
-    private var count = 0
+    private let count = SignalCount()
 
     static let handled: [Int32] = [SIGINT, SIGTERM, SIGHUP]
 
@@ -20,13 +21,14 @@ final class SignalWatcher: @unchecked Sendable {
         let handle = runtime.interruptHandle
         let groups = runtime.processGroups
         let target = LoopBound(runtime, loop: runtime.loop)
+        let count = self.count
         for sig in Self.handled {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler { [unowned self] in
-                self.count += 1
+            source.setEventHandler {
+                let seen = count.n.add(1, ordering: .relaxed).newValue
                 let first = handle.request(sig)
-                if self.count > 1 {
+                if seen > 1 {
                     StandardError.write("\ntasker: interrupted again, exiting now\n")
                     groups.killAll(grace: 0)
                     exit(128 + first)
@@ -41,4 +43,9 @@ final class SignalWatcher: @unchecked Sendable {
     func stop() {
         for s in sources { s.cancel() }
     }
+}
+
+/// How many of the signals arrived (handlers run on a dispatch queue).
+private final class SignalCount: Sendable {
+    let n = Atomic<Int>(0)
 }

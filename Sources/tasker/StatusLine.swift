@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TaskerCore
 import TaskerLua
 
@@ -6,18 +7,22 @@ import TaskerLua
 /// failed, elapsed, and a bar for each running task that reports progress.
 /// Redrawn at most 10 times a second by a timer that does not keep the run
 /// alive; `print` output erases it first so the two never mix.
-final class StatusLine: EngineObserver, @unchecked Sendable {
-    // Safety: every method runs on the engine's loop thread (engine
-    // callbacks, the loop timer, and `print`, which Lua calls on that
-    // thread); `attach` and `finish` run before and after the loop.
-    private var engine: Engine?
-    private var total = 0
-    private var running = 0
-    private var done = 0
-    private var failed = 0
-    private var bars: [TaskID: (fraction: Double, message: String?)] = [:]
-    private var drawnLines = 0
-    private var finished = false
+final class StatusLine: EngineObserver, Sendable {
+    /// What is drawn. Engine callbacks, the loop timer and `print` all run
+    /// on the loop thread; the lock makes that a checked fact rather than a
+    /// promise (it is never contended, so it costs next to nothing).
+    private struct State {
+        var loop: EventLoop?
+        var total = 0
+        var running = 0
+        var done = 0
+        var failed = 0
+        var bars: [TaskID: (name: String, fraction: Double, message: String?)] = [:]
+        var drawnLines = 0
+        var finished = false
+    }
+
+    private let state = Mutex(State())
     private let start = Monotonic.now()
     private let color = ProcessInfo.processInfo.environment["NO_COLOR"].map { $0.isEmpty } ?? true
     static let maxBars = 5
@@ -26,22 +31,26 @@ final class StatusLine: EngineObserver, @unchecked Sendable {
     static var wanted: Bool { isatty(STDERR_FILENO) == 1 }
 
     func attach(_ engine: Engine) {
-        self.engine = engine
+        let loop = engine.loop
+        state.withLock { $0.loop = loop }
         engine.observers.append(self)
         tick()
     }
 
     private func tick() {
-        guard !finished, let engine else { return }
-        draw()
-        engine.loop.schedule(after: 0.1, keepAlive: false) { [weak self] in self?.tick() }
+        let loop: EventLoop? = state.withLock { s in
+            guard !s.finished, let loop = s.loop else { return nil }
+            draw(&s)
+            return loop
+        }
+        loop?.schedule(after: 0.1, keepAlive: false) { [weak self] in self?.tick() }
     }
 
     /// Output from the script: erase the status line, write, redraw later.
     /// Through C's stdout like Lua's own `print`, so a write error (a reader
     /// that went away) is seen and reported at the end, never a crash.
     func write(_ text: String) {
-        erase()
+        state.withLock { erase(&$0) }
         let out = luaStandardOutput()
         _ = text.withCString { fputs($0, out) }
         fflush(out)
@@ -49,55 +58,60 @@ final class StatusLine: EngineObserver, @unchecked Sendable {
 
     /// Erases the status line for good (before the summary).
     func finish() {
-        finished = true
-        erase()
+        state.withLock { s in
+            s.finished = true
+            erase(&s)
+        }
     }
 
-    func taskAdded(_ id: TaskID, engine: Engine) { total += 1 }
-    func taskStarted(_ id: TaskID, engine: Engine) { running += 1 }
+    func taskAdded(_ id: TaskID, engine: Engine) { state.withLock { $0.total += 1 } }
+    func taskStarted(_ id: TaskID, engine: Engine) { state.withLock { $0.running += 1 } }
 
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        bars[id] = (fraction, message)
+        let name = engine.name(id)
+        state.withLock { $0.bars[id] = (name, fraction, message) }
     }
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        done += 1
-        if outcome.state == .failed { failed += 1 }
-        if engine.attempts(id) > 0, running > 0 { running -= 1 }
-        bars[id] = nil
+        let started = engine.attempts(id) > 0
+        state.withLock { s in
+            s.done += 1
+            if outcome.state == .failed { s.failed += 1 }
+            if started, s.running > 0 { s.running -= 1 }
+            s.bars[id] = nil
+        }
     }
 
     private func paint(_ text: String, _ code: String) -> String {
         color ? "\u{1B}[\(code)m\(text)\u{1B}[0m" : text
     }
 
-    private func draw() {
-        guard let engine else { return }
+    private func draw(_ s: inout State) {
         let width = Self.columns()
         let elapsed = String(format: "%.1fs", Double(Monotonic.now() - start) / 1e9)
-        let failedText = failed > 0 ? paint("failed \(failed)", "31") : "failed 0"
-        var lines = ["tasker: running \(running) · done \(done)/\(total) · \(failedText) · \(elapsed)"]
-        for (id, bar) in bars.sorted(by: { $0.key < $1.key }).prefix(Self.maxBars) {
+        let failedText = s.failed > 0 ? paint("failed \(s.failed)", "31") : "failed 0"
+        var lines = ["tasker: running \(s.running) · done \(s.done)/\(s.total) · \(failedText) · \(elapsed)"]
+        for (_, bar) in s.bars.sorted(by: { $0.key < $1.key }).prefix(Self.maxBars) {
             let cells = 20
             let filled = Int((bar.fraction * Double(cells)).rounded())
             let meter = paint(String(repeating: "#", count: filled), "32") + String(repeating: ".", count: cells - filled)
             let percent = String(format: "%3d%%", Int((bar.fraction * 100).rounded()))
-            lines.append("  \(engine.name(id)) [\(meter)] \(percent) \(bar.message ?? "")")
+            lines.append("  \(bar.name) [\(meter)] \(percent) \(bar.message ?? "")")
         }
-        var out = eraseSequence()
+        var out = Self.eraseSequence(s.drawnLines)
         out += lines.map { String($0.prefix(width + (color ? 20 : 0))) }.joined(separator: "\n")
-        drawnLines = lines.count
+        s.drawnLines = lines.count
         StandardError.write(out)
     }
 
-    private func erase() {
-        guard drawnLines > 0 else { return }
-        StandardError.write(eraseSequence())
-        drawnLines = 0
+    private func erase(_ s: inout State) {
+        guard s.drawnLines > 0 else { return }
+        StandardError.write(Self.eraseSequence(s.drawnLines))
+        s.drawnLines = 0
     }
 
     /// Moves to the start of the first drawn line and clears to the end.
-    private func eraseSequence() -> String {
+    private static func eraseSequence(_ drawnLines: Int) -> String {
         guard drawnLines > 0 else { return "\r\u{1B}[2K" }
         return (drawnLines > 1 ? "\u{1B}[\(drawnLines - 1)A" : "") + "\r\u{1B}[J"
     }
