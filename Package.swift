@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "tasker", targets: ["tasker"]),
         .library(name: "TaskerCore", targets: ["TaskerCore"]),
         .library(name: "TaskerLua", targets: ["TaskerLua"]),
+        .library(name: "TaskerJournal", targets: ["TaskerJournal"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -34,6 +35,15 @@ let package = Package(
         // The only code that may longjmp: macro wrappers, the trampoline, the
         // engine-aware coroutine library and the interrupt hook.
         .target(name: "CLuaShim", dependencies: ["CLua"]),
+        // SQLite 3 from the system (Debian: libsqlite3-dev), for the journal.
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        // The journal of runs: written on its own thread, read for history,
+        // resume and the report. Knows nothing of Lua.
+        .target(name: "TaskerJournal", dependencies: ["CSQLite"]),
         .target(
             name: "TaskerCore",
             dependencies: [.product(name: "Collections", package: "swift-collections")],
@@ -51,12 +61,13 @@ let package = Package(
         ),
         .executableTarget(
             name: "tasker",
-            dependencies: ["TaskerCore", "TaskerLua",
+            dependencies: ["TaskerCore", "TaskerLua", "TaskerJournal",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
         .testTarget(name: "TaskerHTTPTests", dependencies: ["TaskerHTTP"]),
+        .testTarget(name: "TaskerJournalTests", dependencies: ["TaskerJournal"]),
         .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore",
                                                            .product(name: "Logging", package: "swift-log"),
                                                            .product(name: "NIOCore", package: "swift-nio"),

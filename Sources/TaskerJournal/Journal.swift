@@ -1,0 +1,67 @@
+import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the journal lives and how it is opened: one SQLite file in WAL
+/// mode (readers never block the writer; a killed process leaves it
+/// consistent), mode 0600 in a 0700 directory.
+public enum Journal {
+    public static let fileName = "journal.db"
+
+    /// `--state DIR`, else `$TASKER_STATE_DIR`, else `$XDG_STATE_HOME/tasker`,
+    /// else `~/.local/state/tasker`.
+    public static func directory(override: String?, environment: [String: String]) -> String {
+        if let override, !override.isEmpty { return override }
+        if let d = environment["TASKER_STATE_DIR"], !d.isEmpty { return d }
+        if let d = environment["XDG_STATE_HOME"], !d.isEmpty { return d + "/tasker" }
+        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        return home + "/.local/state/tasker"
+    }
+
+    /// Opens the journal in `directory`, creating the directory (0700) and
+    /// the file (0600) and the tables when missing.
+    static func open(directory: String, create: Bool = true) throws(SQLiteError) -> SQLiteDatabase {
+        let path = directory + "/" + fileName
+        if create {
+            try makeDirectories(directory)
+            // Create the file ourselves so it is 0600 from its first byte.
+            let fd = Glibc.open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+            if fd < 0 { throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot create \(path): \(String(cString: strerror(errno)))") }
+            close(fd)
+        } else if access(path, F_OK) != 0 {
+            throw SQLiteError(code: SQLITE_CANTOPEN, message: "no journal at \(path) (no run has been recorded there)")
+        }
+        let db = try SQLiteDatabase(path: path)
+        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;")
+        try db.execute(schema)
+        return db
+    }
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS runs(
+            id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, args TEXT NOT NULL, vars TEXT NOT NULL,
+            started REAL NOT NULL, ended REAL, exit_code INTEGER, counts TEXT, pid INTEGER,
+            resumed_from TEXT);
+        CREATE INDEX IF NOT EXISTS runs_by_pipeline ON runs(pipeline, id);
+        CREATE TABLE IF NOT EXISTS tasks(
+            run TEXT NOT NULL, id INTEGER NOT NULL, identity TEXT, not_resumable TEXT,
+            name TEXT NOT NULL, kind TEXT NOT NULL, tags TEXT, after TEXT, state TEXT NOT NULL,
+            attempts INTEGER NOT NULL, added REAL, started REAL, ended REAL, held REAL,
+            reused INTEGER NOT NULL, error TEXT, error_kind TEXT, value TEXT, attempt_log TEXT,
+            PRIMARY KEY(run, id)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS requests(
+            run TEXT NOT NULL, host TEXT NOT NULL, requests INTEGER NOT NULL, retries INTEGER NOT NULL,
+            failures INTEGER NOT NULL, PRIMARY KEY(run, host)) WITHOUT ROWID;
+        """
+
+    private static func makeDirectories(_ path: String) throws(SQLiteError) {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot create \(prefix): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+}

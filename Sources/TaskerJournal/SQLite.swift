@@ -1,0 +1,143 @@
+import CSQLite
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A SQLite error with the library's message.
+public struct SQLiteError: Error, CustomStringConvertible {
+    public let code: Int32
+    public let message: String
+    public var description: String { message }
+}
+
+/// One connection: a thin typed layer over the C API (open, run, prepare).
+/// A connection is used by one thread at a time (its owner).
+final class SQLiteDatabase {
+    let handle: OpaquePointer
+
+    /// Opens (creating if needed) the file at `path`, waiting up to
+    /// `busyTimeout` ms for a lock another process holds.
+    init(path: String, busyTimeout: Int32 = 5000, readOnly: Bool = false) throws(SQLiteError) {
+        var db: OpaquePointer?
+        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        let rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close(db)
+            throw SQLiteError(code: rc, message: "cannot open \(path): \(message)")
+        }
+        handle = db
+        sqlite3_busy_timeout(db, busyTimeout)
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    /// Runs one or more statements without results.
+    func execute(_ sql: String) throws(SQLiteError) {
+        var err: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &err)
+        if rc != SQLITE_OK {
+            let message = err.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(err)
+            throw SQLiteError(code: rc, message: message)
+        }
+    }
+
+    func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        var stmt: OpaquePointer?
+        let rc = sqlite3_prepare_v2(handle, sql, -1, &stmt, nil)
+        guard rc == SQLITE_OK, let stmt else { throw error(rc) }
+        return SQLiteStatement(stmt, db: self)
+    }
+
+    func error(_ rc: Int32) -> SQLiteError {
+        SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)))
+    }
+
+    var changes: Int { Int(sqlite3_changes(handle)) }
+}
+
+/// A prepared statement: bind by position (1-based), step, read columns
+/// (0-based), reset to run again.
+final class SQLiteStatement {
+    private let stmt: OpaquePointer
+    private unowned let db: SQLiteDatabase
+
+    init(_ stmt: OpaquePointer, db: SQLiteDatabase) {
+        self.stmt = stmt
+        self.db = db
+    }
+
+    deinit { sqlite3_finalize(stmt) }
+
+    func bind(_ i: Int32, _ value: Int?) {
+        if let value { sqlite3_bind_int64(stmt, i, sqlite3_int64(value)) } else { sqlite3_bind_null(stmt, i) }
+    }
+
+    func bind(_ i: Int32, _ value: Double?) {
+        if let value { sqlite3_bind_double(stmt, i, value) } else { sqlite3_bind_null(stmt, i) }
+    }
+
+    func bind(_ i: Int32, _ value: String?) {
+        guard let value else { sqlite3_bind_null(stmt, i); return }
+        var v = value
+        v.withUTF8 { b in
+            _ = sqlite3_bind_text(stmt, i, UnsafeRawPointer(b.baseAddress!).assumingMemoryBound(to: CChar.self),
+                                  Int32(b.count), tasker_sqlite_transient())
+        }
+    }
+
+    /// Binds `values` to positions 1…n.
+    func bindAll(_ values: [SQLiteValue]) {
+        for (k, v) in values.enumerated() {
+            let i = Int32(k + 1)
+            switch v {
+            case .int(let x): bind(i, x)
+            case .double(let x): bind(i, x)
+            case .text(let x): bind(i, x)
+            case .null: sqlite3_bind_null(stmt, i)
+            }
+        }
+    }
+
+    /// Runs a statement that returns no rows, then resets it.
+    func run() throws(SQLiteError) {
+        let rc = sqlite3_step(stmt)
+        sqlite3_reset(stmt)
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw db.error(rc) }
+    }
+
+    /// Steps to the next row; false when there are no more (then resets).
+    func next() throws(SQLiteError) -> Bool {
+        let rc = sqlite3_step(stmt)
+        if rc == SQLITE_ROW { return true }
+        sqlite3_reset(stmt)
+        guard rc == SQLITE_DONE else { throw db.error(rc) }
+        return false
+    }
+
+    func reset() {
+        sqlite3_reset(stmt)
+        sqlite3_clear_bindings(stmt)
+    }
+
+    func isNull(_ c: Int32) -> Bool { sqlite3_column_type(stmt, c) == SQLITE_NULL }
+    func int(_ c: Int32) -> Int { Int(sqlite3_column_int64(stmt, c)) }
+    func double(_ c: Int32) -> Double { sqlite3_column_double(stmt, c) }
+    func optionalInt(_ c: Int32) -> Int? { isNull(c) ? nil : int(c) }
+    func optionalDouble(_ c: Int32) -> Double? { isNull(c) ? nil : double(c) }
+
+    func text(_ c: Int32) -> String? {
+        guard let p = sqlite3_column_text(stmt, c) else { return nil }
+        let n = Int(sqlite3_column_bytes(stmt, c))
+        return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+    }
+}
+
+/// A value to bind.
+enum SQLiteValue {
+    case int(Int?)
+    case double(Double?)
+    case text(String?)
+    case null
+}
