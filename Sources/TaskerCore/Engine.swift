@@ -82,6 +82,24 @@ public final class Engine {
         return r.id
     }
 
+    /// Adds a task that is already done: it succeeded in an earlier run and
+    /// its values are reused (a resumed run). It never starts, so no
+    /// interceptor or reactor sees it; observers see it added, reused and
+    /// finished.
+    @discardableResult
+    public func addReused(_ spec: TaskSpec, value: TaskValue) -> TaskID {
+        let r = newRecord(spec)
+        r.reused = true
+        r.after = spec.after
+        notifyAdded(r.id)
+        for o in observers { o.taskReused(r.id, engine: self) }
+        finishWork(r, .succeeded(value))
+        return r.id
+    }
+
+    /// Whether the task was reused from an earlier run (see `addReused`).
+    public func isReused(_ id: TaskID) -> Bool { record(id)?.reused ?? false }
+
     func newRecord(_ spec: TaskSpec) -> TaskRecord {
         let r = TaskRecord(id: records.count)
         r.explicitName = spec.name
@@ -131,6 +149,9 @@ public final class Engine {
     public var taskCount: Int { records.count - 1 }
 
     public func name(_ id: TaskID) -> String { record(id)?.name ?? "task-\(id)" }
+
+    /// The name the spec gave (nil when the name is the default `task-N`).
+    public func explicitName(_ id: TaskID) -> String? { record(id)?.explicitName }
 
 
     /// The handle's state (a follower shows its leader's work until it ends).
@@ -200,6 +221,7 @@ public final class Engine {
                 c.groups[s, default: 0] += 1
             default:
                 c.tasks[s, default: 0] += 1
+                if r.reused { c.reused += 1 }
                 if s == .failed { c.failed.append(r.id) }
                 if s == .cancelled { c.cancelled.append(r.id) }
             }

@@ -55,6 +55,8 @@ final class TaskRecord {
     /// Added by a reaction: starts even while reactors suspend, and is not
     /// reacted to (a reaction must not wait on itself).
     var ownedByReaction = false
+    /// Succeeded in an earlier run; never started in this one.
+    var reused = false
     var liveHandles = 1
     /// An `every` instance: nobody holds its handle, so once it has ended
     /// well its record can go (see `Engine.forgetFinished`).

@@ -51,6 +51,8 @@ public protocol EngineObserver: AnyObject {
     func taskReacting(_ id: TaskID, reactor: String, engine: Engine)
     func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine)
     func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine)
+    /// Reused from an earlier run: it finishes at once without starting.
+    func taskReused(_ id: TaskID, engine: Engine)
 }
 
 extension EngineObserver {
@@ -62,4 +64,5 @@ extension EngineObserver {
     public func taskReacting(_ id: TaskID, reactor: String, engine: Engine) {}
     public func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {}
     public func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine) {}
+    public func taskReused(_ id: TaskID, engine: Engine) {}
 }

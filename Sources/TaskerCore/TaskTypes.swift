@@ -139,6 +139,8 @@ public struct RunCounts: Sendable {
     public var groups: [TaskState: Int] = [:]
     public var failed: [TaskID] = []
     public var cancelled: [TaskID] = []
+    /// Succeeded tasks that were reused from an earlier run (resume).
+    public var reused = 0
 
     public init() {}
 }

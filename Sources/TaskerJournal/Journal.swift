@@ -33,9 +33,36 @@ public enum Journal {
             throw SQLiteError(code: SQLITE_CANTOPEN, message: "no journal at \(path) (no run has been recorded there)")
         }
         let db = try SQLiteDatabase(path: path)
-        try db.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=OFF;")
-        try db.execute(schema)
-        return db
+        // Another run may be setting the file up at this moment: some of
+        // these locks are refused at once rather than waited for, so retry.
+        var attempt = 0
+        while true {
+            do {
+                try setUp(db)
+                return db
+            } catch where error.code == SQLITE_BUSY || error.code == SQLITE_LOCKED {
+                attempt += 1
+                if attempt > 100 { throw error }
+                usleep(useconds_t(1000 * min(attempt, 20)))
+            }
+        }
+    }
+
+    /// WAL mode (kept in the file once set) and the tables.
+    private static func setUp(_ db: SQLiteDatabase) throws(SQLiteError) {
+        let mode = try db.prepare("PRAGMA journal_mode")
+        let isWAL = try mode.next() && mode.text(0) == "wal"
+        mode.reset()
+        if !isWAL { try db.execute("PRAGMA journal_mode=WAL") }
+        try db.execute("PRAGMA synchronous=NORMAL")
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            try db.execute(schema)
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
     }
 
     static let schema = """

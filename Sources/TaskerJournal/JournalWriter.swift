@@ -19,11 +19,13 @@ public final class JournalWriter {
             var failure: String?
             var statements: WriterStatements?
             do { statements = try WriterStatements(Journal.open(directory: directory)) } catch { failure = "\(error)" }
+            var batch: [JournalWrite] = []
             while true {
-                let (batch, closing) = queue.take(waitingUpTo: JournalWriter.interval)
+                let closing = queue.take(into: &batch, waitingUpTo: JournalWriter.interval)
                 if !batch.isEmpty && failure == nil {
                     do { try statements?.write(batch) } catch { failure = "\(error)" }
                 }
+                batch.removeAll(keepingCapacity: true)
                 if closing { break }
             }
             queue.finish(failure)
@@ -69,14 +71,16 @@ private final class WriteQueue: Sendable {
         condition.unlock()
     }
 
-    func take(waitingUpTo seconds: Double) -> ([JournalWrite], Bool) {
+    /// Swaps the pending writes into `batch` (an empty array whose storage
+    /// the appender reuses: two buffers go back and forth, so a long run
+    /// does not allocate a batch's worth of memory every 50 ms); returns
+    /// whether the writer is closing.
+    func take(into batch: inout [JournalWrite], waitingUpTo seconds: Double) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         if !state.closing { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
-        let batch = state.pending
-        state.pending = []
-        state.pending.reserveCapacity(batch.count)
-        return (batch, state.closing)
+        swap(&batch, &state.pending)
+        return state.closing
     }
 
     func finish(_ failure: String?) {
@@ -103,6 +107,8 @@ private final class WriterStatements {
 
     init(_ db: SQLiteDatabase) throws {
         self.db = db
+        // It only appends: a small page cache keeps a long run's memory flat.
+        try db.execute("PRAGMA cache_size = -256")
         insertRun = try db.prepare("""
             INSERT OR REPLACE INTO runs(id, pipeline, args, vars, started, pid, resumed_from)
             VALUES(?, ?, ?, ?, ?, ?, ?)

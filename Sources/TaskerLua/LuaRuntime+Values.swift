@@ -206,3 +206,9 @@ extension LuaRuntime {
         }
     }
 }
+
+extension LuaRuntime {
+    func idempotencyKey(_ id: TaskID, in L: OpaquePointer) -> String {
+        identities.idempotencyKey(id, pipeline: scriptPath, in: L)
+    }
+}

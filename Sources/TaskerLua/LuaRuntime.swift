@@ -28,6 +28,12 @@ public final class LuaRuntime {
         public var tearDown = true
         /// Reload files loaded with `tasker.use` when they change.
         public var watch = false
+        /// Derive every task's identity when it is added (the journal
+        /// records them; a resumed run matches them).
+        public var identify = false
+        /// A resumed run: the identities of tasks that succeeded before,
+        /// with their values (a JSON array); those tasks are not run again.
+        public var reuse: [String: String] = [:]
         public var diagnostics: @Sendable (String) -> Void = { StandardError.write(($0 + "\n")) }
 
         public init() {}
@@ -74,6 +80,8 @@ public final class LuaRuntime {
     var handlerTasks = TaskTable<Bool>()
     lazy var taskBody = LuaTaskBody(runtime: self)
     var exitCode: Int32?
+    /// Each task's identity across runs (see `TaskIdentities`).
+    lazy var identities = TaskIdentities(runtime: self)
     /// Modules that own their state (see `LuaModule`); kept as long as the
     /// state, since their functions hold them unretained.
     var modules: [LuaModule] = []
@@ -238,6 +246,7 @@ public final class LuaRuntime {
         var result = RunResult(exitCode: code, counts: c.tasks, failed: failed, mainError: mainError,
                                seconds: Double(Monotonic.now() - startTime) / 1e9)
         result.groups = c.groups
+        result.reused = c.reused
         result.cancelled = cancelled
         result.mainErrorTask = mainErrorTask
         result.signal = signal
@@ -283,6 +292,8 @@ public struct RunResult: Sendable {
     /// Tasks per final state (groups and schedules apart, in `groups`).
     public var counts: [TaskState: Int]
     public var groups: [TaskState: Int] = [:]
+    /// Succeeded tasks reused from an earlier run (resume).
+    public var reused = 0
     public var failed: [(name: String, message: String)]
     /// Cancelled tasks with a short reason ("skipped: dependency 'build' failed").
     public var cancelled: [(name: String, message: String)] = []

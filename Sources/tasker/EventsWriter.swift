@@ -80,6 +80,8 @@ final class EventsWriter: EngineObserver {
 
     func taskStarted(_ id: TaskID, engine: Engine) { write("started", id, engine) }
 
+    func taskReused(_ id: TaskID, engine: Engine) { write("reused", id, engine) }
+
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
         var extra: [String: Any] = ["fraction": fraction]
         if let message { extra["message"] = message }

@@ -21,7 +21,9 @@ struct Summary {
         let total = result.counts.values.reduce(0, +)
         let parts = [TaskState.succeeded, .failed, .cancelled].compactMap { state -> String? in
             let n = result.counts[state] ?? 0
-            return n > 0 || state != .cancelled ? "\(n) \(state.rawValue)" : nil
+            guard n > 0 || state != .cancelled else { return nil }
+            if state == .succeeded && result.reused > 0 { return "\(n) succeeded (\(result.reused) reused)" }
+            return "\(n) \(state.rawValue)"
         }
         let time = String(format: "%.2fs", result.seconds)
         var head = "tasker: \(total) task\(total == 1 ? "" : "s"): \(parts.joined(separator: ", ")) in \(time)"

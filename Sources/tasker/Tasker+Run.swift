@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TaskerCore
+import TaskerJournal
 import TaskerLua
 
 extension Tasker {
@@ -28,6 +29,21 @@ extension Tasker {
         @Flag(name: .long, help: "No live status line.")
         var noProgress = false
 
+        @Option(name: .long, help: ArgumentHelp("The journal's directory (default: $TASKER_STATE_DIR, $XDG_STATE_HOME/tasker, ~/.local/state/tasker).", valueName: "dir"))
+        var state: String?
+
+        @Flag(name: .long, help: "Record nothing in the journal.")
+        var noJournal = false
+
+        @Flag(name: .long, help: "Resume an earlier run (RUN before FILE, default: the latest run of FILE): tasks that succeeded then are not run again.")
+        var resume = false
+
+        @Flag(name: .long, help: "With --resume: print what would be reused and what would run, and run nothing.")
+        var plan = false
+
+        @Option(name: .long, help: ArgumentHelp("Write an HTML report of the run to this file.", valueName: "file.html"))
+        var report: String?
+
         @Argument(help: "The pipeline file.")
         var file: String
 
@@ -50,9 +66,17 @@ extension Tasker {
             guard ["debug", "info", "warn", "error"].contains(logLevel) else {
                 throw ValidationError("--log-level must be debug, info, warn or error (got '\(logLevel)')")
             }
+            if plan && !resume { throw ValidationError("--plan goes with --resume") }
+            if noJournal && (resume || report != nil) {
+                throw ValidationError("--no-journal cannot go with \(resume ? "--resume" : "--report") (both read the journal)")
+            }
         }
 
         func run() throws {
+            let (resumeRun, file, scriptArgs) = resume ? RunJournal.splitResume(file: file, args: scriptArgs)
+                                                       : (nil, file, scriptArgs)
+            let journal = RunJournal(state: state)
+            let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
             var options = LuaRuntime.Options()
             options.concurrency = concurrency
             options.tearDown = false  // the process exits right after the run
@@ -78,11 +102,47 @@ extension Tasker {
                 StandardError.write("tasker: error: \(error)\n")
                 throw ExitCode(2)
             }
-            let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
-            events?.runStarted(id: RunID.make(), pipeline: pipeline, args: scriptArgs)
+            var resumedFrom: String?
+            if resume {
+                do {
+                    let (reader, earlier) = try journal.earlierRun(resumeRun, pipeline: pipeline)
+                    if plan {
+                        print(try RunJournal.plan(reader, earlier), terminator: "")
+                        return
+                    }
+                    options.reuse = try reader.reusable(from: earlier.id)
+                    resumedFrom = earlier.id
+                } catch {
+                    StandardError.write("tasker: error: \(error)\n")
+                    throw ExitCode(2)
+                }
+            }
+            let runID = RunID.make()
+            var recorder: JournalRecorder?
+            if !noJournal {
+                do {
+                    let writer = try JournalWriter(directory: journal.directory)
+                    var run = JournalRun(id: runID, pipeline: pipeline, args: scriptArgs,
+                                         vars: RunJournal.redactedVars(options.vars),
+                                         started: Date().timeIntervalSince1970, pid: Int(getpid()), resumedFrom: resumedFrom)
+                    run.counts = [:]
+                    recorder = JournalRecorder(writer: writer, run: run)
+                    options.identify = true
+                } catch {
+                    // The work matters more than its record: run without it.
+                    StandardError.write("tasker: warning: no journal for this run (\(error)); --no-journal silences this\n")
+                    if report != nil || resume { throw ExitCode(2) }
+                }
+            }
+            events?.runStarted(id: runID, pipeline: pipeline, args: scriptArgs)
             var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
+                if let recorder {
+                    recorder.runtime = runtime
+                    runtime.engine.observers.append(recorder)
+                    runtime.observeRequests { recorder.request($0) }
+                }
                 if let events {
                     events.runtime = runtime
                     runtime.engine.observers.append(events)
@@ -101,7 +161,18 @@ extension Tasker {
             let stdoutError = StandardStreams.stdoutError()
             if (stdoutError != nil || events?.error != nil) && code < 2 { code = 2 }
             events?.runEnded(result, exitCode: code)
+            if let journalError = recorder?.finish(result, exitCode: code) {
+                StandardError.write("tasker: warning: the journal could not be written: \(journalError)\n")
+            }
             Summary(result: result).print()
+            if let report, let recorder {
+                do {
+                    try ReportCommand.write(runID: recorder.runID, directory: journal.directory, to: report)
+                } catch {
+                    StandardError.write("tasker: error: cannot write the report: \(error)\n")
+                    if code < 2 { code = 2 }
+                }
+            }
             for e in [stdoutError, events?.error].compactMap({ $0 }) {
                 StandardError.write("tasker: error: \(e)\n")
             }

@@ -38,7 +38,15 @@ private func launch(_ args: [String], in cwd: URL?, executable: URL = taskerBina
     p.executableURL = executable
     p.arguments = args
     if let cwd { p.currentDirectoryURL = cwd }
-    if let environment { p.environment = environment }
+    // Each test's runs go to a journal of its own (in its scratch
+    // directory), never to the user's.
+    var env = environment ?? ProcessInfo.processInfo.environment
+    if env["TASKER_STATE_DIR"] == nil {
+        let scratch = cwd.map { $0.path.hasPrefix("/tmp/") } ?? false
+        env["TASKER_STATE_DIR"] = scratch ? cwd!.appendingPathComponent(".tasker-state").path
+                                          : NSTemporaryDirectory() + "tasker-tests-state-\(getpid())"
+    }
+    p.environment = env
     let out = Pipe(), err = Pipe()
     p.standardOutput = out
     p.standardError = err

@@ -280,6 +280,7 @@ import Testing
         p.currentDirectoryURL = s.dir
         var environment = ProcessInfo.processInfo.environment
         environment["NO_COLOR"] = noColor ? "1" : nil
+        environment["TASKER_STATE_DIR"] = s.dir.appendingPathComponent(".tasker-state").path
         p.environment = environment
         let out = Pipe()
         p.standardOutput = out

@@ -172,7 +172,7 @@ import TaskerCore
             print(tostring(err))
             """)
         #expect(r.lines == [
-            "usage\tunknown field 'timout' in 'tasker.add' spec (known: after, args, delay, key, name, priority, retry, run, start, tags, timeout, when)",
+            "usage\tunknown field 'timout' in 'tasker.add' spec (known: after, args, delay, id, key, name, priority, retry, run, start, tags, timeout, when)",
             "usage\tbad field 'run' in 'tasker.add' spec (function expected, got nil)",
             "usage\tbad field 'timeout' in 'tasker.add' spec (positive number expected, got string)",
             "usage\tbad field 'retry.attempts' in 'tasker.add' spec (integer >= 1 expected, got 0)",

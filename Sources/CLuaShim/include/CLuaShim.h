@@ -105,6 +105,9 @@ uint64_t tasker_now_ns(void);
 int tasker_tostring_protected(lua_State *L, int idx);
 /// luaL_loadbufferx in text mode.
 int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chunkname);
+/// The stripped bytecode of the Lua function at idx in a malloc'd buffer
+/// the caller frees, or NULL (a C function, out of memory).
+unsigned char *tasker_dump(lua_State *L, int idx, size_t *len);
 /// lua_pcall with luaL_traceback as the message handler.
 int tasker_pcall_traceback(lua_State *L, int nargs, int nresults);
 

@@ -32,6 +32,7 @@ enum ContextModule {
         case "attempt": lua_pushinteger(L, lua_Integer(c.attempt))
         case "args": rt.pushPart(L, rt.refs.args, c.task)
         case "tags": rt.pushPart(L, rt.refs.tags, c.task)
+        case "idempotency_key": LuaStack(L).push(rt.idempotencyKey(c.task, in: L))
         default: lua_pushnil(L)
         }
         return 1

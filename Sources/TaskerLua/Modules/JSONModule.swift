@@ -96,15 +96,24 @@ extension JSONModule {
         var len = 0
         let p = tasker_tostring(L, i, &len)!
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
+        do {
+            try decodeJSON(L, bytes)
+        } catch {
+            return runtime.raise(L, TaskFailure(.json, error.message, position: LuaStack(L).whereString(level: 1)))
+        }
+        return 1
+    }
+
+    /// Pushes the value of the JSON text `bytes`; pushes nothing if it fails.
+    func decodeJSON(_ L: OpaquePointer, _ bytes: UnsafeBufferPointer<UInt8>) throws(JSONError) {
         let base = lua_gettop(L)
         var decoder = JSONDecoder(module: self, L: L, bytes: bytes)
         do {
             try decoder.decodeDocument()
         } catch {
             lua_settop(L, base)
-            return runtime.raise(L, TaskFailure(.json, error.message, position: LuaStack(L).whereString(level: 1)))
+            throw error
         }
-        return 1
     }
 }
 

@@ -12,6 +12,8 @@ struct ParsedSpec {
     var args: Int32 = 0
     var tags: Int32 = 0
     var predicate: Int32 = 0
+    /// `spec.id`: names the task across runs (resume).
+    var explicitID: String?
 }
 
 enum SpecError: Error {
@@ -25,7 +27,7 @@ struct SpecReader {
     let function: String
 
     static let fields: Set<String> = ["run", "name", "args", "tags", "priority", "timeout", "retry",
-                                      "after", "when", "start", "delay", "key"]
+                                      "after", "when", "start", "delay", "key", "id"]
     static let retryFields: Set<String> = ["attempts", "delay", "backoff", "factor", "max_delay", "jitter", "when"]
 
     func read(_ index: Int32, argument: Int32) throws(SpecError) -> ParsedSpec {
@@ -138,6 +140,11 @@ struct SpecReader {
         if !s.isNoneOrNil(key) {
             guard let v = s.string(key) else { throw fieldError("key", "string", key) }
             p.spec.key = v
+        }
+        let id = field(t, "id")
+        if !s.isNoneOrNil(id) {
+            guard s.type(id) == LUA_TSTRING, let v = s.string(id), !v.isEmpty else { throw fieldError("id", "non-empty string", id) }
+            p.explicitID = v
         }
         return p
     }

@@ -52,12 +52,26 @@ extension LuaRuntime {
             guard case .usage(let m) = error else { return TASKER_RAISE }
             return usage(L, m)
         }
+        if let explicitID = parsed.explicitID, identities.isTaken(explicitID) {
+            return usage(L, "tasker.add: id '\(explicitID)' is already used by another task in this run (ids name tasks across runs, for --resume)")
+        }
         let id = engine.taskCount + 1
         var spec = parsed.spec
         if parsed.predicate != 0 { spec.retryWhen = predicate(for: id) }
         if case .reaction? = current?.kind { spec.ownedByReaction = true }
+        var reused: String?
+        if options.identify || parsed.explicitID != nil {
+            let entry = identities.record(id, explicitID: parsed.explicitID, name: parsed.spec.name,
+                                          body: parsed.body, args: parsed.args, in: L)
+            if !options.reuse.isEmpty, let text = entry.text { reused = options.reuse[text] }
+        }
         commit(parsed, as: id, in: L)
-        let added = engine.add(spec)
+        let added: TaskID
+        if let reused, let value = storedValues(reused, slot: id, in: L) {
+            added = engine.addReused(spec, value: value)
+        } else {
+            added = engine.add(spec)
+        }
         precondition(added == id, "task ids are assigned in add order")
         if engine.leader(of: id) != nil { dropParts(id) }
         lua_settop(L, top)

@@ -1,0 +1,92 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// What the journal keeps of a task's values: a JSON array of its return
+/// values (integers stay integers), when `json.encode` accepts them and
+/// they fit in 1 MiB; otherwise why not (the task is then not resumable).
+public enum StoredValues: Sendable, Equatable {
+    case json(String)
+    case notStorable(String)
+}
+
+extension LuaRuntime {
+    static let maxStoredValueBytes = 1 << 20
+
+    /// The values of finished task `id`, for the journal.
+    public func storableValues(of id: TaskID) -> StoredValues {
+        loop.assertInLoop()
+        guard case .succeeded(let value)? = engine.outcome(id) else { return .notStorable("it did not succeed") }
+        switch value {
+        case .none:
+            return .json("[]")
+        case .group:
+            return .notStorable("it is a group")
+        case .swift:
+            return .notStorable("its value is not a Lua value")
+        case .stored:
+            let top = lua_gettop(L)
+            defer { lua_settop(L, top) }
+            guard lua_checkstack(L, 64) != 0 else { return .notStorable("no stack space") }
+            let n = pushValues(L, value)
+            var out: [UInt8] = [UInt8(ascii: "[")]
+            for k in 0..<n {
+                if k > 0 { out.append(UInt8(ascii: ",")) }
+                do {
+                    out += try json.encodeJSON(L, top + 1 + k)
+                } catch {
+                    return .notStorable("its value cannot be stored as JSON: \(error.message)")
+                }
+                if out.count > Self.maxStoredValueBytes { return .notStorable("its value is over 1 MiB") }
+            }
+            out.append(UInt8(ascii: "]"))
+            return .json(String(decoding: out, as: UTF8.self))
+        }
+    }
+
+    /// Task `id`'s identity as the journal stores it, or why it has none.
+    public func identity(of id: TaskID) -> (text: String?, notResumable: String?) {
+        if let e = identities[id] {
+            if let text = e.text { return (text, nil) }
+            if case .unidentifiable(let reason) = e.identity { return (nil, reason) }
+        }
+        if engine.isGroupOrSchedule(id) {
+            return (nil, engine.groupMembers(id) != nil ? "it is a group (its members are resumed)" : "it is a schedule")
+        }
+        if engine.isEphemeral(id) { return (nil, "it is one run of an 'every' schedule") }
+        return (nil, "it was added without an identity")
+    }
+
+    /// Decodes stored values (a JSON array) into the values table under
+    /// `slot`; nil if they do not decode (the task then runs again).
+    func storedValues(_ text: String, slot: TaskID, in L: OpaquePointer) -> TaskValue? {
+        let top = lua_gettop(L)
+        var text = text
+        let decoded: Bool = text.withUTF8 { bytes in
+            do { try json.decodeJSON(L, bytes) } catch { return false }
+            return true
+        }
+        guard decoded, lua_type(L, -1) == LUA_TTABLE else {
+            lua_settop(L, top)
+            return nil
+        }
+        let list = lua_gettop(L)
+        let n = Int32(lua_rawlen(L, list))
+        guard lua_checkstack(L, n + 4) != 0 else {
+            lua_settop(L, top)
+            return nil
+        }
+        for k in stride(from: 1, through: n, by: 1) {
+            lua_rawgeti(L, list, lua_Integer(k))
+            // a stored null is a nil value again
+            if lua_type(L, -1) == LUA_TLIGHTUSERDATA && lua_touserdata(L, -1) == JSONModule.null {
+                tasker_pop(L, 1)
+                lua_pushnil(L)
+            }
+        }
+        tasker_remove(L, list)
+        let value = storeValues(L, count: n, slot: slot)
+        lua_settop(L, top)
+        return value
+    }
+}

@@ -1,0 +1,349 @@
+import CLua
+import CLuaShim
+import TaskerCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Derives each task's identity at `tasker.add` (values captured by value
+/// at add time) and keeps it by task id. Walks values with raw access and
+/// no metamethods; never calls into Lua code.
+final class TaskIdentities {
+    /// A task's identity as numbered in this run.
+    struct Entry {
+        var identity: TaskIdentity
+        /// 1 for the first task with this identity, 2 for the second…
+        var occurrence: Int
+
+        /// `spec.id`, the hash in hex, with `#n` from the second one on.
+        var text: String? {
+            guard let base = identity.text else { return nil }
+            return occurrence > 1 ? "\(base)#\(occurrence)" : base
+        }
+    }
+
+    private struct Unidentifiable: Error {
+        let reason: String
+    }
+
+    /// Tables whose content is bigger than this make a task unidentifiable.
+    static let maxTableBytes = 64 << 10
+
+    private unowned let runtime: LuaRuntime
+    private var entries = TaskTable<Entry>()
+    private var derivedCounts: [UInt64: Int] = [:]
+    private var explicitIDs: Set<String> = []
+    /// Registry ref of a weak-keyed table: function -> hash of its bytecode.
+    private var bytecodeHashes: Int32 = LUA_NOREF
+    /// Names of loaded modules and their functions, by address; built the
+    /// first time a walk meets a table or a C function, per derivation.
+    private var names: [UnsafeRawPointer: String]?
+
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
+    subscript(id: TaskID) -> Entry? { entries[id] }
+
+    /// Whether `id` was already used by `spec.id` in this run.
+    func isTaken(_ explicitID: String) -> Bool { explicitIDs.contains(explicitID) }
+
+    /// Derives and records task `id`'s identity from its explicit id, or
+    /// from its explicit name, args and body (stack indices; 0 = absent).
+    @discardableResult
+    func record(_ id: TaskID, explicitID: String?, name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> Entry {
+        let identity: TaskIdentity
+        if let explicitID {
+            explicitIDs.insert(explicitID)
+            identity = .explicit(explicitID)
+        } else {
+            identity = derive(name: name, body: body, args: args, in: L)
+        }
+        var occurrence = 1
+        if case .derived(let h) = identity {
+            occurrence = (derivedCounts[h] ?? 0) + 1
+            derivedCounts[h] = occurrence
+        }
+        let e = Entry(identity: identity, occurrence: occurrence)
+        entries[id] = e
+        return e
+    }
+
+    /// Marks a task that has no identity of its own (groups, schedules).
+    func recordNone(_ id: TaskID, reason: String) {
+        entries[id] = Entry(identity: .unidentifiable(reason), occurrence: 1)
+    }
+
+    func derive(name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> TaskIdentity {
+        names = nil
+        defer { names = nil }
+        var h = IdentityHasher()
+        var walk = Walk()
+        do {
+            if let name {
+                h.byte(0x4e)  // N
+                h.string(name)
+            }
+            if body != 0 {
+                h.byte(0x42)  // B
+                try value(L, lua_absindex(L, body), into: &h, &walk)
+            }
+            if args != 0 {
+                h.byte(0x41)  // A
+                try value(L, lua_absindex(L, args), into: &h, &walk)
+            }
+        } catch {
+            return .unidentifiable(error.reason)
+        }
+        return .derived(h.finish())
+    }
+
+    // MARK: the walk
+
+    private struct Walk {
+        /// Tables and functions being walked (a cycle refers back by depth).
+        var open: [UnsafeRawPointer] = []
+        /// Bytes of table content seen since the outermost table began.
+        var tableBytes = 0
+        var tableDepth = 0
+    }
+
+    private func value(_ L: OpaquePointer, _ i: Int32, into h: inout IdentityHasher, _ walk: inout Walk) throws(Unidentifiable) {
+        switch lua_type(L, i) {
+        case LUA_TNIL, LUA_TNONE:
+            h.byte(0)
+        case LUA_TBOOLEAN:
+            h.byte(lua_toboolean(L, i) != 0 ? 2 : 1)
+        case LUA_TNUMBER:
+            var isInt: Int32 = 0
+            let n = tasker_tointeger(L, i, &isInt)  // 1.0 and 1 are the same key and value
+            if isInt != 0 {
+                h.byte(3)
+                h.word(UInt64(bitPattern: Int64(n)))
+            } else {
+                h.byte(4)
+                h.word(tasker_tonumber(L, i, nil).bitPattern)
+            }
+            try count(8, &walk)
+        case LUA_TSTRING:
+            var len = 0
+            let p = tasker_tostring(L, i, &len)!
+            h.byte(5)
+            h.bytes(UnsafeRawBufferPointer(start: p, count: len))
+            try count(len, &walk)
+        case LUA_TTABLE:
+            try table(L, i, into: &h, &walk)
+        case LUA_TFUNCTION:
+            try function(L, i, into: &h, &walk)
+        case LUA_TUSERDATA:
+            guard let task = runtime.handleID(L, i) else { throw Unidentifiable(reason: "its body captures a userdata") }
+            guard let text = entries[task]?.text else {
+                throw Unidentifiable(reason: "it refers to task '\(runtime.engine.name(task))', which has no identity")
+            }
+            h.byte(8)
+            h.string(text)
+        case LUA_TLIGHTUSERDATA where lua_touserdata(L, i) == JSONModule.null:
+            h.byte(9)
+        case LUA_TTHREAD:
+            throw Unidentifiable(reason: "its body captures a coroutine")
+        default:
+            throw Unidentifiable(reason: "its body captures a \(LuaStack(L).typeName(i))")
+        }
+    }
+
+    private func count(_ bytes: Int, _ walk: inout Walk) throws(Unidentifiable) {
+        guard walk.tableDepth > 0 else { return }
+        walk.tableBytes += bytes
+        if walk.tableBytes > Self.maxTableBytes {
+            throw Unidentifiable(reason: "it captures a table over 64 KiB")
+        }
+    }
+
+    private func table(_ L: OpaquePointer, _ t: Int32, into h: inout IdentityHasher, _ walk: inout Walk) throws(Unidentifiable) {
+        let p = lua_topointer(L, t)!
+        if let name = name(of: p, L) {
+            h.byte(10)
+            h.string(name)
+            return
+        }
+        if let depth = walk.open.lastIndex(of: p) {
+            h.byte(11)
+            h.word(UInt64(depth))
+            return
+        }
+        guard lua_checkstack(L, 4) != 0 else { throw Unidentifiable(reason: "its values nest too deeply") }
+        walk.open.append(p)
+        if walk.tableDepth == 0 { walk.tableBytes = 0 }
+        walk.tableDepth += 1
+        defer {
+            walk.open.removeLast()
+            walk.tableDepth -= 1
+        }
+        // Entries in any order: hash each pair alone, then the sorted hashes.
+        var pairs: [UInt64] = []
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {
+            var pair = IdentityHasher()
+            do {
+                try value(L, lua_gettop(L) - 1, into: &pair, &walk)
+                try value(L, lua_gettop(L), into: &pair, &walk)
+            } catch {
+                tasker_pop(L, 2)
+                throw error
+            }
+            pairs.append(pair.finish())
+            tasker_pop(L, 1)
+            try count(8, &walk)
+        }
+        pairs.sort()
+        h.byte(6)
+        h.word(UInt64(pairs.count))
+        for x in pairs { h.word(x) }
+    }
+
+    private func function(_ L: OpaquePointer, _ f: Int32, into h: inout IdentityHasher, _ walk: inout Walk) throws(Unidentifiable) {
+        let p = lua_topointer(L, f)!
+        if lua_iscfunction(L, f) != 0 {
+            guard let name = name(of: p, L) else {
+                throw Unidentifiable(reason: "its body captures a C function that no loaded module names")
+            }
+            h.byte(12)
+            h.string(name)
+            return
+        }
+        if let depth = walk.open.lastIndex(of: p) {
+            h.byte(11)
+            h.word(UInt64(depth))
+            return
+        }
+        h.byte(7)
+        h.word(try bytecodeHash(L, f))
+        walk.open.append(p)
+        defer { walk.open.removeLast() }
+        guard lua_checkstack(L, 4) != 0 else { throw Unidentifiable(reason: "its values nest too deeply") }
+        var n: Int32 = 1
+        while let upname = lua_getupvalue(L, f, n) {
+            defer { n += 1 }
+            // _ENV is the globals: excluded (a task reads them when it runs).
+            if strcmp(upname, "_ENV") == 0 {
+                tasker_pop(L, 1)
+                continue
+            }
+            do { try value(L, lua_gettop(L), into: &h, &walk) } catch {
+                tasker_pop(L, 1)
+                throw error
+            }
+            tasker_pop(L, 1)
+        }
+    }
+
+    /// The hash of the function's stripped bytecode without line numbers,
+    /// cached per function (weak keys: a collected function's entry goes).
+    private func bytecodeHash(_ L: OpaquePointer, _ f: Int32) throws(Unidentifiable) -> UInt64 {
+        let s = LuaStack(L)
+        if bytecodeHashes == LUA_NOREF {
+            s.newTable()
+            s.newTable(hash: 1)
+            s.push("k")
+            s.rawSet(-2, "__mode")
+            lua_setmetatable(L, -2)
+            bytecodeHashes = s.ref()
+        }
+        s.pushRegistry(bytecodeHashes)
+        lua_pushvalue(L, f)
+        lua_rawget(L, -2)
+        var isInt: Int32 = 0
+        let cached = tasker_tointeger(L, -1, &isInt)
+        tasker_pop(L, 1)
+        if isInt != 0 {
+            tasker_pop(L, 1)
+            return UInt64(bitPattern: Int64(cached))
+        }
+        var len = 0
+        guard let dump = tasker_dump(L, f, &len) else {
+            tasker_pop(L, 1)
+            throw Unidentifiable(reason: "its body could not be dumped")
+        }
+        defer { free(dump) }
+        let raw = UnsafeRawBufferPointer(start: dump, count: len)
+        var h = IdentityHasher()
+        if let normalized = BytecodeNormalizer.normalize(raw) {
+            normalized.withUnsafeBytes { h.bytes($0) }
+        } else {
+            h.bytes(raw)
+        }
+        let hash = h.finish()
+        lua_pushvalue(L, f)
+        lua_pushinteger(L, lua_Integer(Int64(bitPattern: hash)))
+        lua_rawset(L, -3)
+        tasker_pop(L, 1)
+        return hash
+    }
+
+    /// "string", "_G.print", "tasker.exec": loaded modules by name, and the
+    /// functions in them.
+    private func name(of p: UnsafeRawPointer, _ L: OpaquePointer) -> String? {
+        if names == nil { names = loadedNames(L) }
+        return names?[p]
+    }
+
+    private func loadedNames(_ L: OpaquePointer) -> [UnsafeRawPointer: String] {
+        let s = LuaStack(L)
+        var out: [UnsafeRawPointer: String] = [:]
+        guard lua_checkstack(L, 6) != 0 else { return out }
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "package")
+        guard s.type(-1) == LUA_TTABLE else { return out }
+        s.rawGet(-1, "loaded")
+        guard s.type(-1) == LUA_TTABLE else { return out }
+        let loaded = lua_gettop(L)
+        var modules: [(String, Int32)] = []
+        lua_pushnil(L)
+        while lua_next(L, loaded) != 0 {
+            if s.type(-2) == LUA_TSTRING, let name = s.string(-2), s.type(-1) == LUA_TTABLE {
+                out[lua_topointer(L, -1)!] = name
+                modules.append((name, 0))
+            }
+            tasker_pop(L, 1)
+        }
+        for (module, _) in modules.sorted(by: { $0.0 < $1.0 }) {
+            s.rawGet(loaded, module)
+            let m = lua_gettop(L)
+            lua_pushnil(L)
+            while lua_next(L, m) != 0 {
+                if s.type(-1) == LUA_TFUNCTION, s.type(-2) == LUA_TSTRING, let field = s.string(-2) {
+                    let p = lua_topointer(L, -1)!
+                    if out[p] == nil { out[p] = "\(module).\(field)" }
+                }
+                tasker_pop(L, 1)
+            }
+            tasker_pop(L, 1)
+        }
+        return out
+    }
+
+    /// `ctx.idempotency_key`: a hash of the pipeline and the task's
+    /// identity, the same across attempts and resumes. A task added while
+    /// identities were not derived gets one now (its body and args as they
+    /// are); one without an identity gets a key stable within the run.
+    func idempotencyKey(_ id: TaskID, pipeline: String, in L: OpaquePointer) -> String {
+        if entries[id] == nil {
+            let top = lua_gettop(L)
+            runtime.pushPart(L, runtime.refs.bodies, id)
+            runtime.pushPart(L, runtime.refs.args, id)
+            let body: Int32 = lua_type(L, top + 1) == LUA_TNIL ? 0 : top + 1
+            let args: Int32 = lua_type(L, top + 2) == LUA_TNIL ? 0 : top + 2
+            record(id, explicitID: nil, name: runtime.engine.explicitName(id), body: body, args: args, in: L)
+            lua_settop(L, top)
+        }
+        var h = IdentityHasher()
+        h.string(pipeline)
+        if let text = entries[id]?.text {
+            h.string(text)
+        } else {
+            h.string("task")
+            h.word(UInt64(id))
+        }
+        return TaskIdentity.hex(h.finish())
+    }
+}

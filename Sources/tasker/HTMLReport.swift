@@ -1,0 +1,280 @@
+import Foundation
+import TaskerJournal
+
+/// One recorded run as a self-contained HTML page (inline CSS and SVG, no
+/// script, no network): the summary, a timeline of every task's attempts
+/// (retry gaps, held time, reuse), the dependency graph, the tasks with
+/// errors and the slowest ones, and HTTP requests per host. Past
+/// `timelineRows` tasks the timeline shows the ones worth seeing (failed,
+/// slowest, retried) and a concurrency chart of them all.
+struct HTMLReport {
+    let run: JournalRun
+    let tasks: [JournalTask]
+    let requests: [JournalHostRequests]
+
+    static let timelineRows = 250
+    static let graphNodes = 150
+
+    var html: String {
+        var out = """
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>tasker run \(esc(run.id)) · \(esc(fileName))</title>
+            <style>\(Self.css)</style></head><body>
+            """
+        out += header
+        out += timeline
+        out += graph
+        out += taskTables
+        out += http
+        out += "<footer>tasker report · run \(esc(run.id)) · \(esc(run.pipeline))</footer></body></html>\n"
+        return out
+    }
+
+    private var fileName: String { (run.pipeline as NSString).lastPathComponent }
+    private var work: [JournalTask] { tasks.filter { $0.kind == "task" } }
+    private var end: Double {
+        max(run.duration ?? 0, tasks.map { $0.ended ?? $0.started ?? $0.added }.max() ?? 0, 0.001)
+    }
+
+    // MARK: summary
+
+    private var header: String {
+        let counts = Dictionary(grouping: work, by: { $0.reused ? "reused" : $0.state }).mapValues(\.count)
+        let exit = run.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running"
+        let ok = run.exitCode == 0
+        var s = "<header><h1>\(esc(fileName)) <span class=\"run\">run \(esc(run.id))</span></h1>"
+        s += "<p class=\"meta\">\(esc(run.pipeline)) · started \(History.localTime(run.started))"
+        if !run.args.isEmpty { s += " · args <code>\(esc(run.args.joined(separator: " ")))</code>" }
+        if let from = run.resumedFrom { s += " · resumed from \(esc(from))" }
+        s += "</p><div class=\"cards\">"
+        s += card("exit code", exit, ok ? "good" : "bad")
+        s += card("duration", run.duration.map(History.seconds) ?? "-", "")
+        s += card("tasks", String(work.count), "")
+        for (state, style) in [("succeeded", "good"), ("reused", "reuse"), ("failed", "bad"), ("cancelled", "warn")] {
+            if let n = counts[state], n > 0 { s += card(state, String(n), style) }
+        }
+        let retried = work.filter { $0.attempts > 1 }.count
+        if retried > 0 { s += card("retried", String(retried), "warn") }
+        return s + "</div></header>"
+    }
+
+    private func card(_ label: String, _ value: String, _ style: String) -> String {
+        "<div class=\"card \(style)\"><div class=\"value\">\(esc(value))</div><div class=\"label\">\(esc(label))</div></div>"
+    }
+
+    // MARK: timeline
+
+    private var timeline: String {
+        var shown = work
+        var note = ""
+        if shown.count > Self.timelineRows {
+            // The tasks worth a row: failed, retried, held, then the slowest.
+            let interesting = shown.filter { $0.state != "succeeded" || $0.attempts > 1 || $0.held > 0 }
+            let slowest = shown.filter { $0.state == "succeeded" && $0.attempts <= 1 && $0.held == 0 }
+                .sorted { ($0.duration ?? 0) > ($1.duration ?? 0) }
+            shown = Array((interesting + slowest).prefix(Self.timelineRows)).sorted { $0.id < $1.id }
+            note = "<p class=\"note\">\(work.count) tasks: showing \(shown.count) (failed, retried and held first, then the slowest); the chart above counts them all.</p>"
+        }
+        let width = 1000.0, label = 220.0, row = 18.0
+        let scale = (width - label - 10) / end
+        var s = "<section><h2>Timeline</h2>" + concurrencyChart(width: width, label: label) + note
+        s += "<div class=\"legend\"><span class=\"k ok\"></span>succeeded <span class=\"k fail\"></span>failed attempt <span class=\"k cancel\"></span>cancelled <span class=\"k held\"></span>held <span class=\"k reuse\"></span>reused <span class=\"k gap\"></span>retry gap</div>"
+        let height = Double(shown.count) * row + 30
+        s += "<svg class=\"timeline\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"timeline\">"
+        s += axis(width: width, label: label, scale: scale, y: height - 22, height: height)
+        for (i, t) in shown.enumerated() {
+            let y = Double(i) * row
+            s += "<text x=\"\(Int(label - 8))\" y=\"\(f(y + 12))\" class=\"name\" text-anchor=\"end\">\(esc(short(t.name, 30)))</text>"
+            if t.reused {
+                s += "<rect x=\"\(f(label))\" y=\"\(f(y + 4))\" width=\"6\" height=\"10\" class=\"reuse\"><title>\(esc(t.name)): reused from an earlier run</title></rect>"
+                continue
+            }
+            if t.held > 0, let start = t.started {
+                s += "<rect x=\"\(f(label + (start - t.held) * scale))\" y=\"\(f(y + 6))\" width=\"\(f(max(1, t.held * scale)))\" height=\"6\" class=\"held\"><title>held \(History.seconds(t.held))</title></rect>"
+            }
+            let attempts = t.allAttempts
+            for (k, a) in attempts.enumerated() {
+                if k > 0 {
+                    let prev = attempts[k - 1].end
+                    s += "<line x1=\"\(f(label + prev * scale))\" x2=\"\(f(label + a.start * scale))\" y1=\"\(f(y + 9))\" y2=\"\(f(y + 9))\" class=\"gap\"/>"
+                }
+                let last = k == attempts.count - 1
+                let style = !last || t.state == "failed" ? "fail" : (t.state == "cancelled" ? "cancel" : "ok")
+                let tip = "\(t.name): attempt \(k + 1), \(History.seconds(a.end - a.start))" + (a.error.map { " — \($0)" } ?? "")
+                s += "<rect x=\"\(f(label + a.start * scale))\" y=\"\(f(y + 3))\" width=\"\(f(max(1.5, (a.end - a.start) * scale)))\" height=\"12\" rx=\"2\" class=\"\(style)\"><title>\(esc(short(tip, 300)))</title></rect>"
+            }
+        }
+        return s + "</svg></section>"
+    }
+
+    /// How many tasks ran at each moment (all tasks, however many).
+    private func concurrencyChart(width: Double, label: Double) -> String {
+        let buckets = 200
+        var running = [Int](repeating: 0, count: buckets)
+        for t in work where !t.reused {
+            guard let a = t.started, let b = t.ended else { continue }
+            let i = min(buckets - 1, Int(a / end * Double(buckets)))
+            let j = min(buckets - 1, Int(b / end * Double(buckets)))
+            for k in i...max(i, j) { running[k] += 1 }
+        }
+        let peak = max(1, running.max() ?? 1)
+        let h = 60.0, w = (width - label - 10) / Double(buckets)
+        var s = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(h + 4))\" width=\"\(Int(width))\" height=\"\(Int(h + 4))\" role=\"img\" aria-label=\"tasks running over time\">"
+        s += "<text x=\"\(Int(label - 8))\" y=\"14\" class=\"name\" text-anchor=\"end\">running (peak \(peak))</text>"
+        for (k, n) in running.enumerated() where n > 0 {
+            let bh = Double(n) / Double(peak) * h
+            s += "<rect x=\"\(f(label + Double(k) * w))\" y=\"\(f(h - bh))\" width=\"\(f(w + 0.3))\" height=\"\(f(bh))\" class=\"bar\"/>"
+        }
+        return s + "</svg>"
+    }
+
+    private func axis(width: Double, label: Double, scale: Double, y: Double, height: Double) -> String {
+        var s = ""
+        let step = niceStep(end / 8)
+        var t = 0.0
+        while t <= end + step / 2 {
+            let x = label + t * scale
+            s += "<line x1=\"\(f(x))\" x2=\"\(f(x))\" y1=\"0\" y2=\"\(f(y))\" class=\"grid\"/>"
+            s += "<text x=\"\(f(x))\" y=\"\(f(y + 14))\" class=\"tick\" text-anchor=\"middle\">\(History.seconds(t))</text>"
+            t += step
+        }
+        return s
+    }
+
+    private func niceStep(_ raw: Double) -> Double {
+        guard raw > 0 else { return 1 }
+        let p = pow(10, floor(log10(raw)))
+        for m in [1.0, 2, 5, 10] where m * p >= raw { return m * p }
+        return 10 * p
+    }
+
+    // MARK: dependency graph
+
+    private var graph: String {
+        let byID = Dictionary(uniqueKeysWithValues: tasks.map { ($0.id, $0) })
+        let linked = Set(tasks.flatMap { t in t.after.isEmpty ? [] : [t.id] + t.after })
+        guard !linked.isEmpty else {
+            return "<section><h2>Dependencies</h2><p class=\"note\">No task waits on another (no <code>after</code>).</p></section>"
+        }
+        var nodes = tasks.filter { linked.contains($0.id) }
+        var note = ""
+        if nodes.count > Self.graphNodes {
+            note = "<p class=\"note\">\(nodes.count) tasks have dependencies: showing the first \(Self.graphNodes).</p>"
+            nodes = Array(nodes.prefix(Self.graphNodes))
+        }
+        let shown = Set(nodes.map(\.id))
+        // Layer = the longest chain of dependencies before the task.
+        var layer: [Int: Int] = [:]
+        func depth(_ id: Int, _ seen: Set<Int>) -> Int {
+            if let d = layer[id] { return d }
+            guard let t = byID[id], !seen.contains(id) else { return 0 }
+            let d = t.after.filter(shown.contains).map { depth($0, seen.union([id])) + 1 }.max() ?? 0
+            layer[id] = d
+            return d
+        }
+        for n in nodes { _ = depth(n.id, []) }
+        let columns = Dictionary(grouping: nodes, by: { layer[$0.id] ?? 0 })
+        let colWidth = 190.0, rowHeight = 34.0, boxW = 160.0, boxH = 24.0
+        let maxRows = columns.values.map(\.count).max() ?? 1
+        let width = Double((columns.keys.max() ?? 0) + 1) * colWidth + 20
+        let height = Double(maxRows) * rowHeight + 20
+        var position: [Int: (Double, Double)] = [:]
+        for (c, list) in columns {
+            for (r, t) in list.enumerated() { position[t.id] = (10 + Double(c) * colWidth, 10 + Double(r) * rowHeight) }
+        }
+        var s = "<section><h2>Dependencies</h2>\(note)<div class=\"scroll\"><svg class=\"graph\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"dependency graph\">"
+        s += "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\"><path d=\"M 0 0 L 10 5 L 0 10 z\" class=\"arrowhead\"/></marker></defs>"
+        for t in nodes {
+            guard let (x2, y2) = position[t.id] else { continue }
+            for d in t.after {
+                guard let (x1, y1) = position[d] else { continue }
+                s += "<path d=\"M \(f(x1 + boxW)) \(f(y1 + boxH / 2)) C \(f(x1 + boxW + 20)) \(f(y1 + boxH / 2)), \(f(x2 - 20)) \(f(y2 + boxH / 2)), \(f(x2)) \(f(y2 + boxH / 2))\" class=\"edge\" marker-end=\"url(#arrow)\"/>"
+            }
+        }
+        for t in nodes {
+            guard let (x, y) = position[t.id] else { continue }
+            let style = t.reused ? "reuse" : (t.state == "succeeded" ? "ok" : (t.state == "failed" ? "fail" : "cancel"))
+            s += "<g><rect x=\"\(f(x))\" y=\"\(f(y))\" width=\"\(f(boxW))\" height=\"\(f(boxH))\" rx=\"5\" class=\"node \(style)\"><title>\(esc(t.name)): \(t.reused ? "reused" : t.state)</title></rect>"
+            s += "<text x=\"\(f(x + boxW / 2))\" y=\"\(f(y + 16))\" text-anchor=\"middle\" class=\"nodelabel\">\(esc(short(t.name, 22)))</text></g>"
+        }
+        return s + "</svg></div></section>"
+    }
+
+    // MARK: tables
+
+    private var taskTables: String {
+        var s = "<section><h2>Tasks with errors</h2>"
+        let bad = work.filter { $0.state != "succeeded" }
+        if bad.isEmpty {
+            s += "<p class=\"note\">None: every task succeeded.</p>"
+        } else {
+            s += "<table><thead><tr><th>task</th><th>state</th><th>attempts</th><th>duration</th><th>error</th></tr></thead><tbody>"
+            for t in bad.prefix(200) {
+                let state = t.errorKind == "lost" ? "lost" : t.state
+                s += "<tr class=\"\(t.state)\"><td>\(esc(t.name))</td><td><span class=\"pill \(t.state)\">\(esc(state))</span></td><td>\(t.attempts)</td><td>\(t.duration.map(History.seconds) ?? "-")</td><td class=\"error\">\(esc(short(t.error ?? "", 400)))</td></tr>"
+            }
+            s += "</tbody></table>"
+            if bad.count > 200 { s += "<p class=\"note\">… and \(bad.count - 200) more.</p>" }
+        }
+        s += "</section><section><h2>Slowest tasks</h2><table><thead><tr><th>task</th><th>state</th><th>attempts</th><th>duration</th><th>held</th></tr></thead><tbody>"
+        for t in work.filter({ !$0.reused }).sorted(by: { ($0.duration ?? 0) > ($1.duration ?? 0) }).prefix(15) {
+            s += "<tr><td>\(esc(t.name))</td><td><span class=\"pill \(t.state)\">\(esc(t.state))</span></td><td>\(t.attempts)</td><td>\(t.duration.map(History.seconds) ?? "-")</td><td>\(t.held > 0 ? History.seconds(t.held) : "-")</td></tr>"
+        }
+        return s + "</tbody></table></section>"
+    }
+
+    private var http: String {
+        guard !requests.isEmpty else { return "" }
+        var s = "<section><h2>HTTP requests per host</h2><table><thead><tr><th>host</th><th>attempts</th><th>retries</th><th>failures</th></tr></thead><tbody>"
+        for h in requests {
+            s += "<tr><td>\(esc(h.host))</td><td>\(h.requests)</td><td>\(h.retries)</td><td>\(h.failures)</td></tr>"
+        }
+        return s + "</tbody></table></section>"
+    }
+
+    // MARK: helpers
+
+    private func f(_ x: Double) -> String { String(format: "%.1f", x) }
+
+    private func short(_ s: String, _ n: Int) -> String { s.count > n ? String(s.prefix(n - 1)) + "…" : s }
+
+    func esc(_ s: String) -> String {
+        var out = ""
+        out.reserveCapacity(s.utf8.count)
+        for c in s.unicodeScalars {
+            switch c {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+
+    static let css = """
+        :root{--bg:#f7f8fa;--fg:#1d2330;--muted:#697386;--card:#fff;--line:#e3e6ec;--ok:#2f9e63;--fail:#d64545;--warn:#d9902b;--reuse:#5b7bd5;--held:#b9a6e0}
+        *{box-sizing:border-box}body{margin:0;padding:28px 36px;background:var(--bg);color:var(--fg);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
+        h1{font-size:22px;margin:0 0 4px}h1 .run{font-weight:400;color:var(--muted);font-size:15px;margin-left:8px}
+        h2{font-size:16px;margin:0 0 10px}.meta{color:var(--muted);margin:0 0 16px}code{background:#eef0f4;padding:1px 5px;border-radius:4px}
+        .cards{display:flex;flex-wrap:wrap;gap:10px}.card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:10px 16px;min-width:110px}
+        .card .value{font-size:22px;font-weight:600}.card .label{color:var(--muted);font-size:12px;text-transform:uppercase;letter-spacing:.04em}
+        .card.good .value{color:var(--ok)}.card.bad .value{color:var(--fail)}.card.warn .value{color:var(--warn)}.card.reuse .value{color:var(--reuse)}
+        section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin:18px 0;overflow-x:auto}
+        .note{color:var(--muted);margin:6px 0}.legend{color:var(--muted);font-size:12px;margin:6px 0 8px}.legend .k{display:inline-block;width:12px;height:10px;border-radius:2px;margin:0 4px 0 12px;vertical-align:middle}
+        .k.ok,rect.ok{fill:var(--ok);background:var(--ok)}.k.fail,rect.fail{fill:var(--fail);background:var(--fail)}.k.cancel,rect.cancel{fill:var(--warn);background:var(--warn)}
+        .k.held,rect.held{fill:var(--held);background:var(--held)}.k.reuse,rect.reuse{fill:var(--reuse);background:var(--reuse)}.k.gap{border-top:2px dashed var(--fail);height:0}
+        line.gap{stroke:var(--fail);stroke-width:1.5;stroke-dasharray:3 3}line.grid{stroke:var(--line)}text.tick{fill:var(--muted);font-size:10px}
+        text.name{fill:var(--fg);font-size:11px}rect.bar{fill:#8fb3e8}svg{display:block}
+        rect.node{stroke-width:1.5;fill-opacity:.14}rect.node.ok{stroke:var(--ok)}rect.node.fail{stroke:var(--fail)}rect.node.cancel{stroke:var(--warn)}rect.node.reuse{stroke:var(--reuse)}
+        text.nodelabel{font-size:11px;fill:var(--fg)}path.edge{fill:none;stroke:#9aa3b5;stroke-width:1.2}path.arrowhead{fill:#9aa3b5}
+        table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}th{color:var(--muted);font-weight:500;font-size:12px;text-transform:uppercase}
+        td.error{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap;word-break:break-word}
+        .pill{padding:1px 8px;border-radius:10px;font-size:12px;background:#eef0f4}.pill.failed{background:#fbe3e3;color:var(--fail)}.pill.cancelled{background:#fbefdc;color:#a86a14}.pill.succeeded{background:#e1f4e9;color:var(--ok)}
+        footer{color:var(--muted);font-size:12px;margin-top:20px}
+        """
+}

@@ -1,0 +1,84 @@
+import Foundation
+import TaskerCore
+import TaskerJournal
+import TaskerLua
+
+/// The journal side of `tasker run`: where it lives, what a resume reuses,
+/// the `--plan` listing, and the recorder for the new run.
+struct RunJournal {
+    let directory: String
+
+    init(state: String?) {
+        directory = Journal.directory(override: state, environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// `--resume [RUN] FILE`: RUN is given when the first word is `last` or
+    /// is not a file while a file follows it.
+    static func splitResume(file: String, args: [String]) -> (run: String?, file: String, args: [String]) {
+        guard let next = args.first else { return (nil, file, args) }
+        if file == "last" || !FileManager.default.fileExists(atPath: file) {
+            return (file, next, Array(args.dropFirst()))
+        }
+        return (nil, file, args)
+    }
+
+    /// The run a resume starts from: `id`, or the newest run of `pipeline`.
+    func earlierRun(_ id: String?, pipeline: String) throws(RunJournalError) -> (JournalReader, JournalRun) {
+        let reader: JournalReader
+        do {
+            reader = try JournalReader(directory: directory)
+        } catch {
+            throw RunJournalError("cannot resume: \(error)")
+        }
+        let found: JournalRun?
+        do {
+            found = try id.map { try reader.run($0, pipeline: pipeline) } ?? reader.runs(pipeline: pipeline, limit: 1).first
+        } catch {
+            throw RunJournalError("cannot resume: \(error)")
+        }
+        guard let run = found else {
+            if let id { throw RunJournalError("cannot resume: no run '\(id)' in the journal (see 'tasker runs')") }
+            throw RunJournalError("cannot resume: the journal has no earlier run of \(pipeline) (see 'tasker runs')")
+        }
+        return (reader, run)
+    }
+
+    /// `--plan`: for each task of the earlier run, `reuse` or `run` and why.
+    static func plan(_ reader: JournalReader, _ run: JournalRun) throws -> String {
+        let tasks = try reader.tasks(of: run.id).filter { $0.kind == "task" }
+        var lines = ["plan: resume run \(run.id) of \(run.pipeline) (\(tasks.count) task\(tasks.count == 1 ? "" : "s"))"]
+        var reuse = 0
+        for t in tasks {
+            let reason: String?
+            if t.state != "succeeded" {
+                reason = t.errorKind == "lost" ? "lost (the run ended while it was running)" : t.state
+            } else if let why = t.notResumable {
+                reason = "not resumable: \(why)"
+            } else if t.identity == nil {
+                reason = "not resumable: no identity"
+            } else {
+                reason = nil
+            }
+            if reason == nil { reuse += 1 }
+            lines.append("\(reason == nil ? "reuse" : "run  ")  \(t.name)\(reason.map { "  (\($0))" } ?? "")")
+        }
+        lines.append("plan: \(reuse) to reuse, \(tasks.count - reuse) to run again (tasks the new run adds that the old one did not run too)")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// `--var` values whose key looks like a secret are stored as `***`.
+    static func redactedVars(_ vars: [String: String]) -> [String: String] {
+        let secret = ["token", "secret", "password", "passwd", "key", "auth", "credential", "cookie"]
+        var out: [String: String] = [:]
+        for (k, v) in vars {
+            let lower = k.lowercased()
+            out[k] = secret.contains { lower.contains($0) } ? "***" : v
+        }
+        return out
+    }
+}
+
+struct RunJournalError: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}

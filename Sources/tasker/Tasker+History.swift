@@ -1,0 +1,181 @@
+import ArgumentParser
+import Foundation
+import TaskerLua
+import TaskerJournal
+
+extension Tasker {
+    /// `tasker runs [FILE] [--limit N] [--json]`, `tasker runs --prune --keep N`.
+    struct Runs: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List recorded runs, newest first (or prune old ones).")
+
+        @Argument(help: "Only runs of this pipeline file.")
+        var file: String?
+
+        @Option(name: .long, help: "At most this many runs.")
+        var limit: Int = 20
+
+        @Flag(name: .long, help: "A JSON array of runs.")
+        var json = false
+
+        @Flag(name: .long, help: "Delete all but the newest --keep runs.")
+        var prune = false
+
+        @Option(name: .long, help: "With --prune: how many runs to keep.")
+        var keep: Int?
+
+        @Option(name: .long, help: ArgumentHelp("The journal's directory.", valueName: "dir"))
+        var state: String?
+
+        func validate() throws {
+            if prune && keep == nil { throw ValidationError("--prune needs --keep N") }
+            if let keep, keep < 0 { throw ValidationError("--keep must be 0 or more (got \(keep))") }
+            if limit < 1 { throw ValidationError("--limit must be at least 1 (got \(limit))") }
+        }
+
+        func run() throws {
+            let reader = try History.open(state: state)
+            if prune {
+                let n = try reader.prune(keep: keep ?? 0)
+                print("pruned \(n) run\(n == 1 ? "" : "s")")
+                return
+            }
+            let pipeline = file.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path }
+            let runs = try reader.runs(pipeline: pipeline, limit: limit)
+            if json {
+                print(History.json(runs.map(History.runObject)))
+                return
+            }
+            if runs.isEmpty {
+                print("no runs recorded\(file.map { " of \($0)" } ?? "")")
+                return
+            }
+            print(History.pad(["RUN", "STARTED", "DURATION", "EXIT", "TASKS", "PIPELINE"], [12, 20, 9, 5, 30]))
+            for r in runs {
+                print(History.pad([r.id, History.localTime(r.started), r.duration.map(History.seconds) ?? "-",
+                                   r.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running",
+                                   History.counts(r.counts), r.pipeline], [12, 20, 9, 5, 30]))
+            }
+        }
+    }
+
+    /// `tasker show RUN|last [--json]`.
+    struct Show: ParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one recorded run and its tasks.")
+
+        @Argument(help: ArgumentHelp("A run id, or 'last'.", valueName: "run"))
+        var runID: String
+
+        @Flag(name: .long, help: "One JSON object.")
+        var json = false
+
+        @Option(name: .long, help: ArgumentHelp("The journal's directory.", valueName: "dir"))
+        var state: String?
+
+        func run() throws {
+            let reader = try History.open(state: state)
+            guard let r = try reader.run(runID) else {
+                StandardError.write("tasker: error: no run '\(runID)' in the journal (see 'tasker runs')\n")
+                throw ExitCode(2)
+            }
+            let tasks = try reader.tasks(of: r.id)
+            if json {
+                var object = History.runObject(r)
+                object["tasks"] = tasks.map(History.taskObject)
+                print(History.json(object))
+                return
+            }
+            print("run \(r.id)  \(r.pipeline)")
+            print("started \(History.localTime(r.started))  duration \(r.duration.map(History.seconds) ?? "-")  exit \(r.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running")  \(History.counts(r.counts))")
+            if let from = r.resumedFrom { print("resumed from \(from)") }
+            print(History.pad(["ID", "STATE", "ATTEMPTS", "DURATION", "HELD", "NAME", "ERROR"], [5, 10, 8, 9, 7, 24]))
+            for t in tasks {
+                let state = t.reused ? "reused" : (t.errorKind == "lost" ? "lost" : t.state)
+                print(History.pad([String(t.id), state, String(t.attempts), t.duration.map(History.seconds) ?? "-",
+                                   t.held > 0 ? History.seconds(t.held) : "-", t.name,
+                                   t.error.map { String($0.split(separator: "\n").first ?? "") } ?? ""],
+                                  [5, 10, 8, 9, 7, 24]))
+            }
+        }
+    }
+}
+
+/// Shared by `runs`, `show` and `report`.
+enum History {
+    static func open(state: String?) throws -> JournalReader {
+        let directory = Journal.directory(override: state, environment: ProcessInfo.processInfo.environment)
+        do {
+            return try JournalReader(directory: directory)
+        } catch {
+            StandardError.write("tasker: error: \(error)\n")
+            throw ExitCode(2)
+        }
+    }
+
+    static func runObject(_ r: JournalRun) -> [String: Any] {
+        var o: [String: Any] = ["id": r.id, "pipeline": r.pipeline, "started": isoTime(r.started),
+                                "counts": r.counts, "args": r.args]
+        o["duration"] = r.duration ?? NSNull()
+        o["exit_code"] = r.exitCode.map { $0 as Any } ?? NSNull()
+        if let from = r.resumedFrom { o["resumed_from"] = from }
+        return o
+    }
+
+    static func taskObject(_ t: JournalTask) -> [String: Any] {
+        var o: [String: Any] = ["id": t.id, "name": t.name, "state": t.state, "attempts": t.attempts,
+                                "reused": t.reused, "kind": t.kind, "held": t.held]
+        o["identity"] = t.identity ?? NSNull()
+        o["duration"] = t.duration ?? NSNull()
+        o["error"] = t.error ?? NSNull()
+        if let k = t.errorKind { o["error_kind"] = k }
+        if let why = t.notResumable { o["not_resumable"] = why }
+        if !t.after.isEmpty { o["after"] = t.after }
+        if !t.tags.isEmpty { o["tags"] = t.tags }
+        return o
+    }
+
+    static func json(_ value: Any) -> String {
+        guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .prettyPrinted]) else { return "null" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func isoTime(_ t: Double) -> String {
+        var secs = time_t(t)
+        var parts = tm()
+        gmtime_r(&secs, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec),
+                      Int((t - floor(t)) * 1000))
+    }
+
+    static func localTime(_ t: Double) -> String {
+        var secs = time_t(t)
+        var parts = tm()
+        localtime_r(&secs, &parts)
+        return String(format: "%04d-%02d-%02d %02d:%02d:%02d", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1,
+                      Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec))
+    }
+
+    static func seconds(_ s: Double) -> String {
+        s < 1 ? String(format: "%.0fms", s * 1000) : (s < 600 ? String(format: "%.2fs", s) : String(format: "%.0fm", s / 60))
+    }
+
+    static func counts(_ c: [String: Int]) -> String {
+        let order = ["succeeded", "reused", "failed", "cancelled"]
+        let parts = order.compactMap { k in c[k].flatMap { $0 > 0 ? "\($0) \(k)" : nil } }
+        return parts.isEmpty ? "no tasks" : parts.joined(separator: ", ")
+    }
+
+    /// Columns padded to `widths` (the last column as it is).
+    static func pad(_ cells: [String], _ widths: [Int]) -> String {
+        var out = ""
+        for (i, c) in cells.enumerated() {
+            if i < widths.count {
+                out += c.padding(toLength: max(widths[i], c.count), withPad: " ", startingAt: 0) + "  "
+            } else {
+                out += c
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,202 @@
+import Foundation
+import Testing
+
+/// The journal, resume, history and the report, through the built CLI.
+@Suite struct DurableRunCLITests {
+    /// Each task appends an "x" to its marker file: a file's length is how
+    /// many times the task ran.
+    static let pipeline = """
+        local dir = tasker.args[1]
+        local function mark(name) local f = assert(io.open(dir .. "/" .. name, "a")); f:write("x"); f:close() end
+        local fetch = tasker.add{name = "fetch", run = function() mark("fetch"); return 42, "s", {k = 1.5, n = 3} end}
+        local build = tasker.add{name = "build", after = fetch, run = function()
+          mark("build")
+          if tasker.vars.fail then error("compiler crashed") end
+          return 7
+        end}
+        -- pairs walks in a different order in every run: identity must not care
+        for k, v in pairs({alpha = 1, beta = 2, gamma = 3, delta = 4}) do
+          tasker.add{name = "item", args = {k = k, v = v}, run = function(ctx) mark("item-" .. ctx.args.k); return ctx.args.v * 2 end}
+        end
+        tasker.add{name = "deploy", after = build, run = function()
+          mark("deploy")
+          local n, s, t = fetch:await()
+          print("deploy got", math.type(n), n, s, math.type(t.n), t.n, t.k)
+        end}
+        """
+
+    func runs(_ s: Scratch, _ name: String) -> Int {
+        (try? String(contentsOf: s.dir.appendingPathComponent("out/\(name)"), encoding: .utf8))?.count ?? 0
+    }
+
+    @Test func aFailedRunResumedRunsOnlyTheFailedAndSkippedTasks() async throws {
+        let s = try Scratch(["p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        let first = try await tasker(["run", "--no-progress", "--var", "fail=1", "p.lua", "out"], in: s.dir)
+        #expect(first.status == 1)
+        #expect(runs(s, "deploy") == 0)
+
+        let plan = try await tasker(["run", "--resume", "--plan", "p.lua", "out"], in: s.dir)
+        #expect(plan.status == 0)
+        #expect(plan.stdout.contains("reuse  fetch"))
+        #expect(plan.stdout.contains("run    build  (failed)"))
+        #expect(plan.stdout.contains("run    deploy  (cancelled)"))
+        #expect(plan.stdout.contains("plan: 5 to reuse, 2 to run again"))
+
+        let second = try await tasker(["run", "--no-progress", "--resume", "p.lua", "out"], in: s.dir)
+        #expect(second.status == 0, "\(second.stderr)")
+        // fetch and the four items ran once; build twice; deploy once
+        #expect(runs(s, "fetch") == 1)
+        for k in ["alpha", "beta", "gamma", "delta"] { #expect(runs(s, "item-\(k)") == 1) }
+        #expect(runs(s, "build") == 2)
+        #expect(runs(s, "deploy") == 1)
+        // stored values come back as they were: integers stay integers
+        #expect(second.stdout == "deploy got\tinteger\t42\ts\tinteger\t3\t1.5\n")
+        #expect(second.stderr.contains("7 succeeded (5 reused)"))
+
+        // A third resume reuses everything (reused tasks were recorded again).
+        let third = try await tasker(["run", "--no-progress", "--resume", "p.lua", "out"], in: s.dir)
+        #expect(third.status == 0)
+        #expect(runs(s, "build") == 2 && runs(s, "deploy") == 1)
+        #expect(third.stderr.contains("7 succeeded (7 reused)"))
+    }
+
+    @Test func historyListsRunsAndShowsTasksAsJSON() async throws {
+        let s = try Scratch(["p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        _ = try await tasker(["run", "--no-progress", "--var", "fail=1", "--var", "api_token=hunter2", "p.lua", "out"], in: s.dir)
+        _ = try await tasker(["run", "--no-progress", "p.lua", "out"], in: s.dir)
+
+        let list = try await tasker(["runs", "--json"], in: s.dir)
+        #expect(list.status == 0)
+        let runs = try #require(JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])
+        #expect(runs.count == 2)
+        #expect(runs.map { $0["exit_code"] as? Int } == [0, 1])  // newest first
+        #expect((runs[1]["counts"] as? [String: Int])?["failed"] == 1)
+        #expect((runs[0]["pipeline"] as? String)?.hasSuffix("/p.lua") == true)
+        for key in ["id", "pipeline", "started", "duration", "exit_code", "counts"] { #expect(runs[0][key] != nil, "runs lacks \(key)") }
+
+        let show = try await tasker(["show", runs[1]["id"] as! String, "--json"], in: s.dir)
+        let run = try #require(JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        let tasks = try #require(run["tasks"] as? [[String: Any]])
+        #expect(tasks.map { $0["name"] as? String } == ["fetch", "build", "item", "item", "item", "item", "deploy"])
+        let build = tasks[1]
+        #expect(build["state"] as? String == "failed")
+        #expect((build["error"] as? String)?.contains("compiler crashed") == true)
+        #expect(build["attempts"] as? Int == 1)
+        #expect(tasks[6]["state"] as? String == "cancelled")
+        #expect(Set(tasks.compactMap { $0["identity"] as? String }).count == 7)
+
+        let text = try await tasker(["show", "last"], in: s.dir)
+        #expect(text.stdout.contains("succeeded") && text.stdout.contains("deploy"))
+        // secrets given with --var are not stored
+        let journal = try Data(contentsOf: s.dir.appendingPathComponent(".tasker-state/journal.db"))
+        #expect(journal.range(of: Data("hunter2".utf8)) == nil)
+
+        let pruned = try await tasker(["runs", "--prune", "--keep", "1"], in: s.dir)
+        #expect(pruned.stdout == "pruned 1 run\n")
+        let after = try await tasker(["runs", "--json"], in: s.dir)
+        #expect((try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [Any])?.count == 1)
+    }
+
+    @Test func aRunKilledWithSIGKILLResumesWithoutRedoingFinishedTasks() async throws {
+        let s = try Scratch(["k.lua": """
+            local dir = tasker.args[1]
+            local function mark(name) local f = assert(io.open(dir .. "/" .. name, "a")); f:write("x"); f:close() end
+            local quick = {}
+            for i = 1, 5 do quick[i] = tasker.add{name = "quick" .. i, run = function() mark("quick" .. i); return i end} end
+            local slow = tasker.add{name = "slow", run = function() mark("slow"); tasker.sleep(tonumber(tasker.vars.sleep or "60")) end}
+            tasker.all(quick)
+            tasker.sleep(0.3)  -- past the journal's 100 ms promise
+            io.write("ready\\n"); io.stdout:flush()
+            slow:await()
+            """])
+        defer { s.cleanup() }
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        let killed = try await taskerInterrupted(["run", "--no-progress", "k.lua", "out"], in: s.dir, markers: ["ready"], signal: SIGKILL)
+        #expect(killed.status == SIGKILL)
+
+        // The journal opens cleanly; the run died; the slow task was lost.
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        #expect(show.status == 0, "\(show.stderr)")
+        let run = try #require(JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        let tasks = try #require(run["tasks"] as? [[String: Any]])
+        let slow = try #require(tasks.first { $0["name"] as? String == "slow" })
+        #expect(slow["state"] as? String == "failed")
+        #expect(slow["error_kind"] as? String == "lost")
+        #expect(tasks.filter { $0["state"] as? String == "succeeded" }.count == 5)
+
+        let resumed = try await tasker(["run", "--no-progress", "--var", "sleep=0", "--resume", "k.lua", "out"], in: s.dir)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        for i in 1...5 { #expect(runs(s, "quick\(i)") == 1, "quick\(i) ran again") }
+        #expect(runs(s, "slow") == 2)
+    }
+
+    @Test func theJournalIsPrivateAndNoJournalWritesNothing() async throws {
+        let s = try Scratch(["p.lua": "tasker.add(function() return 1 end)"])
+        defer { s.cleanup() }
+        let off = try await tasker(["run", "--no-progress", "--no-journal", "p.lua"], in: s.dir)
+        #expect(off.status == 0)
+        #expect(!FileManager.default.fileExists(atPath: s.dir.appendingPathComponent(".tasker-state").path))
+
+        let on = try await tasker(["run", "--no-progress", "--state", "st", "p.lua"], in: s.dir)
+        #expect(on.status == 0)
+        let attributes = try FileManager.default.attributesOfItem(atPath: s.dir.appendingPathComponent("st/journal.db").path)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600)
+        let dir = try FileManager.default.attributesOfItem(atPath: s.dir.appendingPathComponent("st").path)
+        #expect((dir[.posixPermissions] as? Int) == 0o700)
+
+        let bad = try await tasker(["run", "--no-journal", "--resume", "p.lua"], in: s.dir)
+        #expect(bad.status == 2)
+        let nothing = try await tasker(["run", "--resume", "p.lua"], in: s.dir)
+        #expect(nothing.status == 2)
+        #expect(nothing.stderr.contains("cannot resume"))
+    }
+
+    @Test func twoRunsAtOnceShareTheJournal() async throws {
+        let s = try Scratch(["many.lua": """
+            local hs = {}
+            for i = 1, 3000 do hs[i] = tasker.add{name = "t" .. i, run = function() return i end} end
+            tasker.all(hs)
+            """])
+        defer { s.cleanup() }
+        async let first = tasker(["run", "--no-progress", "many.lua"], in: s.dir)
+        async let second = tasker(["run", "--no-progress", "many.lua"], in: s.dir)
+        let (a, b) = try await (first, second)
+        #expect(a.status == 0 && b.status == 0)
+        #expect(!a.stderr.contains("warning") && !b.stderr.contains("warning"), "\(a.stderr)\(b.stderr)")
+        let r = try await tasker(["runs", "--json"], in: s.dir)
+        let runs = try #require(JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]], "\(r.stderr)")
+        #expect(runs.count == 2)
+        for run in runs {
+            #expect(run["exit_code"] as? Int == 0)
+            #expect((run["counts"] as? [String: Int])?["succeeded"] == 3000)
+            let show = try await tasker(["show", run["id"] as! String, "--json"], in: s.dir)
+            let tasks = (try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])?["tasks"] as? [Any]
+            #expect(tasks?.count == 3000)
+        }
+    }
+
+    @Test func explicitIdsNameTasksAndADuplicateIsAUsageError() async throws {
+        let s = try Scratch([
+            "ids.lua": """
+                local n = 0
+                tasker.add{id = "step-one", run = function() n = n + 1; return n end}
+                print(tasker.add{id = "step-one", run = function() end})
+                """,
+            "key.lua": """
+                local h = tasker.add{id = "k", run = function(ctx) return ctx.idempotency_key end}
+                print(h:await())
+                """,
+        ])
+        defer { s.cleanup() }
+        let dup = try await tasker(["run", "--no-progress", "ids.lua"], in: s.dir)
+        #expect(dup.status == 2)
+        #expect(dup.stderr.contains("ids.lua:3:") && dup.stderr.contains("id 'step-one' is already used"))
+        let a = try await tasker(["run", "--no-progress", "key.lua"], in: s.dir)
+        let b = try await tasker(["run", "--no-progress", "--no-journal", "key.lua"], in: s.dir)
+        #expect(a.stdout.count == 17 && a.stdout == b.stdout)  // same key across runs, journal or not
+    }
+}
