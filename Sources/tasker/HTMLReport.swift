@@ -78,7 +78,7 @@ struct HTMLReport {
             note = "<p class=\"note\">\(work.count) tasks: showing \(shown.count) (failed, retried and held first, then the slowest); the chart above counts them all.</p>"
         }
         let width = 1000.0, label = 220.0, row = 18.0
-        let scale = (width - label - 10) / end
+        let scale = (width - label - 40) / end
         var s = "<section><h2>Timeline</h2>" + concurrencyChart(width: width, label: label) + note
         s += "<div class=\"legend\"><span class=\"k ok\"></span>succeeded <span class=\"k fail\"></span>failed attempt <span class=\"k cancel\"></span>cancelled <span class=\"k held\"></span>held <span class=\"k reuse\"></span>reused <span class=\"k gap\"></span>retry gap</div>"
         let height = Double(shown.count) * row + 30
@@ -95,6 +95,9 @@ struct HTMLReport {
                 s += "<rect x=\"\(f(label + (start - t.held) * scale))\" y=\"\(f(y + 6))\" width=\"\(f(max(1, t.held * scale)))\" height=\"6\" class=\"held\"><title>held \(History.seconds(t.held))</title></rect>"
             }
             let attempts = t.allAttempts
+            if attempts.isEmpty {
+                s += "<text x=\"\(f(label + 4))\" y=\"\(f(y + 12))\" class=\"notrun\">did not run (\(esc(t.state)))</text>"
+            }
             for (k, a) in attempts.enumerated() {
                 if k > 0 {
                     let prev = attempts[k - 1].end
@@ -120,7 +123,7 @@ struct HTMLReport {
             for k in i...max(i, j) { running[k] += 1 }
         }
         let peak = max(1, running.max() ?? 1)
-        let h = 60.0, w = (width - label - 10) / Double(buckets)
+        let h = 60.0, w = (width - label - 40) / Double(buckets)
         var s = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(h + 4))\" width=\"\(Int(width))\" height=\"\(Int(h + 4))\" role=\"img\" aria-label=\"tasks running over time\">"
         s += "<text x=\"\(Int(label - 8))\" y=\"14\" class=\"name\" text-anchor=\"end\">running (peak \(peak))</text>"
         for (k, n) in running.enumerated() where n > 0 {
@@ -269,7 +272,7 @@ struct HTMLReport {
         .k.ok,rect.ok{fill:var(--ok);background:var(--ok)}.k.fail,rect.fail{fill:var(--fail);background:var(--fail)}.k.cancel,rect.cancel{fill:var(--warn);background:var(--warn)}
         .k.held,rect.held{fill:var(--held);background:var(--held)}.k.reuse,rect.reuse{fill:var(--reuse);background:var(--reuse)}.k.gap{border-top:2px dashed var(--fail);height:0}
         line.gap{stroke:var(--fail);stroke-width:1.5;stroke-dasharray:3 3}line.grid{stroke:var(--line)}text.tick{fill:var(--muted);font-size:10px}
-        text.name{fill:var(--fg);font-size:11px}rect.bar{fill:#8fb3e8}svg{display:block}
+        text.name{fill:var(--fg);font-size:11px}text.notrun{fill:var(--muted);font-size:10px;font-style:italic}rect.bar{fill:#8fb3e8}svg{display:block}
         rect.node{stroke-width:1.5;fill-opacity:.14}rect.node.ok{stroke:var(--ok)}rect.node.fail{stroke:var(--fail)}rect.node.cancel{stroke:var(--warn)}rect.node.reuse{stroke:var(--reuse)}
         text.nodelabel{font-size:11px;fill:var(--fg)}path.edge{fill:none;stroke:#9aa3b5;stroke-width:1.2}path.arrowhead{fill:#9aa3b5}
         table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}th{color:var(--muted);font-weight:500;font-size:12px;text-transform:uppercase}
