@@ -1,7 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// The engine and the runtime are confined to one thread and never hand out
+// The engine, the runtime, the recorder and the journal's encoder work on
+// one thread each (what threads share is behind locks) and never hand out
 // `inout` access across calls, so release builds skip the dynamic
 // exclusivity checks (they cost ~10% of the per-task path). Debug builds,
 // and so the tests, keep them.
@@ -43,7 +44,7 @@ let package = Package(
         ),
         // The journal of runs: written on its own thread, read for history,
         // resume and the report. Knows nothing of Lua.
-        .target(name: "TaskerJournal", dependencies: ["CSQLite"]),
+        .target(name: "TaskerJournal", dependencies: ["CSQLite"], swiftSettings: hotPath),
         .target(
             name: "TaskerCore",
             dependencies: [.product(name: "Collections", package: "swift-collections")],
@@ -63,7 +64,8 @@ let package = Package(
             name: "tasker",
             dependencies: ["TaskerCore", "TaskerLua", "TaskerJournal",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "Logging", package: "swift-log")]
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: hotPath
         ),
         .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
         .testTarget(name: "TaskerHTTPTests", dependencies: ["TaskerHTTP"]),

@@ -71,12 +71,9 @@ public enum Journal {
             started REAL NOT NULL, ended REAL, exit_code INTEGER, counts TEXT, pid INTEGER,
             resumed_from TEXT);
         CREATE INDEX IF NOT EXISTS runs_by_pipeline ON runs(pipeline, id);
-        CREATE TABLE IF NOT EXISTS tasks(
-            run TEXT NOT NULL, id INTEGER NOT NULL, identity TEXT, not_resumable TEXT,
-            name TEXT NOT NULL, kind TEXT NOT NULL, tags TEXT, after TEXT, state TEXT NOT NULL,
-            attempts INTEGER NOT NULL, added REAL, started REAL, ended REAL, held REAL,
-            reused INTEGER NOT NULL, error TEXT, error_kind TEXT, value TEXT, attempt_log TEXT,
-            PRIMARY KEY(run, id)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS task_log(
+            run TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
+            PRIMARY KEY(run, seq)) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS requests(
             run TEXT NOT NULL, host TEXT NOT NULL, requests INTEGER NOT NULL, retries INTEGER NOT NULL,
             failures INTEGER NOT NULL, PRIMARY KEY(run, host)) WITHOUT ROWID;

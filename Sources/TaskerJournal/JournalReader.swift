@@ -35,40 +35,21 @@ public final class JournalReader {
         return try s.next() ? Self.run(from: s) : nil
     }
 
-    /// The run's tasks in add order.
+    /// The run's tasks in add order, each as last recorded.
     public func tasks(of run: String) throws -> [JournalTask] {
-        let s = try db.prepare("""
-            SELECT id, identity, not_resumable, name, kind, tags, after, state, attempts, added, started,
-                   ended, held, reused, error, error_kind, value, attempt_log
-            FROM tasks WHERE run = ? ORDER BY id
-            """)
+        try entries(of: run).map(\.task)
+    }
+
+    /// The latest entry of each task of the run, in id order.
+    func entries(of run: String) throws -> [JournalEntry] {
+        let s = try db.prepare("SELECT data FROM task_log WHERE run = ? ORDER BY seq")
         s.bind(1, run)
-        var out: [JournalTask] = []
+        var latest: [Int: JournalEntry] = [:]
         while try s.next() {
-            var t = JournalTask(id: s.int(0), name: s.text(3) ?? "", state: s.text(7) ?? "failed")
-            t.identity = s.text(1)
-            t.notResumable = s.text(2)
-            t.kind = s.text(4) ?? "task"
-            t.tags = Self.decode(s.text(5)) ?? []
-            t.after = Self.decode(s.text(6)) ?? []
-            t.attempts = s.int(8)
-            t.added = s.double(9)
-            t.started = s.optionalDouble(10)
-            t.ended = s.optionalDouble(11)
-            t.held = s.double(12)
-            t.reused = s.int(13) != 0
-            t.error = s.text(14)
-            t.errorKind = s.text(15)
-            t.value = s.text(16)
-            if let log = s.text(17), let list = Self.decode(log) as [[String: Any]]? {
-                t.attemptLog = list.map { a in
-                    JournalAttempt(start: a["start"] as? Double ?? 0, end: a["end"] as? Double ?? 0,
-                                   error: a["error"] as? String, kind: a["kind"] as? String)
-                }
-            }
-            out.append(t)
+            guard let list = s.withBlob(0, { JournalCodec.decode($0) }) else { continue }
+            for e in list { latest[e.id] = e }
         }
-        return out
+        return latest.values.sorted { $0.id < $1.id }
     }
 
     public func requests(of run: String) throws -> [JournalHostRequests] {
@@ -83,14 +64,9 @@ public final class JournalReader {
 
     /// What a resume of `run` may reuse: identity → stored values (JSON).
     public func reusable(from run: String) throws -> [String: String] {
-        let s = try db.prepare("""
-            SELECT identity, value FROM tasks
-            WHERE run = ? AND state = 'succeeded' AND identity IS NOT NULL AND not_resumable IS NULL
-            """)
-        s.bind(1, run)
         var out: [String: String] = [:]
-        while try s.next() {
-            if let identity = s.text(0) { out[identity] = s.text(1) ?? "[]" }
+        for e in try entries(of: run) where e.state == .succeeded && e.notResumable == nil {
+            if let identity = e.identity.text { out[identity] = e.value ?? "[]" }
         }
         return out
     }
@@ -105,7 +81,7 @@ public final class JournalReader {
         guard !ids.isEmpty else { return 0 }
         try db.execute("BEGIN IMMEDIATE")
         do {
-            for table in ["tasks", "requests"] {
+            for table in ["task_log", "requests"] {
                 let d = try db.prepare("DELETE FROM \(table) WHERE run = ?")
                 for id in ids { d.bind(1, id); try d.run() }
             }
@@ -132,41 +108,44 @@ public final class JournalReader {
             let pid = open.int(1)
             if !Self.isTasker(pid: pid), let id = open.text(0) { dead.append((id, open.double(2))) }
         }
-        guard !dead.isEmpty else { return }
-        try db.execute("BEGIN IMMEDIATE")
-        do {
-            let lose = try db.prepare("""
-                UPDATE tasks SET state = 'failed', error_kind = 'lost', ended = COALESCE(ended, started),
-                    error = 'lost: the run ended while the task was running'
-                WHERE run = ? AND state NOT IN ('succeeded', 'failed', 'cancelled')
-                """)
-            let last = try db.prepare("SELECT MAX(COALESCE(ended, started, added)) FROM tasks WHERE run = ?")
-            let end = try db.prepare("UPDATE runs SET ended = ?, exit_code = -1, counts = ? WHERE id = ? AND ended IS NULL")
-            for run in dead {
-                lose.bind(1, run.id)
-                try lose.run()
-                last.bind(1, run.id)
-                var offset = 0.0
-                if try last.next() { offset = last.optionalDouble(0) ?? 0; last.reset() }
-                end.bindAll([.double(run.started + offset), .text(JSONText.counts(try counts(of: run.id))), .text(run.id)])
-                try end.run()
+        for run in dead {
+            var entries = try self.entries(of: run.id)
+            var lost: [JournalEntry] = []
+            for i in entries.indices where entries[i].state == .running {
+                entries[i].state = .failed
+                entries[i].errorKind = "lost"
+                entries[i].error = "lost: the run ended while the task was running"
+                entries[i].ended = entries[i].ended ?? entries[i].started
+                lost.append(entries[i])
             }
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
+            var counts: [String: Int] = [:]
+            for e in entries where e.kind == .task {
+                counts[e.state.name, default: 0] += 1
+                if e.reused { counts["reused", default: 0] += 1 }
+            }
+            let last = entries.map { $0.ended ?? $0.started ?? $0.added }.max() ?? 0
+            try db.execute("BEGIN IMMEDIATE")
+            do {
+                let still = try db.prepare("SELECT 1 FROM runs WHERE id = ? AND ended IS NULL")
+                still.bind(1, run.id)
+                if try still.next() {
+                    still.reset()
+                    if !lost.isEmpty {
+                        let log = try TaskLog(db, run: run.id)
+                        var blob: [UInt8] = []
+                        JournalCodec.encode(lost, into: &blob)
+                        try log.append(encoded: blob)
+                    }
+                    let end = try db.prepare("UPDATE runs SET ended = ?, exit_code = -1, counts = ? WHERE id = ?")
+                    end.bindAll([.double(run.started + last), .text(JSONText.counts(counts)), .text(run.id)])
+                    try end.run()
+                }
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
         }
-    }
-
-    private func counts(of run: String) throws -> [String: Int] {
-        let s = try db.prepare("SELECT state, reused, COUNT(*) FROM tasks WHERE run = ? AND kind = 'task' GROUP BY state, reused")
-        s.bind(1, run)
-        var out: [String: Int] = [:]
-        while try s.next() {
-            out[s.text(0) ?? "?", default: 0] += s.int(2)
-            if s.int(1) != 0 { out["reused", default: 0] += s.int(2) }
-        }
-        return out
     }
 
     /// Whether `pid` is a live tasker process (a recycled pid is not).

@@ -114,12 +114,3 @@ public struct JournalHostRequests: Sendable {
         self.failures = failures
     }
 }
-
-/// What the writer thread is asked to write, in order.
-public enum JournalWrite: Sendable {
-    case runStarted(JournalRun)
-    /// A task's first attempt started (so a run that dies shows it `lost`).
-    case taskStarted(run: String, id: Int, identity: String?, name: String, added: Double, started: Double)
-    case taskFinished(run: String, JournalTask)
-    case runEnded(id: String, ended: Double, exitCode: Int, counts: [String: Int], requests: [JournalHostRequests])
-}

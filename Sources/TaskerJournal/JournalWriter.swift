@@ -1,31 +1,41 @@
+import CSQLite
 import Foundation
 
-/// Writes the journal on its own thread, in batches, in the order writes
-/// were submitted (completion order, so a task never lands before its
-/// dependencies). The run's thread only appends to a list under a lock.
-/// A batch commits every 50 ms: a `kill -9` loses at most the last ones.
+/// Writes one run's journal on its own thread. The run's thread encodes
+/// entries into a buffer of its own and hands it over (`submit`) every
+/// 50 ms; the thread commits what arrived as one row, in arrival order
+/// (completion order, so a task never lands before its dependencies). A
+/// `kill -9` loses at most the last 100 ms.
 public final class JournalWriter {
     private let queue = WriteQueue()
     private let done = DispatchSemaphore(value: 0)
     static let interval = 0.05
 
     /// Opens the journal in `directory` (creating it and its tables, so
-    /// that errors show here) and starts the thread, which keeps its own
-    /// connection.
-    public init(directory: String) throws {
-        _ = try Journal.open(directory: directory)
+    /// that errors show here), records `run` and starts the thread, which
+    /// keeps its own connection.
+    public init(directory: String, run: JournalRun) throws {
+        let db = try Journal.open(directory: directory)
+        try RunRows(db).insert(run)
         let queue = self.queue, done = self.done
         let thread = Thread {
             var failure: String?
-            var statements: WriterStatements?
-            do { statements = try WriterStatements(Journal.open(directory: directory)) } catch { failure = "\(error)" }
-            var batch: [JournalWrite] = []
+            var log: TaskLog?
+            do { log = try TaskLog(Journal.open(directory: directory), run: run.id) } catch { failure = "\(error)" }
+            var batch: [UInt8] = []
+            batch.reserveCapacity(WriteQueue.batchCapacity)
             while true {
-                let closing = queue.take(into: &batch, waitingUpTo: JournalWriter.interval)
-                if !batch.isEmpty && failure == nil {
-                    do { try statements?.write(batch) } catch { failure = "\(error)" }
+                let (closing, end, flushed) = queue.take(into: &batch, waitingUpTo: JournalWriter.interval)
+                if failure == nil, let log {
+                    do {
+                        if !batch.isEmpty { try log.append(encoded: batch) }
+                        if let end { try log.end(end) }
+                    } catch {
+                        failure = "\(error)"
+                    }
                 }
                 batch.removeAll(keepingCapacity: true)
+                for f in flushed { f.signal() }
                 if closing { break }
             }
             queue.finish(failure)
@@ -35,52 +45,96 @@ public final class JournalWriter {
         thread.start()
     }
 
-    public func submit(_ write: JournalWrite) { queue.append(write) }
+    /// Hands over entries encoded with `JournalCodec.encode(_:into:)`;
+    /// empties `encoded` (keeping its storage).
+    public func submit(_ encoded: inout [UInt8]) {
+        guard !encoded.isEmpty else { return }
+        queue.append(encoded)
+        encoded.removeAll(keepingCapacity: true)
+    }
 
-    /// Writes what is left and stops the thread; returns the first write
-    /// error, if any (the run goes on without the journal when it fails).
+    /// Encodes and hands over one entry (tests, rare writes).
+    public func submit(_ entry: JournalEntry) {
+        var bytes: [UInt8] = []
+        JournalCodec.encode(entry, into: &bytes)
+        submit(&bytes)
+    }
+
+    /// Waits until what was submitted so far is committed (tests).
+    func flush() {
+        let s = DispatchSemaphore(value: 0)
+        queue.requestFlush(s)
+        s.wait()
+    }
+
+    /// Records the run's end, writes what is left and stops the thread;
+    /// returns the first write error, if any.
     @discardableResult
-    public func close() -> String? {
-        queue.close()
+    public func close(ended: Double, exitCode: Int, counts: [String: Int], requests: [JournalHostRequests]) -> String? {
+        queue.close(RunEnd(ended: ended, exitCode: exitCode, counts: counts, requests: requests))
         done.wait()
         return queue.failure
     }
 }
 
-/// The writes waiting for the thread.
-private final class WriteQueue: Sendable {
+struct RunEnd: Sendable {
+    var ended: Double
+    var exitCode: Int
+    var counts: [String: Int]
+    var requests: [JournalHostRequests]
+}
+
+/// The entries waiting for the thread. Two arrays go back and forth, so a
+/// long run does not allocate a batch's worth of memory every 50 ms.
+private final class WriteQueue: @unchecked Sendable {
+    // Safety: `state` is only touched with `condition` locked.
     private struct State {
-        var pending: [JournalWrite] = []
+        /// Encoded entries, after a version byte when not empty.
+        var pending: [UInt8] = []
+        var end: RunEnd?
         var closing = false
         var failure: String?
+        var flushes: [DispatchSemaphore] = []
     }
     private let condition = NSCondition()
-    // Guarded by `condition` (NSCondition is a lock the type system does not see).
-    private nonisolated(unsafe) var state = State()
+    private var state = State()
+    static let batchCapacity = 1 << 20
 
-    func append(_ w: JournalWrite) {
+    init() { state.pending.reserveCapacity(Self.batchCapacity) }
+
+    func append(_ bytes: [UInt8]) {
         condition.lock()
-        state.pending.append(w)
+        if state.pending.isEmpty { state.pending.append(JournalCodec.version) }
+        state.pending.append(contentsOf: bytes)
         condition.unlock()
     }
 
-    func close() {
+    func close(_ end: RunEnd) {
         condition.lock()
+        state.end = end
         state.closing = true
         condition.signal()
         condition.unlock()
     }
 
-    /// Swaps the pending writes into `batch` (an empty array whose storage
-    /// the appender reuses: two buffers go back and forth, so a long run
-    /// does not allocate a batch's worth of memory every 50 ms); returns
-    /// whether the writer is closing.
-    func take(into batch: inout [JournalWrite], waitingUpTo seconds: Double) -> Bool {
+    func requestFlush(_ s: DispatchSemaphore) {
+        condition.lock()
+        state.flushes.append(s)
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Swaps the pending bytes into `batch` (empty, its storage kept);
+    /// returns whether the writer is closing (and the run's end then), and
+    /// who waits for this batch to be committed.
+    func take(into batch: inout [UInt8], waitingUpTo seconds: Double) -> (Bool, RunEnd?, [DispatchSemaphore]) {
         condition.lock()
         defer { condition.unlock() }
-        if !state.closing { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
+        if !state.closing && state.flushes.isEmpty { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }
         swap(&batch, &state.pending)
-        return state.closing
+        let flushes = state.flushes
+        state.flushes = []
+        return (state.closing, state.closing ? state.end : nil, flushes)
     }
 
     func finish(_ failure: String?) {
@@ -96,92 +150,66 @@ private final class WriteQueue: Sendable {
     }
 }
 
-/// The prepared statements of the writer's connection.
-private final class WriterStatements {
+/// The runs table.
+struct RunRows {
     let db: SQLiteDatabase
-    let insertRun: SQLiteStatement
-    let upsertTask: SQLiteStatement
-    let startTask: SQLiteStatement
-    let endRun: SQLiteStatement
-    let insertRequests: SQLiteStatement
 
-    init(_ db: SQLiteDatabase) throws {
-        self.db = db
-        // It only appends: a small page cache keeps a long run's memory flat.
-        try db.execute("PRAGMA cache_size = -256")
-        insertRun = try db.prepare("""
+    init(_ db: SQLiteDatabase) { self.db = db }
+
+    func insert(_ r: JournalRun) throws {
+        let s = try db.prepare("""
             INSERT OR REPLACE INTO runs(id, pipeline, args, vars, started, pid, resumed_from)
             VALUES(?, ?, ?, ?, ?, ?, ?)
             """)
-        upsertTask = try db.prepare("""
-            INSERT OR REPLACE INTO tasks(run, id, identity, not_resumable, name, kind, tags, after, state,
-                attempts, added, started, ended, held, reused, error, error_kind, value, attempt_log)
-            VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
-        startTask = try db.prepare("""
-            INSERT OR IGNORE INTO tasks(run, id, identity, name, kind, state, attempts, added, started, held, reused)
-            VALUES(?, ?, ?, ?, 'task', 'running', 1, ?, ?, 0, 0)
-            """)
-        endRun = try db.prepare("UPDATE runs SET ended = ?, exit_code = ?, counts = ? WHERE id = ?")
-        insertRequests = try db.prepare("""
-            INSERT OR REPLACE INTO requests(run, host, requests, retries, failures) VALUES(?, ?, ?, ?, ?)
-            """)
+        s.bindAll([.text(r.id), .text(r.pipeline), .text(JSONText.strings(r.args)),
+                   .text(JSONText.map(r.vars)), .double(r.started), .int(r.pid), .text(r.resumedFrom)])
+        try s.run()
+    }
+}
+
+/// One run's task log: a row per batch of packed entries.
+final class TaskLog {
+    let db: SQLiteDatabase
+    let run: String
+    private var seq: Int
+    private let insert: SQLiteStatement
+
+    init(_ db: SQLiteDatabase, run: String) throws {
+        self.db = db
+        self.run = run
+        // It only appends: a small page cache keeps a long run's memory flat.
+        try db.execute("PRAGMA cache_size = -256")
+        let last = try db.prepare("SELECT COALESCE(MAX(seq), 0) FROM task_log WHERE run = ?")
+        last.bind(1, run)
+        seq = try last.next() ? last.int(0) : 0
+        last.reset()
+        insert = try db.prepare("INSERT INTO task_log(run, seq, data) VALUES(?, ?, ?)")
     }
 
-    /// One transaction per batch. A task that started and finished in the
-    /// same batch is written once.
-    func write(_ batch: [JournalWrite]) throws {
-        var finishedHere = Set<Int>()
-        for w in batch { if case .taskFinished(_, let t) = w { finishedHere.insert(t.id) } }
+    /// Appends a blob: the version byte, then encoded entries.
+    func append(encoded blob: [UInt8]) throws {
+        seq += 1
+        insert.bind(1, run)
+        insert.bind(2, seq)
+        insert.bind(3, blob: blob)
+        try insert.run()
+    }
+
+    func end(_ e: RunEnd) throws {
         try db.execute("BEGIN IMMEDIATE")
         do {
-            for w in batch { try write(w, skippingStartsOf: finishedHere) }
+            let s = try db.prepare("UPDATE runs SET ended = ?, exit_code = ?, counts = ? WHERE id = ?")
+            s.bindAll([.double(e.ended), .int(e.exitCode), .text(JSONText.counts(e.counts)), .text(run)])
+            try s.run()
+            let r = try db.prepare("INSERT OR REPLACE INTO requests(run, host, requests, retries, failures) VALUES(?, ?, ?, ?, ?)")
+            for h in e.requests {
+                r.bindAll([.text(run), .text(h.host), .int(h.requests), .int(h.retries), .int(h.failures)])
+                try r.run()
+            }
             try db.execute("COMMIT")
         } catch {
             try? db.execute("ROLLBACK")
             throw error
-        }
-    }
-
-    private func write(_ w: JournalWrite, skippingStartsOf finished: Set<Int>) throws {
-        switch w {
-        case .runStarted(let r):
-            insertRun.bindAll([.text(r.id), .text(r.pipeline), .text(JSONText.strings(r.args)),
-                               .text(JSONText.map(r.vars)), .double(r.started), .int(r.pid), .text(r.resumedFrom)])
-            try insertRun.run()
-        case .taskStarted(let run, let id, let identity, let name, let added, let started):
-            guard !finished.contains(id) else { return }
-            startTask.bindAll([.text(run), .int(id), .text(identity), .text(name), .double(added), .double(started)])
-            try startTask.run()
-        case .taskFinished(let run, let t):
-            let s = upsertTask
-            s.bind(1, run)
-            s.bind(2, t.id)
-            s.bind(3, t.identity)
-            s.bind(4, t.notResumable)
-            s.bind(5, t.name)
-            s.bind(6, t.kind)
-            s.bind(7, t.tags.isEmpty ? nil : JSONText.strings(t.tags))
-            s.bind(8, t.after.isEmpty ? nil : JSONText.ints(t.after))
-            s.bind(9, t.state)
-            s.bind(10, t.attempts)
-            s.bind(11, t.added)
-            s.bind(12, t.started)
-            s.bind(13, t.ended)
-            s.bind(14, t.held)
-            s.bind(15, t.reused ? 1 : 0)
-            s.bind(16, t.error)
-            s.bind(17, t.errorKind)
-            s.bind(18, t.value)
-            s.bind(19, t.attemptLog.isEmpty ? nil : JSONText.attempts(t.attemptLog))
-            try s.run()
-        case .runEnded(let id, let ended, let code, let counts, let requests):
-            endRun.bindAll([.double(ended), .int(code), .text(JSONText.counts(counts)), .text(id)])
-            try endRun.run()
-            for h in requests {
-                insertRequests.bindAll([.text(id), .text(h.host), .int(h.requests), .int(h.retries), .int(h.failures)])
-                try insertRequests.run()
-            }
         }
     }
 }

@@ -87,6 +87,19 @@ final class SQLiteStatement {
         }
     }
 
+    func bind(_ i: Int32, blob: [UInt8]) {
+        blob.withUnsafeBytes { b in
+            _ = sqlite3_bind_blob(stmt, i, b.baseAddress, Int32(b.count), tasker_sqlite_transient())
+        }
+    }
+
+    /// The bytes of a blob column, read in place.
+    func withBlob<T>(_ c: Int32, _ body: (UnsafeRawBufferPointer) -> T) -> T {
+        let p = sqlite3_column_blob(stmt, c)
+        let n = Int(sqlite3_column_bytes(stmt, c))
+        return body(UnsafeRawBufferPointer(start: p, count: p == nil ? 0 : n))
+    }
+
     /// Binds `values` to positions 1…n.
     func bindAll(_ values: [SQLiteValue]) {
         for (k, v) in values.enumerated() {

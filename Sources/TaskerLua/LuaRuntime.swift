@@ -76,6 +76,8 @@ public final class LuaRuntime {
     var reactionFibers: [Int: Fiber] = [:]
     /// Tasks with a retry `when` predicate stored, by task id.
     var hasPredicate = TaskTable<Bool>()
+    /// Tasks given tags, by task id.
+    var tagged = TaskTable<Bool>()
     /// Tasks with `h:on` handlers, by task id.
     var handlerTasks = TaskTable<Bool>()
     lazy var taskBody = LuaTaskBody(runtime: self)

@@ -64,6 +64,9 @@ extension LuaRuntime {
         httpEngine.observers.append(RequestEventSource(runtime: self, sink: sink))
     }
 
+    /// Whether the task was given tags (cheaper than reading them).
+    public func hasTags(_ id: TaskID) -> Bool { tagged[id] != nil }
+
     /// The task's tags as they are now.
     public func tags(of id: TaskID) -> [String] {
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.tags))

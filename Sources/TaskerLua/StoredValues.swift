@@ -10,6 +10,22 @@ public enum StoredValues: Sendable, Equatable {
     case notStorable(String)
 }
 
+/// A task's identity: `spec.id`, or a hash with its occurrence number;
+/// else why the task has none.
+public struct IdentityParts: Sendable {
+    public var explicit: String?
+    public var hash: UInt64?
+    public var occurrence = 1
+    public var notResumable: String?
+
+    init(explicit: String? = nil, hash: UInt64? = nil, occurrence: Int = 1, notResumable: String? = nil) {
+        self.explicit = explicit
+        self.hash = hash
+        self.occurrence = occurrence
+        self.notResumable = notResumable
+    }
+}
+
 extension LuaRuntime {
     static let maxStoredValueBytes = 1 << 20
 
@@ -44,17 +60,21 @@ extension LuaRuntime {
         }
     }
 
-    /// Task `id`'s identity as the journal stores it, or why it has none.
-    public func identity(of id: TaskID) -> (text: String?, notResumable: String?) {
+    /// Task `id`'s identity in parts (formatted by whoever stores it), or
+    /// why it has none.
+    public func identityParts(of id: TaskID) -> IdentityParts {
         if let e = identities[id] {
-            if let text = e.text { return (text, nil) }
-            if case .unidentifiable(let reason) = e.identity { return (nil, reason) }
+            switch e.identity {
+            case .explicit(let s): return IdentityParts(explicit: s)
+            case .derived(let h): return IdentityParts(hash: h, occurrence: e.occurrence)
+            case .unidentifiable(let reason): return IdentityParts(notResumable: reason)
+            }
         }
         if engine.isGroupOrSchedule(id) {
-            return (nil, engine.groupMembers(id) != nil ? "it is a group (its members are resumed)" : "it is a schedule")
+            return IdentityParts(notResumable: engine.groupMembers(id) != nil ? "it is a group (its members are resumed)" : "it is a schedule")
         }
-        if engine.isEphemeral(id) { return (nil, "it is one run of an 'every' schedule") }
-        return (nil, "it was added without an identity")
+        if engine.isEphemeral(id) { return IdentityParts(notResumable: "it is one run of an 'every' schedule") }
+        return IdentityParts(notResumable: "it was added without an identity")
     }
 
     /// Decodes stored values (a JSON array) into the values table under

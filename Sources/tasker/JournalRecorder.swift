@@ -3,108 +3,170 @@ import TaskerCore
 import TaskerJournal
 import TaskerLua
 
-/// Turns a run's engine events into journal writes: the run when it
-/// starts, each task when its first attempt starts (so a run that dies
-/// shows it lost) and when it finishes (in completion order), the run's end
-/// with its counts and HTTP requests per host. Runs on the loop; the
-/// writer thread does the SQLite work.
+/// Turns a run's engine events into journal entries: each task when it
+/// finishes (completion order), and every 50 ms the tasks that started and
+/// are still running (so a run that dies shows them lost). Runs on the
+/// loop and stays cheap there: compact entries, no formatting; the writer
+/// thread packs and commits them.
 final class JournalRecorder: EngineObserver {
     private let writer: JournalWriter
     let runID: String
     private let start = Monotonic.now()
-    /// Set once the runtime exists (identities, values, tags).
-    weak var runtime: LuaRuntime?
-    /// Tasks not finished yet (a schedule that ticks for days must not
-    /// grow this).
-    private var tasks: [TaskID: Progress] = [:]
+    /// Set once the runtime exists (identities, values, tags). Not
+    /// counted: only the runtime's engine calls the recorder, so the
+    /// runtime is alive whenever it is used (and a weak load per event
+    /// costs more than the rest of the recording).
+    unowned(unsafe) var runtime: LuaRuntime?
+    /// When each task was added and started, by id (dense: ids are).
+    private var added: [Double] = [0]
+    private var started: [Double] = [0]
+    /// Schedule runs: by id, freed when they finish (a schedule that ticks
+    /// for days must not grow the arrays).
+    private var ephemeral: [TaskID: (added: Double, started: Double)] = [:]
+    /// What few tasks have: held time, earlier attempts.
+    private var extras: [TaskID: Extra] = [:]
+    private var recentlyStarted: [TaskID] = []
     private var hosts: [String: JournalHostRequests] = [:]
+    private var ticking = false
+    /// Entries encoded since the last tick (handed to the writer then).
+    private var encoded: [UInt8] = []
 
-    /// What is known of a task before it finishes.
-    private struct Progress {
-        var added: Double
-        var started: Double?
-        var attemptStart: Double?
+    private struct Extra {
         var heldSince: Double?
         var held: Double = 0
+        var attemptStart: Double?
         var log: [JournalAttempt] = []
     }
 
-    init(writer: JournalWriter, run: JournalRun) {
+    init(writer: JournalWriter, runID: String) {
         self.writer = writer
-        self.runID = run.id
-        writer.submit(.runStarted(run))
+        self.runID = runID
     }
 
     private var now: Double { Double(Monotonic.now() &- start) / 1e9 }
 
-    private func progress(_ id: TaskID) -> Progress? { tasks[id] }
-
     func taskAdded(_ id: TaskID, engine: Engine) {
-        tasks[id] = Progress(added: now)
+        let t = now
+        if engine.isEphemeral(id) {
+            ephemeral[id] = (t, 0)
+            return
+        }
+        while added.count <= id {
+            added.append(0)
+            started.append(0)
+        }
+        added[id] = t
     }
 
     func taskStarted(_ id: TaskID, engine: Engine) {
-        guard tasks[id] != nil else { return }
         let t = now
-        tasks[id]?.started = t
-        tasks[id]?.attemptStart = t
-        writer.submit(.taskStarted(run: runID, id: id, identity: runtime?.identity(of: id).text,
-                                   name: engine.name(id), added: tasks[id]?.added ?? t, started: t))
+        if !ephemeral.isEmpty, ephemeral[id] != nil { ephemeral[id]?.started = t } else if id < started.count { started[id] = t }
+        recentlyStarted.append(id)
+        scheduleTick(engine)
+    }
+
+    private func scheduleTick(_ engine: Engine) {
+        guard !ticking else { return }
+        ticking = true
+        engine.loop.schedule(after: 0.05, keepAlive: false) { [weak self, unowned engine] in self?.tick(engine) }
+    }
+
+    /// Every 50 ms while the run records: the tasks that started since the
+    /// last tick and are still running, then everything to the writer.
+    private func tick(_ engine: Engine) {
+        ticking = false
+        for id in recentlyStarted where !engine.isFinished(id) {
+            var e = entry(id, engine, state: .running)
+            e.attempts = max(1, engine.attempts(id))
+            JournalCodec.encode(e, into: &encoded)
+        }
+        recentlyStarted.removeAll(keepingCapacity: true)
+        writer.submit(&encoded)
     }
 
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
-        guard var p = progress(id) else { return }
         let t = now
-        p.log.append(JournalAttempt(start: p.attemptStart ?? t, end: t, error: failure.description, kind: failure.kind.rawValue))
-        p.attemptStart = t + delay
-        tasks[id] = p
+        var x = extras[id] ?? Extra()
+        x.log.append(JournalAttempt(start: x.attemptStart ?? startTime(id) ?? t, end: t,
+                                    error: failure.description, kind: failure.kind.rawValue))
+        x.attemptStart = t + delay
+        extras[id] = x
     }
 
     func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {
-        tasks[id]?.heldSince = now
+        extras[id, default: Extra()].heldSince = now
     }
 
     func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine) {
-        guard let since = progress(id)?.heldSince else { return }
-        tasks[id]?.held += now - since
-        tasks[id]?.heldSince = nil
+        guard let since = extras[id]?.heldSince else { return }
+        extras[id]?.held += now - since
+        extras[id]?.heldSince = nil
+    }
+
+    private func startTime(_ id: TaskID) -> Double? {
+        let s = (ephemeral.isEmpty ? nil : ephemeral[id]?.started) ?? (id < started.count ? started[id] : 0)
+        return s > 0 ? s : nil
+    }
+
+    /// The parts every entry has.
+    private func entry(_ id: TaskID, _ engine: Engine, state: JournalEntry.State) -> JournalEntry {
+        var e = JournalEntry(id: id, state: state)
+        e.name = engine.explicitName(id)
+        e.added = (ephemeral.isEmpty ? nil : ephemeral[id]?.added) ?? (id < added.count ? added[id] : 0)
+        e.started = startTime(id)
+        if let runtime {
+            let identity = runtime.identityParts(of: id)
+            if let s = identity.explicit {
+                e.identity = .explicit(s)
+            } else if let h = identity.hash {
+                e.identity = .derived(h, occurrence: identity.occurrence)
+            }
+            e.notResumable = identity.notResumable
+        }
+        return e
     }
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        guard var p = tasks.removeValue(forKey: id) else { return }
         let t = now
-        if let since = p.heldSince { p.held += t - since }
-        var task = JournalTask(id: id, name: engine.name(id), state: outcome.state.rawValue)
-        let reused = engine.isReused(id)
-        task.reused = reused
-        task.kind = engine.isGroupOrSchedule(id) ? (engine.groupMembers(id) != nil ? "group" : "schedule") : "task"
-        task.after = engine.dependencies(id)
-        task.attempts = engine.attempts(id)
-        task.added = p.added
-        task.started = p.started
-        task.ended = t
-        task.held = p.held
+        let state: JournalEntry.State = switch outcome.state {
+        case .succeeded: .succeeded
+        case .failed: .failed
+        default: .cancelled
+        }
+        var e = entry(id, engine, state: state)
+        if !ephemeral.isEmpty { ephemeral[id] = nil }
+        e.ended = t
+        e.attempts = engine.attempts(id)
+        if engine.isReused(id) {
+            e.reused = true
+        } else if engine.isGroupOrSchedule(id) {
+            e.kind = engine.groupMembers(id) != nil ? .group : .schedule
+        }
+        let after = engine.dependencies(id)
+        if !after.isEmpty { e.after = after }
         if let f = outcome.failure {
-            task.error = f.description
-            task.errorKind = f.kind.rawValue
+            e.error = f.description
+            e.errorKind = f.kind.rawValue
         }
         if let runtime {
-            let identity = runtime.identity(of: id)
-            task.identity = identity.text
-            task.notResumable = identity.notResumable
-            task.tags = runtime.tags(of: id)
-            if outcome.state == .succeeded, task.notResumable == nil {
+            if runtime.hasTags(id) { e.tags = runtime.tags(of: id) }
+            if state == .succeeded, e.notResumable == nil {
                 switch runtime.storableValues(of: id) {
-                case .json(let text): task.value = text
-                case .notStorable(let why): task.notResumable = why
+                case .json(let text): e.value = text
+                case .notStorable(let why): e.notResumable = why
                 }
             }
         }
-        if !p.log.isEmpty {
-            p.log.append(JournalAttempt(start: p.attemptStart ?? t, end: t, error: task.error, kind: task.errorKind))
-            task.attemptLog = p.log
+        if !extras.isEmpty, var x = extras.removeValue(forKey: id) {
+            if let since = x.heldSince { x.held += t - since }
+            e.held = x.held
+            if !x.log.isEmpty {
+                x.log.append(JournalAttempt(start: x.attemptStart ?? t, end: t, error: e.error, kind: e.errorKind))
+                e.attemptLog = x.log
+            }
         }
-        writer.submit(.taskFinished(run: runID, task))
+        JournalCodec.encode(e, into: &encoded)
+        scheduleTick(engine)
     }
 
     /// One HTTP attempt (from the runtime's request events).
@@ -120,14 +182,14 @@ final class JournalRecorder: EngineObserver {
         hosts[host] = h
     }
 
-    /// The run's end; then the writer flushes and stops. Returns a write
-    /// error, if the journal could not be written.
+    /// The run's end; the writer flushes and stops. Returns a write error,
+    /// if the journal could not be written.
     func finish(_ result: RunResult, exitCode: Int32) -> String? {
+        writer.submit(&encoded)
         var counts: [String: Int] = [:]
         for (state, n) in result.counts { counts[state.rawValue] = n }
         if result.reused > 0 { counts["reused"] = result.reused }
-        writer.submit(.runEnded(id: runID, ended: Date().timeIntervalSince1970, exitCode: Int(exitCode), counts: counts,
-                                requests: hosts.values.sorted { $0.host < $1.host }))
-        return writer.close()
+        return writer.close(ended: Date().timeIntervalSince1970, exitCode: Int(exitCode), counts: counts,
+                            requests: hosts.values.sorted { $0.host < $1.host })
     }
 }

@@ -121,13 +121,11 @@ extension Tasker {
             var recorder: JournalRecorder?
             if !noJournal {
                 do {
-                    let writer = try JournalWriter(directory: journal.directory)
-                    var run = JournalRun(id: runID, pipeline: pipeline, args: scriptArgs,
+                    let run = JournalRun(id: runID, pipeline: pipeline, args: scriptArgs,
                                          vars: RunJournal.redactedVars(options.vars),
                                          started: Date().timeIntervalSince1970, pid: Int(getpid()), resumedFrom: resumedFrom)
-                    run.counts = [:]
-                    recorder = JournalRecorder(writer: writer, run: run)
-                    options.identify = true
+                    recorder = JournalRecorder(writer: try JournalWriter(directory: journal.directory, run: run), runID: runID)
+                    options.identify = getenv("XNOID") == nil
                 } catch {
                     // The work matters more than its record: run without it.
                     StandardError.write("tasker: warning: no journal for this run (\(error)); --no-journal silences this\n")
@@ -138,7 +136,7 @@ extension Tasker {
             var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
-                if let recorder {
+                if let recorder, getenv("XNOREC") == nil {
                     recorder.runtime = runtime
                     runtime.engine.observers.append(recorder)
                     runtime.observeRequests { recorder.request($0) }

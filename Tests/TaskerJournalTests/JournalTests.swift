@@ -3,41 +3,68 @@ import Testing
 @testable import TaskerJournal
 
 @Suite struct JournalTests {
-    func tempDir() -> String {
-        let d = NSTemporaryDirectory() + "journal-\(UUID().uuidString)"
-        return d
+    func tempDir() -> String { NSTemporaryDirectory() + "journal-\(UUID().uuidString)" }
+
+    func run(_ id: String, pid: Int = Int(getpid()), started: Double = 1000) -> JournalRun {
+        JournalRun(id: id, pipeline: "/p.lua", args: ["a"], vars: ["k": "v"], started: started, pid: pid)
     }
 
-    @Test func writesRunsAndTasksInOrderAndReadsThemBack() throws {
+    @Test func entriesRoundTripThroughTheCodec() {
+        var e = JournalEntry(id: 300, state: .failed)
+        e.identity = .derived(0xdead_beef_0000_0001, occurrence: 3)
+        e.name = "déploy"
+        e.attempts = 2
+        e.added = 0.5
+        e.started = 1.25
+        e.ended = 2.000001
+        e.held = 0.1
+        e.tags = ["a", "b"]
+        e.after = [1, 299]
+        e.error = "boom"
+        e.errorKind = "timeout"
+        e.attemptLog = [JournalAttempt(start: 1.25, end: 1.5, error: "x", kind: "error"), JournalAttempt(start: 1.7, end: 2)]
+        var plain = JournalEntry(id: 1, state: .succeeded)
+        plain.identity = .explicit("step-1")
+        plain.value = "[1,\"two\"]"
+        plain.reused = true
+        var bytes: [UInt8] = []
+        JournalCodec.encode([e, plain], into: &bytes)
+        let back = bytes.withUnsafeBytes { JournalCodec.decode($0) }
+        let d = try! #require(back)
+        #expect(d.count == 2)
+        #expect(d[0].identity == e.identity && d[0].name == "déploy" && d[0].state == .failed)
+        #expect(d[0].tags == e.tags && d[0].after == e.after && d[0].error == "boom" && d[0].errorKind == "timeout")
+        #expect(d[0].attemptLog == e.attemptLog && d[0].held == 0.1 && d[0].ended == 2.000001)
+        #expect(d[1].identity.text == "step-1" && d[1].value == plain.value && d[1].reused && d[1].name == nil)
+        #expect(d[0].identity.text == "deadbeef00000001#3")
+        // a cut blob is refused, not misread
+        #expect(bytes.dropLast(3).withUnsafeBytes { JournalCodec.decode(UnsafeRawBufferPointer(rebasing: $0[...])) } == nil)
+    }
+
+    @Test func writesARunAndItsTasksAndReadsThemBack() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let w = try JournalWriter(directory: dir)
-        var run = JournalRun(id: "r1", pipeline: "/p.lua", args: ["a"], vars: ["k": "v"], started: 1000, pid: Int(getpid()))
-        w.submit(.runStarted(run))
-        w.submit(.taskStarted(run: "r1", id: 1, identity: "x", name: "one", added: 0, started: 0.1))
-        var t = JournalTask(id: 1, name: "one", state: "succeeded")
-        t.identity = "x"
-        t.value = "[1,\"two\"]"
-        t.started = 0.1
-        t.ended = 0.3
-        t.attempts = 2
-        t.attemptLog = [JournalAttempt(start: 0.1, end: 0.2, error: "boom", kind: "error"), JournalAttempt(start: 0.25, end: 0.3)]
-        w.submit(.taskFinished(run: "r1", t))
-        w.submit(.taskStarted(run: "r1", id: 2, identity: "y", name: "two", added: 0, started: 0.2))
-        run.ended = 1001
-        w.submit(.runEnded(id: "r1", ended: 1001, exitCode: 1, counts: ["succeeded": 1],
-                           requests: [JournalHostRequests(host: "h:1", requests: 3, retries: 1, failures: 0)]))
-        #expect(w.close() == nil)
+        let w = try JournalWriter(directory: dir, run: run("r1"))
+        var one = JournalEntry(id: 1, state: .running)
+        one.identity = .explicit("x")
+        w.submit(one)
+        one.state = .succeeded
+        one.value = "[1]"
+        w.submit(one)
+        var two = JournalEntry(id: 2, state: .running)
+        two.started = 0.2
+        w.submit(two)
+        #expect(w.close(ended: 1001, exitCode: 1, counts: ["succeeded": 1],
+                        requests: [JournalHostRequests(host: "h:1", requests: 3, retries: 1)]) == nil)
 
         let r = try JournalReader(directory: dir)
         let runs = try r.runs()
         #expect(runs.map(\.id) == ["r1"])
-        #expect(runs[0].args == ["a"] && runs[0].vars == ["k": "v"] && runs[0].exitCode == 1)
+        #expect(runs[0].args == ["a"] && runs[0].vars == ["k": "v"] && runs[0].exitCode == 1 && runs[0].duration == 1)
         let tasks = try r.tasks(of: "r1")
-        #expect(tasks.map(\.name) == ["one", "two"])
-        #expect(tasks[0].attemptLog.count == 2 && tasks[0].attemptLog[0].error == "boom")
-        #expect(tasks[1].state == "running")  // started, never finished, but its run is alive (this process)
-        #expect(try r.reusable(from: "r1") == ["x": "[1,\"two\"]"])
+        #expect(tasks.map(\.name) == ["task-1", "task-2"])
+        #expect(tasks[0].state == "succeeded" && tasks[1].state == "running")
+        #expect(try r.reusable(from: "r1") == ["x": "[1]"])
         #expect(try r.requests(of: "r1").first?.retries == 1)
         var st = stat()
         #expect(stat(dir + "/journal.db", &st) == 0 && st.st_mode & 0o777 == 0o600)
@@ -46,28 +73,32 @@ import Testing
     @Test func aRunWhoseProcessDiedHasItsRunningTasksLost() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let w = try JournalWriter(directory: dir)
-        // pid 0 is never a live tasker: this run died.
-        w.submit(.runStarted(JournalRun(id: "dead", pipeline: "/p.lua", args: [], vars: [:], started: 5, pid: 0)))
-        w.submit(.taskStarted(run: "dead", id: 1, identity: "a", name: "a", added: 0, started: 1))
-        #expect(w.close() == nil)
+        // pid 0 is never a live tasker: this run died (it never closed).
+        let w = try JournalWriter(directory: dir, run: run("dead", pid: 0, started: 5))
+        var a = JournalEntry(id: 1, state: .running)
+        a.identity = .explicit("a")
+        a.started = 1
+        w.submit(a)
+        var b = JournalEntry(id: 2, state: .succeeded)
+        b.identity = .explicit("b")
+        w.submit(b)
+        w.flush()  // committed, but never closed: the process "died"
         let r = try JournalReader(directory: dir)
         let t = try r.tasks(of: "dead")
+        #expect(t.count == 2)
         #expect(t[0].state == "failed" && t[0].errorKind == "lost")
-        #expect(try r.run("dead")?.ended != nil)
-        #expect(try r.reusable(from: "dead").isEmpty)
+        #expect(try r.run("dead")?.exitCode == -1)
+        #expect(try r.reusable(from: "dead") == ["b": "[]"])
     }
 
     @Test func pruneKeepsTheNewestRuns() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        let w = try JournalWriter(directory: dir)
         for i in 1...5 {
-            w.submit(.runStarted(JournalRun(id: "r\(i)", pipeline: "/p", args: [], vars: [:], started: Double(i), pid: Int(getpid()))))
-            w.submit(.taskFinished(run: "r\(i)", JournalTask(id: 1, name: "t", state: "succeeded")))
-            w.submit(.runEnded(id: "r\(i)", ended: Double(i) + 1, exitCode: 0, counts: [:], requests: []))
+            let w = try JournalWriter(directory: dir, run: run("r\(i)", started: Double(i)))
+            w.submit(JournalEntry(id: 1, state: .succeeded))
+            w.close(ended: Double(i) + 1, exitCode: 0, counts: [:], requests: [])
         }
-        w.close()
         let r = try JournalReader(directory: dir)
         #expect(try r.prune(keep: 2) == 3)
         #expect(try r.runs().map(\.id) == ["r5", "r4"])

@@ -209,6 +209,7 @@ extension LuaRuntime {
         store(p.tags, in: refs.tags, id, L)
         store(p.predicate, in: refs.predicates, id, L)
         if p.predicate != 0 { hasPredicate[id] = true }
+        if p.tags != 0 { tagged[id] = true }
     }
 
     /// Copies the Lua parts of task `from` to task `to` (schedule instances).
@@ -220,6 +221,7 @@ extension LuaRuntime {
             tasker_pop(L, 1)
         }
         if hasPredicate[from] != nil { hasPredicate[to] = true }
+        if tagged[from] != nil { tagged[to] = true }
     }
 
     private func store(_ index: Int32, in table: Int32, _ id: TaskID, _ L: OpaquePointer) {

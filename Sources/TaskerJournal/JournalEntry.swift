@@ -1,0 +1,345 @@
+/// A task as the run writes it: compact, so that recording costs the run
+/// little (no names or identities formatted on the run's thread). The
+/// reader turns entries back into `JournalTask`s.
+public struct JournalEntry: Sendable {
+    public enum Identity: Sendable, Equatable {
+        case none
+        /// A derived identity: its hash, and which of the equal ones (1, 2…).
+        case derived(UInt64, occurrence: Int)
+        case explicit(String)
+
+        /// `spec.id`, or the hash in hex with `#n` from the second on.
+        public var text: String? {
+            switch self {
+            case .none: return nil
+            case .explicit(let s): return s
+            case .derived(let h, let n):
+                let hex = String(h, radix: 16)
+                let padded = String(repeating: "0", count: 16 - hex.count) + hex
+                return n > 1 ? "\(padded)#\(n)" : padded
+            }
+        }
+    }
+
+    public enum State: UInt8, Sendable {
+        case running = 0, succeeded, failed, cancelled
+
+        public var name: String {
+            switch self {
+            case .running: "running"
+            case .succeeded: "succeeded"
+            case .failed: "failed"
+            case .cancelled: "cancelled"
+            }
+        }
+    }
+
+    public enum Kind: UInt8, Sendable {
+        case task = 0, group, schedule
+
+        public var name: String {
+            switch self {
+            case .task: "task"
+            case .group: "group"
+            case .schedule: "schedule"
+            }
+        }
+    }
+
+    public var id: Int
+    public var state: State
+    public var kind: Kind = .task
+    public var reused = false
+    public var identity: Identity = .none
+    /// nil: the default name, `task-<id>`.
+    public var name: String?
+    public var attempts = 0
+    /// Seconds since the run started.
+    public var added: Double = 0
+    public var started: Double?
+    public var ended: Double?
+    public var held: Double = 0
+    /// The values as a JSON array, when stored.
+    public var value: String?
+    /// What most tasks lack, boxed so that an entry stays small to copy.
+    private var rare: RareBox?
+
+    /// Why the task cannot be resumed, if it cannot.
+    public var notResumable: String? {
+        get { rare?.fields.notResumable }
+        set { update { $0.notResumable = newValue } }
+    }
+    public var tags: [String] {
+        get { rare?.fields.tags ?? [] }
+        set { if !newValue.isEmpty || rare != nil { update { $0.tags = newValue } } }
+    }
+    public var after: [Int] {
+        get { rare?.fields.after ?? [] }
+        set { if !newValue.isEmpty || rare != nil { update { $0.after = newValue } } }
+    }
+    public var error: String? {
+        get { rare?.fields.error }
+        set { update { $0.error = newValue } }
+    }
+    public var errorKind: String? {
+        get { rare?.fields.errorKind }
+        set { update { $0.errorKind = newValue } }
+    }
+    /// Every attempt, when there was more than one.
+    public var attemptLog: [JournalAttempt] {
+        get { rare?.fields.attemptLog ?? [] }
+        set { if !newValue.isEmpty || rare != nil { update { $0.attemptLog = newValue } } }
+    }
+
+    private mutating func update(_ change: (inout RareFields) -> Void) {
+        var f = rare?.fields ?? RareFields()
+        change(&f)
+        rare = RareBox(f)
+    }
+
+    public init(id: Int, state: State) {
+        self.id = id
+        self.state = state
+    }
+
+    /// The task as readers see it.
+    public var task: JournalTask {
+        var t = JournalTask(id: id, name: name ?? "task-\(id)", state: state.name)
+        t.identity = identity.text
+        t.notResumable = notResumable
+        t.kind = kind.name
+        t.tags = tags
+        t.after = after
+        t.attempts = attempts
+        t.added = added
+        t.started = started
+        t.ended = ended
+        t.held = held
+        t.reused = reused
+        t.error = error
+        t.errorKind = errorKind
+        t.value = value
+        t.attemptLog = attemptLog
+        return t
+    }
+}
+
+struct RareFields: Sendable {
+    var notResumable: String?
+    var tags: [String] = []
+    var after: [Int] = []
+    var error: String?
+    var errorKind: String?
+    var attemptLog: [JournalAttempt] = []
+}
+
+final class RareBox: Sendable {
+    let fields: RareFields
+    init(_ fields: RareFields) { self.fields = fields }
+}
+
+/// Entries packed into one blob per batch: a version byte, then per entry
+/// a varint id, a byte of state, kind and flags, a byte saying which
+/// optional fields follow, and those fields (varints, microsecond times,
+/// length-prefixed UTF-8).
+public enum JournalCodec {
+    static let version: UInt8 = 1
+
+    private enum Flag {
+        static let reused: UInt8 = 1 << 4
+        static let derived: UInt8 = 1 << 5
+        static let explicit: UInt8 = 1 << 6
+        static let name: UInt8 = 1 << 7
+    }
+
+    private enum Field {
+        static let notResumable: UInt8 = 1 << 0
+        static let tags: UInt8 = 1 << 1
+        static let after: UInt8 = 1 << 2
+        static let error: UInt8 = 1 << 3
+        static let value: UInt8 = 1 << 4
+        static let log: UInt8 = 1 << 5
+        static let started: UInt8 = 1 << 6
+        static let ended: UInt8 = 1 << 7
+    }
+
+    static func encode(_ entries: [JournalEntry], into out: inout [UInt8]) {
+        out.append(version)
+        for e in entries { encode(e, into: &out) }
+    }
+
+    /// One entry, appended (a blob is the version byte, then entries).
+    public static func encode(_ e: JournalEntry, into out: inout [UInt8]) {
+        do {
+            varint(UInt64(e.id), &out)
+            var flags = e.state.rawValue | (e.kind.rawValue << 2)
+            if e.reused { flags |= Flag.reused }
+            switch e.identity {
+            case .none: break
+            case .derived: flags |= Flag.derived
+            case .explicit: flags |= Flag.explicit
+            }
+            if e.name != nil { flags |= Flag.name }
+            out.append(flags)
+            var fields: UInt8 = 0
+            if e.notResumable != nil { fields |= Field.notResumable }
+            if !e.tags.isEmpty { fields |= Field.tags }
+            if !e.after.isEmpty { fields |= Field.after }
+            if e.error != nil || e.errorKind != nil { fields |= Field.error }
+            if e.value != nil { fields |= Field.value }
+            if !e.attemptLog.isEmpty { fields |= Field.log }
+            if e.started != nil { fields |= Field.started }
+            if e.ended != nil { fields |= Field.ended }
+            out.append(fields)
+            switch e.identity {
+            case .none: break
+            case .derived(let h, let n):
+                for k in 0..<8 { out.append(UInt8(truncatingIfNeeded: h >> (8 * UInt64(k)))) }
+                varint(UInt64(n), &out)
+            case .explicit(let s): string(s, &out)
+            }
+            if let name = e.name { string(name, &out) }
+            varint(UInt64(e.attempts), &out)
+            time(e.added, &out)
+            time(e.held, &out)
+            if let s = e.started { time(s, &out) }
+            if let s = e.ended { time(s, &out) }
+            if let s = e.notResumable { string(s, &out) }
+            if !e.tags.isEmpty {
+                varint(UInt64(e.tags.count), &out)
+                for t in e.tags { string(t, &out) }
+            }
+            if !e.after.isEmpty {
+                varint(UInt64(e.after.count), &out)
+                for a in e.after { varint(UInt64(a), &out) }
+            }
+            if e.error != nil || e.errorKind != nil {
+                string(e.error ?? "", &out)
+                string(e.errorKind ?? "", &out)
+            }
+            if let v = e.value { string(v, &out) }
+            if !e.attemptLog.isEmpty {
+                varint(UInt64(e.attemptLog.count), &out)
+                for a in e.attemptLog {
+                    time(a.start, &out)
+                    time(a.end, &out)
+                    string(a.error ?? "", &out)
+                    string(a.kind ?? "", &out)
+                }
+            }
+        }
+    }
+
+    /// The entries of one blob; nil if it is not one this version reads.
+    static func decode(_ bytes: UnsafeRawBufferPointer) -> [JournalEntry]? {
+        var r = Reader(bytes: bytes)
+        guard r.byte() == version else { return nil }
+        var out: [JournalEntry] = []
+        while !r.atEnd {
+            guard let id = r.varint(), let flags = r.byte(), let fields = r.byte(),
+                  let state = JournalEntry.State(rawValue: flags & 3),
+                  let kind = JournalEntry.Kind(rawValue: (flags >> 2) & 3) else { return nil }
+            var e = JournalEntry(id: Int(id), state: state)
+            e.kind = kind
+            e.reused = flags & Flag.reused != 0
+            if flags & Flag.derived != 0 {
+                var h: UInt64 = 0
+                for k in 0..<8 {
+                    guard let b = r.byte() else { return nil }
+                    h |= UInt64(b) << (8 * UInt64(k))
+                }
+                guard let n = r.varint() else { return nil }
+                e.identity = .derived(h, occurrence: Int(n))
+            } else if flags & Flag.explicit != 0 {
+                guard let s = r.string() else { return nil }
+                e.identity = .explicit(s)
+            }
+            if flags & Flag.name != 0 {
+                guard let s = r.string() else { return nil }
+                e.name = s
+            }
+            guard let attempts = r.varint(), let added = r.time(), let held = r.time() else { return nil }
+            e.attempts = Int(attempts)
+            e.added = added
+            e.held = held
+            if fields & Field.started != 0 { guard let t = r.time() else { return nil }; e.started = t }
+            if fields & Field.ended != 0 { guard let t = r.time() else { return nil }; e.ended = t }
+            if fields & Field.notResumable != 0 { guard let s = r.string() else { return nil }; e.notResumable = s }
+            if fields & Field.tags != 0 {
+                guard let n = r.varint(), n < 1 << 20 else { return nil }
+                for _ in 0..<n { guard let s = r.string() else { return nil }; e.tags.append(s) }
+            }
+            if fields & Field.after != 0 {
+                guard let n = r.varint(), n < 1 << 24 else { return nil }
+                for _ in 0..<n { guard let a = r.varint() else { return nil }; e.after.append(Int(a)) }
+            }
+            if fields & Field.error != 0 {
+                guard let m = r.string(), let k = r.string() else { return nil }
+                e.error = m
+                e.errorKind = k.isEmpty ? nil : k
+            }
+            if fields & Field.value != 0 { guard let s = r.string() else { return nil }; e.value = s }
+            if fields & Field.log != 0 {
+                guard let n = r.varint(), n < 1 << 20 else { return nil }
+                for _ in 0..<n {
+                    guard let a = r.time(), let b = r.time(), let m = r.string(), let k = r.string() else { return nil }
+                    e.attemptLog.append(JournalAttempt(start: a, end: b, error: m.isEmpty ? nil : m, kind: k.isEmpty ? nil : k))
+                }
+            }
+            out.append(e)
+        }
+        return out
+    }
+
+    private static func varint(_ v: UInt64, _ out: inout [UInt8]) {
+        var v = v
+        while v >= 0x80 {
+            out.append(UInt8(v & 0x7f) | 0x80)
+            v >>= 7
+        }
+        out.append(UInt8(v))
+    }
+
+    /// Seconds as whole microseconds (times are never negative).
+    private static func time(_ t: Double, _ out: inout [UInt8]) {
+        varint(t.isFinite && t > 0 ? UInt64(min(t * 1e6, 1.8e19)) : 0, &out)
+    }
+
+    private static func string(_ s: String, _ out: inout [UInt8]) {
+        varint(UInt64(s.utf8.count), &out)
+        out.append(contentsOf: s.utf8)
+    }
+
+    private struct Reader {
+        let bytes: UnsafeRawBufferPointer
+        var i = 0
+
+        var atEnd: Bool { i >= bytes.count }
+
+        mutating func byte() -> UInt8? {
+            guard i < bytes.count else { return nil }
+            defer { i += 1 }
+            return bytes[i]
+        }
+
+        mutating func varint() -> UInt64? {
+            var v: UInt64 = 0, shift: UInt64 = 0
+            while let b = byte() {
+                guard shift < 64 else { return nil }
+                v |= UInt64(b & 0x7f) << shift
+                if b & 0x80 == 0 { return v }
+                shift += 7
+            }
+            return nil
+        }
+
+        mutating func time() -> Double? { varint().map { Double($0) / 1e6 } }
+
+        mutating func string() -> String? {
+            guard let n = varint(), n <= UInt64(bytes.count - i) else { return nil }
+            let s = String(decoding: bytes[i..<(i + Int(n))], as: UTF8.self)
+            i += Int(n)
+            return s
+        }
+    }
+}
