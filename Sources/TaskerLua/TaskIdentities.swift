@@ -36,8 +36,11 @@ final class TaskIdentities {
     /// Registry ref of a weak-keyed table: function -> hash of its bytecode.
     private var bytecodeHashes: Int32 = LUA_NOREF
     /// Names of loaded modules and their functions, by address; built the
-    /// first time a walk meets a table or a C function, per derivation.
+    /// first time a walk meets a table or a C function, and again when the
+    /// set of loaded modules changes (checked once per derivation).
     private var names: [UnsafeRawPointer: String]?
+    private var namesChecked = false
+    private var loadedCount = -1
 
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
@@ -73,8 +76,7 @@ final class TaskIdentities {
     }
 
     func derive(name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> TaskIdentity {
-        names = nil
-        defer { names = nil }
+        namesChecked = false
         var h = IdentityHasher()
         var walk = Walk()
         do {
@@ -281,8 +283,34 @@ final class TaskIdentities {
     /// "string", "_G.print", "tasker.exec": loaded modules by name, and the
     /// functions in them.
     private func name(of p: UnsafeRawPointer, _ L: OpaquePointer) -> String? {
-        if names == nil { names = loadedNames(L) }
+        if !namesChecked {
+            namesChecked = true
+            let count = loadedModuleCount(L)
+            if count != loadedCount || names == nil {
+                loadedCount = count
+                names = loadedNames(L)
+            }
+        }
         return names?[p]
+    }
+
+    private func loadedModuleCount(_ L: OpaquePointer) -> Int {
+        let s = LuaStack(L)
+        guard lua_checkstack(L, 4) != 0 else { return -1 }
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "package")
+        guard s.type(-1) == LUA_TTABLE else { return -1 }
+        s.rawGet(-1, "loaded")
+        guard s.type(-1) == LUA_TTABLE else { return -1 }
+        var n = 0
+        lua_pushnil(L)
+        while lua_next(L, -2) != 0 {
+            n += 1
+            tasker_pop(L, 1)
+        }
+        return n
     }
 
     private func loadedNames(_ L: OpaquePointer) -> [UnsafeRawPointer: String] {
