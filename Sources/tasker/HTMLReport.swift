@@ -71,11 +71,13 @@ struct HTMLReport {
         var note = ""
         if shown.count > Self.timelineRows {
             // The tasks worth a row: failed, retried, held, then the slowest.
-            let interesting = shown.filter { $0.state != "succeeded" || $0.attempts > 1 || $0.held > 0 }
-            let slowest = shown.filter { $0.state == "succeeded" && $0.attempts <= 1 && $0.held == 0 }
+            let ran = shown.filter { !$0.reused }
+            let interesting = ran.filter { $0.state != "succeeded" || $0.attempts > 1 || $0.held > 0 }
+            let slowest = ran.filter { $0.state == "succeeded" && $0.attempts <= 1 && $0.held == 0 }
                 .sorted { ($0.duration ?? 0) > ($1.duration ?? 0) }
             shown = Array((interesting + slowest).prefix(Self.timelineRows)).sorted { $0.id < $1.id }
-            note = "<p class=\"note\">\(work.count) tasks: showing \(shown.count) (failed, retried and held first, then the slowest); the chart above counts them all.</p>"
+            let reused = work.count - ran.count
+            note = "<p class=\"note\">\(work.count) tasks\(reused > 0 ? " (\(reused) reused from an earlier run, not drawn)" : ""): showing \(shown.count) (failed, retried and held first, then the slowest); the chart above counts them all.</p>"
         }
         let width = 1000.0, label = 220.0, row = 18.0
         let scale = (width - label - 40) / end
