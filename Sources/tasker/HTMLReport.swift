@@ -114,7 +114,8 @@ struct HTMLReport {
         return s + "</svg></section>"
     }
 
-    /// How many tasks ran at each moment (all tasks, however many).
+    /// How many tasks were active in each of 200 slices of the run (all
+    /// tasks, however many; a task counts in every slice it touches).
     private func concurrencyChart(width: Double, label: Double) -> String {
         let buckets = 200
         var running = [Int](repeating: 0, count: buckets)
@@ -126,8 +127,8 @@ struct HTMLReport {
         }
         let peak = max(1, running.max() ?? 1)
         let h = 60.0, w = (width - label - 40) / Double(buckets)
-        var s = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(h + 4))\" width=\"\(Int(width))\" height=\"\(Int(h + 4))\" role=\"img\" aria-label=\"tasks running over time\">"
-        s += "<text x=\"\(Int(label - 8))\" y=\"14\" class=\"name\" text-anchor=\"end\">running (peak \(peak))</text>"
+        var s = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(h + 4))\" width=\"\(Int(width))\" height=\"\(Int(h + 4))\" role=\"img\" aria-label=\"tasks active over time\">"
+        s += "<text x=\"\(Int(label - 8))\" y=\"14\" class=\"name\" text-anchor=\"end\">active per slice (peak \(peak))</text>"
         for (k, n) in running.enumerated() where n > 0 {
             let bh = Double(n) / Double(peak) * h
             s += "<rect x=\"\(f(label + Double(k) * w))\" y=\"\(f(h - bh))\" width=\"\(f(w + 0.3))\" height=\"\(f(bh))\" class=\"bar\"/>"
