@@ -124,6 +124,48 @@ public struct JournalEntry: Sendable {
     }
 }
 
+/// The common entry, with nothing that needs memory management: a task that
+/// ran (or is running) under its default name with a derived identity (or
+/// none), and no values to store beyond an empty list. The run's thread
+/// appends these to a plain array; the writer thread encodes them.
+public struct PlainEntry: Sendable {
+    public var id: Int
+    public var state: JournalEntry.State
+    public var attempts: Int
+    public var identityHash: UInt64
+    /// 0 when the task has no identity.
+    public var occurrence: Int
+    public var added: Double
+    public var started: Double
+    public var ended: Double
+    /// Whether the stored values are `[]` (a succeeded task that returned nothing).
+    public var emptyValue: Bool
+
+    public init(id: Int, state: JournalEntry.State, attempts: Int, identityHash: UInt64, occurrence: Int,
+                added: Double, started: Double, ended: Double, emptyValue: Bool) {
+        self.id = id
+        self.state = state
+        self.attempts = attempts
+        self.identityHash = identityHash
+        self.occurrence = occurrence
+        self.added = added
+        self.started = started
+        self.ended = ended
+        self.emptyValue = emptyValue
+    }
+
+    var entry: JournalEntry {
+        var e = JournalEntry(id: id, state: state)
+        e.attempts = attempts
+        if occurrence > 0 { e.identity = .derived(identityHash, occurrence: occurrence) }
+        e.added = added
+        e.started = started > 0 ? started : nil
+        e.ended = ended > 0 ? ended : nil
+        if emptyValue { e.value = "[]" }
+        return e
+    }
+}
+
 struct RareFields: Sendable {
     var notResumable: String?
     var tags: [String] = []

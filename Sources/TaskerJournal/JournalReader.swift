@@ -47,7 +47,11 @@ public final class JournalReader {
         var latest: [Int: JournalEntry] = [:]
         while try s.next() {
             guard let list = s.withBlob(0, { JournalCodec.decode($0) }) else { continue }
-            for e in list { latest[e.id] = e }
+            // The latest entry wins, except that a task seen running never
+            // undoes a final state (the two may share a batch in any order).
+            for e in list where e.state != .running || latest[e.id].map({ $0.state == .running }) ?? true {
+                latest[e.id] = e
+            }
         }
         return latest.values.sorted { $0.id < $1.id }
     }

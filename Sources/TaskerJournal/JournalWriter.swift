@@ -22,19 +22,26 @@ public final class JournalWriter {
             var failure: String?
             var log: TaskLog?
             do { log = try TaskLog(Journal.open(directory: directory), run: run.id) } catch { failure = "\(error)" }
-            var batch: [UInt8] = []
-            batch.reserveCapacity(WriteQueue.batchCapacity)
+            var batch = Batch()
+            var blob: [UInt8] = []
             while true {
                 let (closing, end, flushed) = queue.take(into: &batch, waitingUpTo: JournalWriter.interval)
                 if failure == nil, let log {
                     do {
-                        if !batch.isEmpty { try log.append(encoded: batch) }
+                        if !batch.isEmpty {
+                            blob.removeAll(keepingCapacity: true)
+                            blob.append(JournalCodec.version)
+                            for p in batch.plain { JournalCodec.encode(p.entry, into: &blob) }
+                            blob.append(contentsOf: batch.encoded)
+                            try log.append(encoded: blob)
+                        }
                         if let end { try log.end(end) }
                     } catch {
                         failure = "\(error)"
                     }
                 }
-                batch.removeAll(keepingCapacity: true)
+                batch.plain.removeAll(keepingCapacity: true)
+                batch.encoded.removeAll(keepingCapacity: true)
                 for f in flushed { f.signal() }
                 if closing { break }
             }
@@ -51,6 +58,13 @@ public final class JournalWriter {
         guard !encoded.isEmpty else { return }
         queue.append(encoded)
         encoded.removeAll(keepingCapacity: true)
+    }
+
+    /// Hands over plain entries; empties `plain` (keeping its storage).
+    public func submit(plain: inout [PlainEntry]) {
+        guard !plain.isEmpty else { return }
+        queue.append(plain: plain)
+        plain.removeAll(keepingCapacity: true)
     }
 
     /// Encodes and hands over one entry (tests, rare writes).
@@ -77,6 +91,13 @@ public final class JournalWriter {
     }
 }
 
+/// What the writer takes at once: plain entries and encoded ones.
+struct Batch {
+    var plain: [PlainEntry] = []
+    var encoded: [UInt8] = []
+    var isEmpty: Bool { plain.isEmpty && encoded.isEmpty }
+}
+
 struct RunEnd: Sendable {
     var ended: Double
     var exitCode: Int
@@ -89,8 +110,7 @@ struct RunEnd: Sendable {
 private final class WriteQueue: @unchecked Sendable {
     // Safety: `state` is only touched with `condition` locked.
     private struct State {
-        /// Encoded entries, after a version byte when not empty.
-        var pending: [UInt8] = []
+        var pending = Batch()
         var end: RunEnd?
         var closing = false
         var failure: String?
@@ -100,12 +120,17 @@ private final class WriteQueue: @unchecked Sendable {
     private var state = State()
     static let batchCapacity = 1 << 20
 
-    init() { state.pending.reserveCapacity(Self.batchCapacity) }
+    init() { state.pending.encoded.reserveCapacity(Self.batchCapacity) }
 
     func append(_ bytes: [UInt8]) {
         condition.lock()
-        if state.pending.isEmpty { state.pending.append(JournalCodec.version) }
-        state.pending.append(contentsOf: bytes)
+        state.pending.encoded.append(contentsOf: bytes)
+        condition.unlock()
+    }
+
+    func append(plain: [PlainEntry]) {
+        condition.lock()
+        state.pending.plain.append(contentsOf: plain)
         condition.unlock()
     }
 
@@ -127,7 +152,7 @@ private final class WriteQueue: @unchecked Sendable {
     /// Swaps the pending bytes into `batch` (empty, its storage kept);
     /// returns whether the writer is closing (and the run's end then), and
     /// who waits for this batch to be committed.
-    func take(into batch: inout [UInt8], waitingUpTo seconds: Double) -> (Bool, RunEnd?, [DispatchSemaphore]) {
+    func take(into batch: inout Batch, waitingUpTo seconds: Double) -> (Bool, RunEnd?, [DispatchSemaphore]) {
         condition.lock()
         defer { condition.unlock() }
         if !state.closing && state.flushes.isEmpty { _ = condition.wait(until: Date(timeIntervalSinceNow: seconds)) }

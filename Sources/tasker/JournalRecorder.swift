@@ -28,7 +28,9 @@ final class JournalRecorder: EngineObserver {
     private var recentlyStarted: [TaskID] = []
     private var hosts: [String: JournalHostRequests] = [:]
     private var ticking = false
-    /// Entries encoded since the last tick (handed to the writer then).
+    /// Entries since the last tick (handed to the writer then): most as
+    /// plain values, the others encoded.
+    private var plain: [PlainEntry] = []
     private var encoded: [UInt8] = []
 
     private struct Extra {
@@ -81,6 +83,7 @@ final class JournalRecorder: EngineObserver {
             JournalCodec.encode(e, into: &encoded)
         }
         recentlyStarted.removeAll(keepingCapacity: true)
+        writer.submit(plain: &plain)
         writer.submit(&encoded)
     }
 
@@ -108,6 +111,20 @@ final class JournalRecorder: EngineObserver {
         return s > 0 ? s : nil
     }
 
+    /// The common case as a plain value, or nil when the task needs more
+    /// (a name, `spec.id`, tags, dependencies, values, a held time…).
+    private func plainEntry(_ id: TaskID, _ engine: Engine, ended: Double) -> PlainEntry? {
+        guard let runtime, id < added.count, extras.isEmpty || extras[id] == nil,
+              engine.explicitName(id) == nil, !engine.isReused(id), !engine.isGroupOrSchedule(id),
+              !runtime.hasTags(id), engine.dependencies(id).isEmpty,
+              runtime.hasNoValues(id) else { return nil }
+        let identity = runtime.identityParts(of: id)
+        guard identity.explicit == nil, identity.notResumable == nil, let hash = identity.hash else { return nil }
+        return PlainEntry(id: id, state: .succeeded, attempts: engine.attempts(id), identityHash: hash,
+                          occurrence: identity.occurrence, added: added[id], started: started[id], ended: ended,
+                          emptyValue: true)
+    }
+
     /// The parts every entry has.
     private func entry(_ id: TaskID, _ engine: Engine, state: JournalEntry.State) -> JournalEntry {
         var e = JournalEntry(id: id, state: state)
@@ -132,6 +149,11 @@ final class JournalRecorder: EngineObserver {
         case .succeeded: .succeeded
         case .failed: .failed
         default: .cancelled
+        }
+        if state == .succeeded, ephemeral.isEmpty || ephemeral[id] == nil, let p = plainEntry(id, engine, ended: t) {
+            plain.append(p)
+            scheduleTick(engine)
+            return
         }
         var e = entry(id, engine, state: state)
         if !ephemeral.isEmpty { ephemeral[id] = nil }
@@ -185,6 +207,7 @@ final class JournalRecorder: EngineObserver {
     /// The run's end; the writer flushes and stops. Returns a write error,
     /// if the journal could not be written.
     func finish(_ result: RunResult, exitCode: Int32) -> String? {
+        writer.submit(plain: &plain)
         writer.submit(&encoded)
         var counts: [String: Int] = [:]
         for (state, n) in result.counts { counts[state.rawValue] = n }
