@@ -69,6 +69,8 @@ extension LuaRuntime {
     /// Task `id`'s identity in parts (formatted by whoever stores it), or
     /// why it has none.
     public func identityParts(of id: TaskID) -> IdentityParts {
+        let d = identities.derived(id)
+        if d.occurrence > 0 { return IdentityParts(hash: d.hash, occurrence: d.occurrence) }
         if let e = identities[id] {
             switch e.identity {
             case .explicit(let s): return IdentityParts(explicit: s)

@@ -30,7 +30,11 @@ final class TaskIdentities {
     static let maxTableBytes = 64 << 10
 
     private unowned let runtime: LuaRuntime
-    private var entries = TaskTable<Entry>()
+    /// Derived identities by task id (dense, like ids): the hash and the
+    /// occurrence (0: none); explicit and missing ones apart (rare).
+    private var hashes: [UInt64] = []
+    private var occurrences: [Int32] = []
+    private var special: [TaskID: Entry] = [:]
     private var derivedCounts: [UInt64: Int] = [:]
     private var explicitIDs: Set<String> = []
     /// Registry ref of a weak-keyed table: function -> hash of its bytecode.
@@ -44,7 +48,30 @@ final class TaskIdentities {
 
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
-    subscript(id: TaskID) -> Entry? { entries[id] }
+    subscript(id: TaskID) -> Entry? {
+        if id < occurrences.count, occurrences[id] > 0 {
+            return Entry(identity: .derived(hashes[id]), occurrence: Int(occurrences[id]))
+        }
+        return special.isEmpty ? nil : special[id]
+    }
+
+    /// The derived hash and occurrence of task `id` (occurrence 0: none).
+    func derived(_ id: TaskID) -> (hash: UInt64, occurrence: Int) {
+        id < occurrences.count ? (hashes[id], Int(occurrences[id])) : (0, 0)
+    }
+
+    private func store(_ e: Entry, for id: TaskID) {
+        if case .derived(let h) = e.identity {
+            while occurrences.count <= id {
+                hashes.append(0)
+                occurrences.append(0)
+            }
+            hashes[id] = h
+            occurrences[id] = Int32(truncatingIfNeeded: e.occurrence)
+        } else {
+            special[id] = e
+        }
+    }
 
     /// Whether `id` was already used by `spec.id` in this run.
     func isTaken(_ explicitID: String) -> Bool { explicitIDs.contains(explicitID) }
@@ -66,13 +93,13 @@ final class TaskIdentities {
             derivedCounts[h] = occurrence
         }
         let e = Entry(identity: identity, occurrence: occurrence)
-        entries[id] = e
+        store(e, for: id)
         return e
     }
 
     /// Marks a task that has no identity of its own (groups, schedules).
     func recordNone(_ id: TaskID, reason: String) {
-        entries[id] = Entry(identity: .unidentifiable(reason), occurrence: 1)
+        store(Entry(identity: .unidentifiable(reason), occurrence: 1), for: id)
     }
 
     func derive(name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> TaskIdentity {
@@ -137,7 +164,7 @@ final class TaskIdentities {
             try function(L, i, into: &h, &walk)
         case LUA_TUSERDATA:
             guard let task = runtime.handleID(L, i) else { throw Unidentifiable(reason: "its body captures a userdata") }
-            guard let text = entries[task]?.text else {
+            guard let text = self[task]?.text else {
                 throw Unidentifiable(reason: "it refers to task '\(runtime.engine.name(task))', which has no identity")
             }
             h.byte(8)
@@ -355,7 +382,7 @@ final class TaskIdentities {
     /// identities were not derived gets one now (its body and args as they
     /// are); one without an identity gets a key stable within the run.
     func idempotencyKey(_ id: TaskID, pipeline: String, in L: OpaquePointer) -> String {
-        if entries[id] == nil {
+        if self[id] == nil {
             let top = lua_gettop(L)
             runtime.pushPart(L, runtime.refs.bodies, id)
             runtime.pushPart(L, runtime.refs.args, id)
@@ -366,7 +393,7 @@ final class TaskIdentities {
         }
         var h = IdentityHasher()
         h.string(pipeline)
-        if let text = entries[id]?.text {
+        if let text = self[id]?.text {
             h.string(text)
         } else {
             h.string("task")

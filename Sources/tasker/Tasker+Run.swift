@@ -125,7 +125,7 @@ extension Tasker {
                                          vars: RunJournal.redactedVars(options.vars),
                                          started: Date().timeIntervalSince1970, pid: Int(getpid()), resumedFrom: resumedFrom)
                     recorder = JournalRecorder(writer: try JournalWriter(directory: journal.directory, run: run), runID: runID)
-                    options.identify = getenv("XNOID") == nil
+                    options.identify = true
                 } catch {
                     // The work matters more than its record: run without it.
                     StandardError.write("tasker: warning: no journal for this run (\(error)); --no-journal silences this\n")
@@ -136,7 +136,7 @@ extension Tasker {
             var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
-                if let recorder, getenv("XNOREC") == nil {
+                if let recorder {
                     recorder.runtime = runtime
                     runtime.engine.observers.append(recorder)
                     runtime.observeRequests { recorder.request($0) }
