@@ -26,9 +26,15 @@ public enum Journal {
         if create {
             try makeDirectories(directory)
             // Create the file ourselves so it is 0600 from its first byte.
-            let fd = Glibc.open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
-            if fd < 0 { throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot create \(path): \(String(cString: strerror(errno)))") }
-            close(fd)
+            // Only when it is missing: closing a descriptor of a file that
+            // SQLite has open in this process would drop SQLite's locks on it.
+            if access(path, F_OK) != 0 {
+                let fd = Glibc.open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
+                if fd < 0 && errno != EEXIST {
+                    throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot create \(path): \(String(cString: strerror(errno)))")
+                }
+                if fd >= 0 { close(fd) }
+            }
         } else if access(path, F_OK) != 0 {
             throw SQLiteError(code: SQLITE_CANTOPEN, message: "no journal at \(path) (no run has been recorded there)")
         }
