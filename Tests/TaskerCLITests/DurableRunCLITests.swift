@@ -60,6 +60,17 @@ import Testing
         #expect(third.status == 0)
         #expect(runs(s, "build") == 2 && runs(s, "deploy") == 1)
         #expect(third.stderr.contains("7 succeeded (7 reused)"))
+
+        // Resuming the first run by its id: what failed or was skipped there runs again.
+        let list = try await tasker(["runs", "p.lua", "--json"], in: s.dir)
+        let ids = (try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])?.compactMap { $0["id"] as? String }
+        let firstRun = try #require(ids?.last)
+        #expect(ids?.count == 3)
+        let fourth = try await tasker(["run", "--no-progress", "--resume", firstRun, "p.lua", "out"], in: s.dir)
+        #expect(fourth.status == 0, "\(fourth.stderr)")
+        #expect(runs(s, "fetch") == 1 && runs(s, "build") == 3 && runs(s, "deploy") == 2)
+        let other = try await tasker(["runs", "other.lua"], in: s.dir)
+        #expect(other.stdout == "no runs recorded of other.lua\n")
     }
 
     @Test func historyListsRunsAndShowsTasksAsJSON() async throws {
@@ -164,12 +175,14 @@ import Testing
         defer { s.cleanup() }
         async let first = tasker(["run", "--no-progress", "many.lua"], in: s.dir)
         async let second = tasker(["run", "--no-progress", "many.lua"], in: s.dir)
-        let (a, b) = try await (first, second)
-        #expect(a.status == 0 && b.status == 0)
-        #expect(!a.stderr.contains("warning") && !b.stderr.contains("warning"), "\(a.stderr)\(b.stderr)")
+        async let third = tasker(["run", "--no-progress", "many.lua"], in: s.dir)
+        for r in try await [first, second, third] {
+            #expect(r.status == 0)
+            #expect(!r.stderr.contains("warning"), "\(r.stderr)")
+        }
         let r = try await tasker(["runs", "--json"], in: s.dir)
         let runs = try #require(JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]], "\(r.stderr)")
-        #expect(runs.count == 2)
+        #expect(runs.count == 3)
         for run in runs {
             #expect(run["exit_code"] as? Int == 0)
             #expect((run["counts"] as? [String: Int])?["succeeded"] == 3000)
