@@ -378,6 +378,38 @@ extension Engine {
     }
 }
 
+/// What a recorder wants to know of a task, read in one look-up.
+public struct TaskFacts: Sendable {
+    /// The name the spec gave (nil: the default `task-N`).
+    public var explicitName: String?
+    public var attempts = 0
+    public var isReused = false
+    public var isGroup = false
+    public var isSchedule = false
+    /// An `every` run.
+    public var isEphemeral = false
+    public var hasDependencies = false
+}
+
+extension Engine {
+    public func facts(_ id: TaskID) -> TaskFacts {
+        guard let r = record(id) else { return TaskFacts() }
+        var f = TaskFacts()
+        f.explicitName = r.explicitName
+        f.attempts = r.attempts
+        switch r.role {
+        case .group: f.isGroup = true
+        case .schedule: f.isSchedule = true
+        case .follower(let leader): f.attempts = record(leader)?.attempts ?? 0
+        default: break
+        }
+        f.isReused = r.reused
+        f.isEphemeral = r.ephemeral
+        f.hasDependencies = !r.after.isEmpty
+        return f
+    }
+}
+
 extension Engine {
     /// Whether the task is an `every` instance (see `forgetFinished`).
     public func isEphemeral(_ id: TaskID) -> Bool { record(id)?.ephemeral ?? false }

@@ -244,8 +244,9 @@ public enum JournalCodec {
             varint(UInt64(e.attempts), &out)
             time(e.added, &out)
             time(e.held, &out)
-            if let s = e.started { time(s, &out) }
-            if let s = e.ended { time(s, &out) }
+            // started after added, ended after started: small deltas
+            if let s = e.started { time(s - e.added, &out) }
+            if let t = e.ended { time(t - (e.started ?? e.added), &out) }
             if let s = e.notResumable { string(s, &out) }
             if !e.tags.isEmpty {
                 varint(UInt64(e.tags.count), &out)
@@ -272,11 +273,50 @@ public enum JournalCodec {
         }
     }
 
+    /// A plain entry, appended. `previous` is the derived identity of the
+    /// plain entry before it in the same blob: tasks added in a loop repeat
+    /// it one occurrence later, and then it takes no bytes.
+    static func encode(plain p: PlainEntry, previous: inout (UInt64, Int)?, into out: inout [UInt8]) {
+        varint(UInt64(p.id), &out)
+        var flags = p.state.rawValue
+        var same = false
+        if p.occurrence > 0 {
+            if let (h, n) = previous, h == p.identityHash, n + 1 == p.occurrence {
+                flags |= Flag.derived | Flag.explicit
+                same = true
+            } else {
+                flags |= Flag.derived
+            }
+            previous = (p.identityHash, p.occurrence)
+        }
+        out.append(flags)
+        var fields: UInt8 = 0
+        if p.emptyValue { fields |= Field.value }
+        if p.started > 0 { fields |= Field.started }
+        if p.ended > 0 { fields |= Field.ended }
+        out.append(fields)
+        if p.occurrence > 0 && !same {
+            for k in 0..<8 { out.append(UInt8(truncatingIfNeeded: p.identityHash >> (8 * UInt64(k)))) }
+            varint(UInt64(p.occurrence), &out)
+        }
+        varint(UInt64(p.attempts), &out)
+        time(p.added, &out)
+        out.append(0)  // held
+        if p.started > 0 { time(p.started - p.added, &out) }
+        if p.ended > 0 { time(p.ended - (p.started > 0 ? p.started : p.added), &out) }
+        if p.emptyValue {
+            out.append(2)
+            out.append(UInt8(ascii: "["))
+            out.append(UInt8(ascii: "]"))
+        }
+    }
+
     /// The entries of one blob; nil if it is not one this version reads.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> [JournalEntry]? {
         var r = Reader(bytes: bytes)
         guard r.byte() == version else { return nil }
         var out: [JournalEntry] = []
+        var previous: (UInt64, Int)?
         while !r.atEnd {
             guard let id = r.varint(), let flags = r.byte(), let fields = r.byte(),
                   let state = JournalEntry.State(rawValue: flags & 3),
@@ -284,7 +324,12 @@ public enum JournalCodec {
             var e = JournalEntry(id: Int(id), state: state)
             e.kind = kind
             e.reused = flags & Flag.reused != 0
-            if flags & Flag.derived != 0 {
+            if flags & Flag.derived != 0 && flags & Flag.explicit != 0 {
+                // the previous derived identity, one occurrence later
+                guard let (h, n) = previous else { return nil }
+                e.identity = .derived(h, occurrence: n + 1)
+                previous = (h, n + 1)
+            } else if flags & Flag.derived != 0 {
                 var h: UInt64 = 0
                 for k in 0..<8 {
                     guard let b = r.byte() else { return nil }
@@ -292,6 +337,7 @@ public enum JournalCodec {
                 }
                 guard let n = r.varint() else { return nil }
                 e.identity = .derived(h, occurrence: Int(n))
+                previous = (h, Int(n))
             } else if flags & Flag.explicit != 0 {
                 guard let s = r.string() else { return nil }
                 e.identity = .explicit(s)
@@ -304,8 +350,8 @@ public enum JournalCodec {
             e.attempts = Int(attempts)
             e.added = added
             e.held = held
-            if fields & Field.started != 0 { guard let t = r.time() else { return nil }; e.started = t }
-            if fields & Field.ended != 0 { guard let t = r.time() else { return nil }; e.ended = t }
+            if fields & Field.started != 0 { guard let t = r.time() else { return nil }; e.started = added + t }
+            if fields & Field.ended != 0 { guard let t = r.time() else { return nil }; e.ended = (e.started ?? added) + t }
             if fields & Field.notResumable != 0 { guard let s = r.string() else { return nil }; e.notResumable = s }
             if fields & Field.tags != 0 {
                 guard let n = r.varint(), n < 1 << 20 else { return nil }

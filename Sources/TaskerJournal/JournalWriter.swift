@@ -31,7 +31,8 @@ public final class JournalWriter {
                         if !batch.isEmpty {
                             blob.removeAll(keepingCapacity: true)
                             blob.append(JournalCodec.version)
-                            for p in batch.plain { JournalCodec.encode(p.entry, into: &blob) }
+                            var previous: (UInt64, Int)?
+                            for p in batch.plain { JournalCodec.encode(plain: p, previous: &previous, into: &blob) }
                             blob.append(contentsOf: batch.encoded)
                             try log.append(encoded: blob)
                         }

@@ -66,6 +66,9 @@ extension LuaRuntime {
         }
     }
 
+    /// Task `id`'s derived identity (occurrence 0: it has none).
+    public func derivedIdentity(of id: TaskID) -> (hash: UInt64, occurrence: Int) { identities.derived(id) }
+
     /// Task `id`'s identity in parts (formatted by whoever stores it), or
     /// why it has none.
     public func identityParts(of id: TaskID) -> IdentityParts {

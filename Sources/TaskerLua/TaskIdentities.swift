@@ -36,6 +36,10 @@ final class TaskIdentities {
     private var occurrences: [Int32] = []
     private var special: [TaskID: Entry] = [:]
     private var derivedCounts: [UInt64: Int] = [:]
+    /// The last identity counted, and its count (tasks added in a loop
+    /// repeat it: no dictionary work for them until it changes).
+    private var lastHash: UInt64?
+    private var lastCount = 0
     private var explicitIDs: Set<String> = []
     /// Registry ref of a weak-keyed table: function -> hash of its bytecode.
     private var bytecodeHashes: Int32 = LUA_NOREF
@@ -88,13 +92,22 @@ final class TaskIdentities {
             identity = derive(name: name, body: body, args: args, in: L)
         }
         var occurrence = 1
-        if case .derived(let h) = identity {
-            occurrence = (derivedCounts[h] ?? 0) + 1
-            derivedCounts[h] = occurrence
-        }
+        if case .derived(let h) = identity { occurrence = count(h) }
         let e = Entry(identity: identity, occurrence: occurrence)
         store(e, for: id)
         return e
+    }
+
+    /// Counts one more task with identity `h`; returns its occurrence.
+    private func count(_ h: UInt64) -> Int {
+        if h == lastHash {
+            lastCount += 1
+            return lastCount
+        }
+        if let last = lastHash { derivedCounts[last] = lastCount }
+        lastHash = h
+        lastCount = (derivedCounts[h] ?? 0) + 1
+        return lastCount
     }
 
     /// Marks a task that has no identity of its own (groups, schedules).
@@ -103,9 +116,14 @@ final class TaskIdentities {
     }
 
     func derive(name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> TaskIdentity {
+        if name == nil, args == 0, body != 0, let known = sameBodyAsLast(L, lua_absindex(L, body)) { return known }
         namesChecked = false
         var h = IdentityHasher()
-        var walk = Walk()
+        var walk = reusableWalk
+        walk.open.removeAll(keepingCapacity: true)
+        walk.tableBytes = 0
+        walk.tableDepth = 0
+        defer { reusableWalk = walk }
         do {
             if let name {
                 h.byte(0x4e)  // N
@@ -122,7 +140,45 @@ final class TaskIdentities {
         } catch {
             return .unidentifiable(error.reason)
         }
-        return .derived(h.finish())
+        let identity = TaskIdentity.derived(h.finish())
+        if name == nil, args == 0, body != 0 { rememberBody(L, lua_absindex(L, body), identity) }
+        return identity
+    }
+
+    /// A loop adds many tasks with one body and nothing else: the last such
+    /// body (anchored in the registry, so its address cannot be reused) and
+    /// its identity, valid while the body captures nothing but `_ENV`.
+    private var lastBody: UnsafeRawPointer?
+    private var lastBodyIdentity = TaskIdentity.derived(0)
+    private var lastBodyRef: Int32 = LUA_NOREF
+    private var reusableWalk = Walk()
+
+    private func capturesOnlyEnv(_ L: OpaquePointer, _ f: Int32) -> Bool {
+        guard lua_type(L, f) == LUA_TFUNCTION, lua_iscfunction(L, f) == 0, lua_checkstack(L, 2) != 0 else { return false }
+        guard let first = lua_getupvalue(L, f, 1) else { return true }
+        tasker_pop(L, 1)
+        guard strcmp(first, "_ENV") == 0 else { return false }
+        guard lua_getupvalue(L, f, 2) != nil else { return true }
+        tasker_pop(L, 1)
+        return false
+    }
+
+    private func sameBodyAsLast(_ L: OpaquePointer, _ f: Int32) -> TaskIdentity? {
+        guard let last = lastBody, lua_topointer(L, f) == last, capturesOnlyEnv(L, f) else { return nil }
+        return lastBodyIdentity
+    }
+
+    private func rememberBody(_ L: OpaquePointer, _ f: Int32, _ identity: TaskIdentity) {
+        guard capturesOnlyEnv(L, f) else { return }
+        if lastBodyRef == LUA_NOREF {
+            lua_pushvalue(L, f)
+            lastBodyRef = LuaStack(L).ref()
+        } else {
+            lua_pushvalue(L, f)
+            lua_rawseti(L, tasker_registryindex(), lua_Integer(lastBodyRef))
+        }
+        lastBody = lua_topointer(L, f)
+        lastBodyIdentity = identity
     }
 
     // MARK: the walk

@@ -114,14 +114,14 @@ final class JournalRecorder: EngineObserver {
     /// The common case as a plain value, or nil when the task needs more
     /// (a name, `spec.id`, tags, dependencies, values, a held time…).
     private func plainEntry(_ id: TaskID, _ engine: Engine, ended: Double) -> PlainEntry? {
-        guard let runtime, id < added.count, extras.isEmpty || extras[id] == nil,
-              engine.explicitName(id) == nil, !engine.isReused(id), !engine.isGroupOrSchedule(id),
-              !runtime.hasTags(id), engine.dependencies(id).isEmpty,
-              runtime.hasNoValues(id) else { return nil }
-        let identity = runtime.identityParts(of: id)
-        guard identity.explicit == nil, identity.notResumable == nil, let hash = identity.hash else { return nil }
-        return PlainEntry(id: id, state: .succeeded, attempts: engine.attempts(id), identityHash: hash,
-                          occurrence: identity.occurrence, added: added[id], started: started[id], ended: ended,
+        guard let runtime, id < added.count, extras.isEmpty || extras[id] == nil else { return nil }
+        let f = engine.facts(id)
+        guard f.explicitName == nil, !f.isReused, !f.isGroup, !f.isSchedule, !f.hasDependencies,
+              !runtime.hasTags(id), runtime.hasNoValues(id) else { return nil }
+        let d = runtime.derivedIdentity(of: id)
+        guard d.occurrence > 0 else { return nil }
+        return PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
+                          occurrence: d.occurrence, added: added[id], started: started[id], ended: ended,
                           emptyValue: true)
     }
 

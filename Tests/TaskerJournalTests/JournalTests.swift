@@ -41,6 +41,26 @@ import Testing
         #expect(bytes.dropLast(3).withUnsafeBytes { JournalCodec.decode(UnsafeRawBufferPointer(rebasing: $0[...])) } == nil)
     }
 
+    @Test func plainEntriesRepeatingAnIdentityTakeFewBytes() {
+        var blob: [UInt8] = [JournalCodec.version]
+        var previous: (UInt64, Int)?
+        for i in 1...100 {
+            let p = PlainEntry(id: i, state: .succeeded, attempts: 1, identityHash: 0xabcdef, occurrence: i,
+                               added: 0.001 * Double(i), started: 0.5 + 0.001 * Double(i), ended: 0.6 + 0.001 * Double(i),
+                               emptyValue: true)
+            JournalCodec.encode(plain: p, previous: &previous, into: &blob)
+        }
+        var other = JournalEntry(id: 101, state: .failed)
+        other.error = "boom"
+        JournalCodec.encode(other, into: &blob)
+        #expect(blob.count < 100 * 20)  // a full identity alone would be 9 bytes more each
+        let d = try! #require(blob.withUnsafeBytes { JournalCodec.decode($0) })
+        #expect(d.count == 101)
+        #expect(d[41].identity == .derived(0xabcdef, occurrence: 42) && d[41].value == "[]")
+        #expect(abs((d[41].started ?? 0) - 0.542) < 1e-6 && abs((d[41].ended ?? 0) - 0.642) < 3e-6)
+        #expect(d[100].error == "boom" && d[100].identity == .none)
+    }
+
     @Test func writesARunAndItsTasksAndReadsThemBack() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
