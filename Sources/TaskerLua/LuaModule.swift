@@ -18,9 +18,13 @@ import CLuaShim
 protocol LuaModule: AnyObject {
     /// Registers the module's functions and globals; runs once, on the loop.
     func install(in runtime: LuaRuntime)
+    /// The run is over (before the summary): release what the run held.
+    func runEnded()
 }
 
 extension LuaModule {
+    func runEnded() {}
+
     /// The module instance a function was pushed by (its upvalue 2).
     static func this(_ L: OpaquePointer) -> Self {
         Unmanaged<Self>.fromOpaque(lua_touserdata(L, tasker_upvalueindex(2))!).takeUnretainedValue()

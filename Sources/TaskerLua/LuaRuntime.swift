@@ -234,6 +234,7 @@ public final class LuaRuntime {
         guard !finishedRun else { return }
         finishedRun = true
         useModule.watcher?.stop()
+        for m in modules { m.runEnded() }
         let c = engine.summary()
         let failed = c.failed.map { id in
             (name: engine.name(id), message: engine.outcome(id)?.failure?.description ?? "failed")

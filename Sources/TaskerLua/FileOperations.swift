@@ -1,0 +1,332 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `fs.*` does, in plain POSIX calls, with no Lua in sight: each
+/// operation returns a value or an `FSFailure` naming the path and the
+/// system's reason. Safe to run on any thread.
+enum FileOperation: Sendable {
+    case read(String)
+    case write(String, [UInt8], mode: mode_t?, atomic: Bool)
+    case append(String, [UInt8])
+    case list(String)
+    case glob(String)
+    case stat(String)
+    case exists(String)
+    case mkdir(String, parents: Bool)
+    case remove(String, recursive: Bool)
+    case rename(String, String)
+    case copy(String, String)
+    case tempdir
+
+    /// Operations that may take long (large files, big trees) run off the
+    /// loop; the rest are single system calls.
+    var mayBlock: Bool {
+        switch self {
+        case .read, .write, .append, .list, .glob, .copy, .tempdir: true
+        case .remove(_, let recursive): recursive
+        case .stat, .exists, .mkdir, .rename: false
+        }
+    }
+
+    func perform() -> Result<FileResult, FSFailure> {
+        do {
+            return .success(try run())
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private func run() throws(FSFailure) -> FileResult {
+        switch self {
+        case .read(let path): return .bytes(try Files.read(path))
+        case .write(let path, let data, let mode, let atomic):
+            try atomic ? Files.writeAtomically(path, data, mode: mode) : Files.write(path, data, mode: mode)
+            return .nothing
+        case .append(let path, let data):
+            try Files.append(path, data)
+            return .nothing
+        case .list(let dir): return .names(try Files.list(dir))
+        case .glob(let pattern): return .names(try Glob.match(pattern))
+        case .stat(let path): return .stat(try Files.stat(path))
+        case .exists(let path):
+            var st = Glibc.stat()
+            return .flag(lstat(path, &st) == 0)
+        case .mkdir(let path, let parents):
+            try Files.mkdir(path, parents: parents)
+            return .nothing
+        case .remove(let path, let recursive):
+            try Files.remove(path, recursive: recursive)
+            return .nothing
+        case .rename(let from, let to):
+            guard Glibc.rename(from, to) == 0 else { throw FSFailure("cannot rename", from, errno, to: to) }
+            return .nothing
+        case .copy(let from, let to):
+            try Files.copy(from, to)
+            return .nothing
+        case .tempdir:
+            return .path(try Files.makeTempDir())
+        }
+    }
+}
+
+/// stat(2), callable where a `stat` of our own is in scope.
+private func statPath(_ path: String, _ st: inout stat) -> Int32 { stat(path, &st) }
+
+/// The text of a NUL-terminated C string held in an array.
+private func cString(_ chars: [CChar]) -> String {
+    String(decoding: chars.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+enum FileResult: Sendable {
+    case nothing
+    case bytes([UInt8])
+    case names([String])
+    case stat(FileStatus?)
+    case flag(Bool)
+    case path(String)
+}
+
+struct FileStatus: Sendable {
+    var type: String
+    var size: Int
+    var mtime: Double
+    var mode: Int
+}
+
+/// `cannot open 'x': No such file or directory` (shown as `fs: …`).
+struct FSFailure: Error, Sendable {
+    let message: String
+    let path: String
+
+    init(_ what: String, _ path: String, _ code: Int32, to other: String? = nil) {
+        self.path = path
+        let target = other.map { " to '\($0)'" } ?? ""
+        message = "\(what) '\(path)'\(target): \(String(cString: strerror(code)))"
+    }
+
+    init(message: String, path: String) {
+        self.message = message
+        self.path = path
+    }
+}
+
+enum Files {
+    static func read(_ path: String) throws(FSFailure) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw FSFailure("cannot open", path, errno) }
+        defer { close(fd) }
+        var st = Glibc.stat()
+        if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { throw FSFailure("cannot read", path, EISDIR) }
+        var out: [UInt8] = []
+        out.reserveCapacity(max(0, Int(st.st_size)))
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FSFailure("cannot read", path, errno)
+            }
+            if n == 0 { break }
+            out.append(contentsOf: chunk[0..<n])
+        }
+        return out
+    }
+
+    private static func writeAll(_ fd: Int32, _ data: [UInt8], _ path: String) throws(FSFailure) {
+        var done = 0
+        while done < data.count {
+            let n = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, data.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FSFailure("cannot write", path, errno)
+            }
+            done += n
+        }
+    }
+
+    /// The mode a new file gets: 0666 less the umask.
+    private static var defaultMode: mode_t {
+        let mask = umask(0)
+        umask(mask)
+        return 0o666 & ~mask
+    }
+
+    static func write(_ path: String, _ data: [UInt8], mode: mode_t?) throws(FSFailure) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode ?? 0o666)
+        guard fd >= 0 else { throw FSFailure("cannot open", path, errno) }
+        defer { close(fd) }
+        try writeAll(fd, data, path)
+        if let mode, fchmod(fd, mode) != 0 { throw FSFailure("cannot set the mode of", path, errno) }
+    }
+
+    /// A temp file in the same directory, written, synced, then renamed
+    /// over `path`: readers see the old file or the new one, never half.
+    static func writeAtomically(_ path: String, _ data: [UInt8], mode: mode_t?) throws(FSFailure) {
+        let slash = path.lastIndex(of: "/")
+        let dir = slash.map { String(path[..<$0]) } ?? "."
+        let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        var template = Array("\(dir.isEmpty ? "/" : dir)/.\(base).tmp-XXXXXX".utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw FSFailure("cannot write", path, errno) }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        let temp = cString(template)
+        var ok = false
+        defer {
+            if !ok { unlink(temp) }
+        }
+        do {
+            defer { close(fd) }
+            try writeAll(fd, data, path)
+            var st = Glibc.stat()
+            let keep: mode_t? = statPath(path, &st) == 0 ? st.st_mode & 0o7777 : nil
+            guard fchmod(fd, mode ?? keep ?? defaultMode) == 0 else { throw FSFailure("cannot set the mode of", path, errno) }
+            guard fsync(fd) == 0 else { throw FSFailure("cannot sync", path, errno) }
+        }
+        guard Glibc.rename(temp, path) == 0 else { throw FSFailure("cannot replace", path, errno) }
+        ok = true
+    }
+
+    static func append(_ path: String, _ data: [UInt8]) throws(FSFailure) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o666)
+        guard fd >= 0 else { throw FSFailure("cannot open", path, errno) }
+        defer { close(fd) }
+        try writeAll(fd, data, path)
+    }
+
+    static func list(_ dir: String) throws(FSFailure) -> [String] {
+        guard let d = opendir(dir) else { throw FSFailure("cannot list", dir, errno) }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let e = readdir(d) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    static func stat(_ path: String) throws(FSFailure) -> FileStatus? {
+        var st = Glibc.stat()
+        guard lstat(path, &st) == 0 else {
+            if errno == ENOENT || errno == ENOTDIR { return nil }
+            throw FSFailure("cannot stat", path, errno)
+        }
+        let type: String = switch st.st_mode & S_IFMT {
+        case S_IFREG: "file"
+        case S_IFDIR: "dir"
+        case S_IFLNK: "link"
+        default: "other"
+        }
+        let mtime = Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9
+        return FileStatus(type: type, size: Int(st.st_size), mtime: mtime, mode: Int(st.st_mode & 0o7777))
+    }
+
+    static func mkdir(_ path: String, parents: Bool) throws(FSFailure) {
+        if !parents {
+            guard Glibc.mkdir(path, 0o777) == 0 else { throw FSFailure("cannot create directory", path, errno) }
+            return
+        }
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for part in path.split(separator: "/") {
+            prefix += part
+            if Glibc.mkdir(prefix, 0o777) != 0 {
+                let code = errno
+                var st = Glibc.stat()
+                guard code == EEXIST, statPath(prefix, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+                    throw FSFailure("cannot create directory", prefix, code == EEXIST ? ENOTDIR : code)
+                }
+            }
+            prefix += "/"
+        }
+    }
+
+    static func remove(_ path: String, recursive: Bool) throws(FSFailure) {
+        var st = Glibc.stat()
+        guard lstat(path, &st) == 0 else { throw FSFailure("cannot remove", path, errno) }
+        if st.st_mode & S_IFMT == S_IFDIR {
+            if recursive {
+                for name in try list(path) { try remove(path + "/" + name, recursive: true) }
+            }
+            guard rmdir(path) == 0 else { throw FSFailure("cannot remove", path, errno) }
+        } else {
+            guard unlink(path) == 0 else { throw FSFailure("cannot remove", path, errno) }
+        }
+    }
+
+    static func copy(_ from: String, _ to: String) throws(FSFailure) {
+        let src = open(from, O_RDONLY | O_CLOEXEC)
+        guard src >= 0 else { throw FSFailure("cannot open", from, errno) }
+        defer { close(src) }
+        var st = Glibc.stat()
+        guard fstat(src, &st) == 0 else { throw FSFailure("cannot stat", from, errno) }
+        if st.st_mode & S_IFMT == S_IFDIR { throw FSFailure("cannot copy", from, EISDIR) }
+        let dst = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 0o7777)
+        guard dst >= 0 else { throw FSFailure("cannot open", to, errno) }
+        defer { close(dst) }
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(src, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FSFailure("cannot read", from, errno)
+            }
+            if n == 0 { break }
+            try writeAll(dst, Array(chunk[0..<n]), to)
+        }
+        _ = fchmod(dst, st.st_mode & 0o7777)
+    }
+
+    static func makeTempDir() throws(FSFailure) -> String {
+        let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array("\(base)/tasker-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        guard made != nil else { throw FSFailure("cannot create a temporary directory in", base, errno) }
+        return cString(template)
+    }
+}
+
+/// `fs.glob`: `*`, `?` and `[…]` within a name (not matching a leading
+/// dot), `**` for any number of directories (at the end: everything
+/// below); results sorted.
+enum Glob {
+    static func match(_ pattern: String) throws(FSFailure) -> [String] {
+        let absolute = pattern.hasPrefix("/")
+        let parts = pattern.split(separator: "/").map(String.init)
+        var results: [String] = []
+        walk(absolute ? "/" : "", parts[...], into: &results)
+        return Array(Set(results)).sorted()
+    }
+
+    private static func hasWildcard(_ s: String) -> Bool { s.contains { $0 == "*" || $0 == "?" || $0 == "[" } }
+
+    /// `base` is "" (the current directory), "/" or a path ending in a name.
+    private static func walk(_ base: String, _ parts: ArraySlice<String>, into results: inout [String]) {
+        guard let part = parts.first else {
+            if !base.isEmpty { results.append(base) }
+            return
+        }
+        let rest = parts.dropFirst()
+        let dir = base.isEmpty ? "." : base
+        func join(_ name: String) -> String { base.isEmpty ? name : (base == "/" ? "/" + name : base + "/" + name) }
+        if part == "**" {
+            // zero or more directories; a trailing `**` is everything below
+            if !rest.isEmpty { walk(base, rest, into: &results) }
+            for name in (try? Files.list(dir)) ?? [] where !name.hasPrefix(".") {
+                let path = join(name)
+                if rest.isEmpty { results.append(path) }
+                var st = stat()
+                if statPath(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { walk(path, parts, into: &results) }
+            }
+        } else if hasWildcard(part) {
+            for name in (try? Files.list(dir)) ?? [] where fnmatch(part, name, FNM_PERIOD) == 0 {
+                walk(join(name), rest, into: &results)
+            }
+        } else {
+            let path = join(part)
+            var st = stat()
+            if lstat(path, &st) == 0 { walk(path, rest, into: &results) }
+        }
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+/// README, Files: the fs module on real files.
+@Suite struct FSTests {
+    func scratch() throws -> String {
+        let d = NSTemporaryDirectory() + "fs-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+        return d
+    }
+
+    @Test func readWriteAppendStatListAndRemove() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        let r = try await runLua("""
+            local d = "\(d)"
+            fs.write(d .. "/a.txt", "hello\\0world")
+            fs.append(d .. "/a.txt", "!")
+            local data = fs.read(d .. "/a.txt")
+            print(#data, data:sub(7), fs.exists(d .. "/a.txt"), fs.exists(d .. "/nope"))
+            local st = fs.stat(d .. "/a.txt")
+            print(st.type, st.size, math.type(st.mtime), st.mtime > 1.7e9, string.format("%o", st.mode))
+            print(fs.stat(d .. "/nope"), fs.stat(d).type)
+            fs.write(d .. "/b.txt", "x", {mode = tonumber("600", 8)})
+            print(string.format("%o", fs.stat(d .. "/b.txt").mode))
+            fs.write(d .. "/b.txt", "yy")  -- atomic replace keeps the mode
+            print(string.format("%o", fs.stat(d .. "/b.txt").mode), fs.read(d .. "/b.txt"))
+            fs.mkdir(d .. "/deep/er/dir")
+            fs.write(d .. "/deep/er/dir/f.lua", "return 1")
+            fs.copy(d .. "/a.txt", d .. "/deep/c.txt")
+            fs.rename(d .. "/deep/c.txt", d .. "/deep/moved.txt")
+            print(table.concat(fs.list(d), ","), table.concat(fs.list(d .. "/deep"), ","))
+            local function rel(list) for i, p in ipairs(list) do list[i] = p:sub(#d + 2) end return table.concat(list, ",") end
+            print(rel(fs.glob(d .. "/*.txt")), rel(fs.glob(d .. "/**/*.lua")), rel(fs.glob(d .. "/**")))
+            fs.remove(d .. "/deep", {recursive = true})
+            print(fs.exists(d .. "/deep"))
+            """)
+        #expect(r.lines == [
+            "12\tworld!\ttrue\tfalse",
+            "file\t12\tfloat\ttrue\t644",
+            "nil\tdir",
+            "600",
+            "600\tyy",
+            "a.txt,b.txt,deep\ter,moved.txt",
+            "a.txt,b.txt\tdeep/er/dir/f.lua\ta.txt,b.txt,deep,deep/er,deep/er/dir,deep/er/dir/f.lua,deep/moved.txt",
+            "false",
+        ], "\(r.output)")
+    }
+
+    @Test func failuresRaiseKindFSWithThePathAndTheReason() async throws {
+        let r = try await runLua("""
+            local ok, e = pcall(fs.read, "/nonexistent/x.txt")
+            print(ok, e.kind, e.path, tostring(e))
+            ok, e = pcall(fs.mkdir, "/proc/tasker-no", {parents = false})
+            print(ok, e.kind, e.message:match("^cannot create directory") ~= nil)
+            ok, e = pcall(fs.remove, "/nonexistent")
+            print(ok, e.kind)
+            ok, e = pcall(fs.read, 42)
+            print(ok, e.kind, e.message)
+            ok, e = pcall(fs.write, "/tmp/x", "y", {atomic = "yes"})
+            print(ok, e.kind, e.message)
+            local h = tasker.add(function() return fs.read("/nonexistent/in-task") end)
+            local ok2, e2 = h:result()
+            print(ok2, e2.kind, tostring(e2):find("pipeline.lua:11: fs: cannot open", 1, true) ~= nil)
+            """)
+        #expect(r.lines == [
+            "false\tfs\t/nonexistent/x.txt\tfs: cannot open '/nonexistent/x.txt': No such file or directory",
+            "false\tfs\ttrue",
+            "false\tfs",
+            "false\tusage\tbad argument #1 to 'fs.read' (string (a path) expected, got number)",
+            "false\tusage\tbad option 'atomic' to 'fs.write' (boolean expected, got string)",
+            "false\tfs\ttrue",
+        ], "\(r.output)")
+    }
+
+    @Test func aLargeReadDoesNotStallOtherTasksAndTempdirsGoAtTheEnd() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        let big = d + "/big.bin"
+        #expect(FileManager.default.createFile(atPath: big, contents: Data(count: 64 << 20)))
+        let r = try await runLua("""
+            local reading, done, during = false, false, 0
+            local reader = tasker.add(function()
+              local t = fs.tempdir()
+              fs.write(t .. "/copy", "x")
+              reading = true
+              local data = fs.read("\(big)")
+              done = true
+              return #data, t
+            end)
+            local ticker = tasker.add(function()
+              while not done do
+                if reading then during = during + 1 end
+                tasker.sleep(0.001)
+              end
+            end)
+            local n, t = reader:await()
+            ticker:await()
+            -- other tasks ran while the 64 MB were read
+            print(n, during > 0, fs.exists(t))
+            local kept = fs.tempdir{keep = true}
+            print(kept:match("tasker%-") ~= nil)
+            io.open("\(d)/dirs", "w"):write(t .. "\\n" .. kept):close()
+            """)
+        #expect(r.lines == ["67108864\ttrue\ttrue", "true"], "\(r.output)")
+        // the run removed its temp dir, not the kept one
+        let dirs = try String(contentsOfFile: d + "/dirs", encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(!FileManager.default.fileExists(atPath: dirs[0]))
+        let kept = dirs[1]
+        #expect(FileManager.default.fileExists(atPath: kept))
+        try? FileManager.default.removeItem(atPath: kept)
+    }
+}
