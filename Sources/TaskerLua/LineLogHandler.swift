@@ -1,20 +1,31 @@
 import Foundation
 import Logging
 
-/// Writes one line per log record: time (UTC), level, the task it came
-/// from, the message and its fields sorted by key, with secrets shown as `***`.
+/// Writes one line per log record, logfmt by default: UTC date and time,
+/// level, the task it came from, the message and its fields sorted by key;
+/// values with spaces, quotes or `=` quoted; tables as JSON; secrets as `***`.
 ///
-///     04:41:12.345 INFO  [fetch] got 3 items count=3 url=https://example
+///     2026-11-22T04:41:12.345Z WARN [fetch] slow response ms=1200 url="https://x/a b" ids=[1,2]
+///
+/// With `format: .json`, one JSON object per line instead:
+///
+///     {"fields":{"ms":1200},"level":"warn","msg":"slow response","task":"fetch","ts":"2026-11-22T04:41:12.345Z"}
 public struct LineLogHandler: LogHandler {
+    public enum Format: String, Sendable {
+        case logfmt, json
+    }
+
     /// Header names whose values never appear in logs or events.
     public static let secretKeys: Set<String> = ["authorization", "cookie", "proxy-authorization", "x-api-key"]
 
     private let sink: @Sendable (String) -> Void
+    private let format: Format
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
 
-    public init(level: Logger.Level, sink: @escaping @Sendable (String) -> Void) {
+    public init(level: Logger.Level, format: Format = .logfmt, sink: @escaping @Sendable (String) -> Void) {
         self.logLevel = level
+        self.format = format
         self.sink = sink
     }
 
@@ -26,33 +37,105 @@ public struct LineLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var fields = metadata
         if let extra = event.metadata { fields.merge(extra) { $1 } }
-        let task = fields.removeValue(forKey: "task").map { "[\($0)] " } ?? ""
-        var line = "\(LineLogHandler.timestamp()) \(LineLogHandler.name(event.level)) \(task)\(event.message)"
-        for key in fields.keys.sorted() {
-            let value = LineLogHandler.secretKeys.contains(key.lowercased()) ? "***" : "\(fields[key]!)"
-            line += " \(key)=\(value)"
+        let task = fields.removeValue(forKey: "task").map { "\($0)" }
+        switch format {
+        case .logfmt: sink(logfmtLine(event, task: task, fields: fields))
+        case .json: sink(jsonLine(event, task: task, fields: fields))
         }
-        sink(line)
+    }
+
+    private func logfmtLine(_ event: LogEvent, task: String?, fields: Logger.Metadata) -> String {
+        var line = "\(Self.timestamp()) \(Self.name(event.level))"
+        if let task { line += " [\(task)]" }
+        line += " \(event.message)"
+        for key in fields.keys.sorted() {
+            line += " \(Self.quoted(key))="
+            if Self.secretKeys.contains(key.lowercased()) {
+                line += "***"
+            } else if case .stringConvertible(let v as LogJSON) = fields[key]! {
+                line += v.text
+            } else {
+                line += Self.quoted("\(fields[key]!)")
+            }
+        }
+        return line
+    }
+
+    private func jsonLine(_ event: LogEvent, task: String?, fields: Logger.Metadata) -> String {
+        var out = "{\"level\":\(Self.json(Self.name(event.level).lowercased())),\"msg\":\(Self.json("\(event.message)"))"
+        if let task { out += ",\"task\":\(Self.json(task))" }
+        out += ",\"ts\":\"\(Self.timestamp())\""
+        if !fields.isEmpty {
+            out += ",\"fields\":{"
+            out += fields.keys.sorted().map { key in
+                let value: String
+                if Self.secretKeys.contains(key.lowercased()) {
+                    value = "\"***\""
+                } else if case .stringConvertible(let v as LogJSON) = fields[key]! {
+                    value = v.text
+                } else {
+                    value = Self.json("\(fields[key]!)")
+                }
+                return "\(Self.json(key)):\(value)"
+            }.joined(separator: ",")
+            out += "}"
+        }
+        return out + "}"
+    }
+
+    /// A logfmt value: bare when it can be, else in double quotes.
+    static func quoted(_ s: String) -> String {
+        let needsQuotes = s.isEmpty || s.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value < 0x20 }
+        return needsQuotes ? json(s) : s
+    }
+
+    /// A JSON string literal.
+    static func json(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where u.value < 0x20:
+                let hex = String(u.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(u)
+            }
+        }
+        return out + "\""
     }
 
     static func name(_ level: Logger.Level) -> String {
         switch level {
         case .trace: "TRACE"
         case .debug: "DEBUG"
-        case .info: "INFO "
-        case .notice: "NOTE "
-        case .warning: "WARN "
+        case .info: "INFO"
+        case .notice: "NOTE"
+        case .warning: "WARN"
         case .error: "ERROR"
-        case .critical: "CRIT "
+        case .critical: "CRIT"
         }
     }
 
+    /// `2026-11-22T04:41:12.345Z`.
     static func timestamp() -> String {
         var tv = timeval()
         gettimeofday(&tv, nil)
         var tm = tm()
         var seconds = tv.tv_sec
         gmtime_r(&seconds, &tm)
-        return String(format: "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, Int(tv.tv_usec / 1000))
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(tm.tm_year) + 1900, Int(tm.tm_mon) + 1, Int(tm.tm_mday),
+                      Int(tm.tm_hour), Int(tm.tm_min), Int(tm.tm_sec), Int(tv.tv_usec / 1000))
     }
+}
+
+/// A field value that is JSON text already (a Lua table, a number, a
+/// boolean): written as it is in both formats.
+public struct LogJSON: CustomStringConvertible, Sendable {
+    public let text: String
+    public init(_ text: String) { self.text = text }
+    public var description: String { text }
 }

@@ -21,6 +21,8 @@ public final class LuaRuntime {
         public var output: (@Sendable (String) -> Void)?
         /// Log records at this level and above are written (`--log-level`).
         public var logLevel: Logger.Level = .info
+        /// `--log-format`: logfmt lines or JSON objects.
+        public var logFormat: LineLogHandler.Format = .logfmt
         /// Where log lines (the `log` module, handler errors, reloads) go.
         /// Free the Lua state and every record at the end. A process that
         /// exits right after the run (the CLI) skips this: the OS frees it
@@ -118,8 +120,8 @@ public final class LuaRuntime {
         self.httpEngine = Engine(loop: loop, concurrency: HTTPSettings().concurrency)
         engine.peer = httpEngine
         httpEngine.peer = engine
-        let level = options.logLevel, sink = options.diagnostics
-        self.logger = Logger(label: "tasker") { _ in LineLogHandler(level: level, sink: sink) }
+        let level = options.logLevel, format = options.logFormat, sink = options.diagnostics
+        self.logger = Logger(label: "tasker") { _ in LineLogHandler(level: level, format: format, sink: sink) }
         crt = tasker_runtime_new()
         var err = [CChar](repeating: 0, count: 512)
         guard let L = tasker_newstate(crt, &err, err.count) else {

@@ -56,6 +56,15 @@ final class StatusLine: EngineObserver, Sendable {
         fflush(out)
     }
 
+    /// A line for stderr (a log line, a warning): the status line is erased
+    /// first, so the two never mix; it is drawn again at the next tick.
+    func writeError(_ text: String) {
+        state.withLock { s in
+            erase(&s)
+            StandardError.write(text)
+        }
+    }
+
     /// Erases the status line for good (before the summary).
     func finish() {
         state.withLock { s in

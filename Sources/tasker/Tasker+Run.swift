@@ -23,6 +23,9 @@ extension Tasker {
         @Option(name: .long, help: "debug, info, warn or error.")
         var logLevel: String = "info"
 
+        @Option(name: .long, help: "Log lines as logfmt (the default) or json (one object per line).")
+        var logFormat: String = "logfmt"
+
         @Option(name: .long, help: "Write one JSON object per event to this file ('-': stdout).")
         var events: String?
 
@@ -66,6 +69,9 @@ extension Tasker {
             guard ["debug", "info", "warn", "error"].contains(logLevel) else {
                 throw ValidationError("--log-level must be debug, info, warn or error (got '\(logLevel)')")
             }
+            guard LineLogHandler.Format(rawValue: logFormat) != nil else {
+                throw ValidationError("--log-format must be logfmt or json (got '\(logFormat)')")
+            }
             if plan && !resume { throw ValidationError("--plan goes with --resume") }
             if noJournal && (resume || report != nil) {
                 throw ValidationError("--no-journal cannot go with \(resume ? "--resume" : "--report") (both read the journal)")
@@ -93,7 +99,11 @@ extension Tasker {
                 options.vars[String(parts[0])] = String(parts[1])
             }
             let status: StatusLine? = noProgress || !StatusLine.wanted ? nil : StatusLine()
-            if let status { options.output = { status.write($0) } }
+            options.logFormat = LineLogHandler.Format(rawValue: logFormat) ?? .logfmt
+            if let status {
+                options.output = { status.write($0) }
+                options.diagnostics = { status.writeError($0 + "\n") }
+            }
             let signals = SignalWatcher()
             let events: EventsWriter?
             do {

@@ -245,15 +245,35 @@ import Testing
         let s = try Scratch(["log.lua": "log.info('hello info'); log.warn('hello warn'); log.debug('hello debug')\n"])
         defer { s.cleanup() }
         let normal = try await tasker(["run", "log.lua"], in: s.dir)
-        #expect(normal.stderr.contains("INFO  hello info"))
-        #expect(normal.stderr.contains("WARN  hello warn"))
+        #expect(normal.stderr.contains("INFO hello info"))
+        #expect(normal.stderr.contains("WARN hello warn"))
         #expect(!normal.stderr.contains("hello debug"))
         let warn = try await tasker(["run", "--log-level", "warn", "log.lua"], in: s.dir)
         #expect(!warn.stderr.contains("hello info"))
-        #expect(warn.stderr.contains("WARN  hello warn"))
+        #expect(warn.stderr.contains("WARN hello warn"))
         let debug = try await tasker(["run", "--log-level", "debug", "log.lua"], in: s.dir)
         #expect(debug.stderr.contains("DEBUG hello debug"))
         #expect(normal.stdout.isEmpty)
+    }
+
+    @Test func logFormatJSONWritesOneObjectPerLine() async throws {
+        let s = try Scratch(["log.lua": """
+            tasker.add{name = "fetch", run = function()
+              log.warn("slow", {ms = 1200, url = "https://x/a b", ids = {1, 2}, token = "abc"})
+            end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-journal", "--log-format", "json", "log.lua"], in: s.dir)
+        #expect(r.status == 0)
+        let line = try #require(r.stderr.split(separator: "\n").first { $0.hasPrefix("{") })
+        let o = try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+        #expect(o["level"] as? String == "warn" && o["msg"] as? String == "slow" && o["task"] as? String == "fetch")
+        #expect((o["ts"] as? String)?.hasSuffix("Z") == true)
+        let fields = try #require(o["fields"] as? [String: Any])
+        #expect(fields["ms"] as? Int == 1200 && fields["url"] as? String == "https://x/a b")
+        #expect(fields["ids"] as? [Int] == [1, 2])
+        let bad = try await tasker(["run", "--log-format", "yaml", "log.lua"], in: s.dir)
+        #expect(bad.status == 2 && bad.stderr.contains("--log-format must be logfmt or json"))
     }
 }
 
@@ -267,7 +287,9 @@ import Testing
             return i
           end}
         end
-        print("sum", tasker.all(hs)[3])
+        local total = tasker.all(hs)[3]
+        log.info("all steps done")
+        print("sum", total)
         """
 
     /// Runs tasker in a pseudo-terminal; `noColor` sets or removes NO_COLOR.
@@ -306,6 +328,10 @@ import Testing
         // erased before the summary: the last frame is followed by a clear
         let summary = screen.range(of: "tasker: 3 tasks")!.lowerBound
         #expect(screen[..<summary].hasSuffix("\u{1B}[J") || screen[..<summary].contains("\u{1B}[J"))
+        // a log line erases the status line first: the clear comes right before its date
+        let log = try #require(screen.range(of: "Z INFO all steps done"))
+        let before = screen[..<log.lowerBound].dropLast(23)  // the date and time
+        #expect(before.hasSuffix("\u{1B}[J"), "\(before.suffix(40).debugDescription)")
     }
 
     @Test func noProgressAndNoColorAreRespected() async throws {
@@ -394,10 +420,10 @@ import Testing
         let r = try await tasker(["run", "--var", "path=\(s.dir.path)", "--var", "log=\(logPath)", "--var", "every=0.05",
                                   "--var", "checks=3", "--var", "max_percent=0", "examples/watch_disk.lua"], in: root)
         #expect(r.status == 0)
-        #expect(r.stderr.components(separatedBy: "WARN  [disk-check#").count - 1 == 3)
+        #expect(r.stderr.components(separatedBy: "WARN [disk-check#").count - 1 == 3)
         #expect(r.stderr.contains("disk almost full path=\(s.dir.path) used="))
         let calm = try await tasker(["run", "--var", "path=\(s.dir.path)", "--var", "every=0.05", "--var", "checks=1",
                                      "--var", "max_percent=100", "examples/watch_disk.lua"], in: root)
-        #expect(calm.stderr.contains("INFO  [disk-check#1] disk ok"))
+        #expect(calm.stderr.contains("INFO [disk-check#1] disk ok"))
     }
 }

@@ -39,7 +39,7 @@ import Testing
             print(ok, took < 1)
             """, files: ["rules.lua": Self.rule(1)], watch: true)
         #expect(r.lines == ["1", "true\ttrue", "true\ttrue"])
-        #expect(r.diagnostics.components(separatedBy: "INFO  reloaded rules.lua").count - 1 >= 2)
+        #expect(r.diagnostics.components(separatedBy: "INFO reloaded rules.lua").count - 1 >= 2)
     }
 
     @Test func aBrokenReloadKeepsTheOldVersionAndLogsFileAndLine() async throws {

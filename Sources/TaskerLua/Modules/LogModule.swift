@@ -34,12 +34,30 @@ final class LogModule: LuaModule {
         if s.type(2) == LUA_TTABLE {
             lua_pushnil(L)
             while lua_next(L, 2) != 0 {
-                let value = s.describe(-1)
+                let top = lua_gettop(L)
+                metadata[s.describe(top - 1)] = field(L, top)
                 s.pop()
-                metadata[s.describe(-1)] = "\(value)"
             }
         }
         logger.log(level: level, "\(s.describe(1))", metadata: metadata)
         return 0
+    }
+
+    /// A field's value: strings as they are; numbers, booleans and tables
+    /// as JSON (a table `json.encode` refuses, such as one holding a
+    /// function, is shown as Lua describes it).
+    private func field(_ L: OpaquePointer, _ i: Int32) -> Logger.Metadata.Value {
+        let s = LuaStack(L)
+        switch s.type(i) {
+        case LUA_TSTRING:
+            return .string(s.string(i) ?? "")
+        case LUA_TNUMBER, LUA_TBOOLEAN, LUA_TTABLE:
+            if let bytes = try? runtime.json.encodeJSON(L, i) {
+                return .stringConvertible(LogJSON(String(decoding: bytes, as: UTF8.self)))
+            }
+            return .string(s.describe(i))
+        default:
+            return .string(s.describe(i))
+        }
     }
 }
