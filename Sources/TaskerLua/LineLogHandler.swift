@@ -9,7 +9,7 @@ import Logging
 ///
 /// With `format: .json`, one JSON object per line instead:
 ///
-///     {"fields":{"ms":1200},"level":"warn","msg":"slow response","task":"fetch","ts":"2026-11-22T04:41:12.345Z"}
+///     {"level":"warn","msg":"slow response","task":"fetch","ts":"2026-11-22T04:41:12.345Z","fields":{"ms":1200}}
 public struct LineLogHandler: LogHandler {
     public enum Format: String, Sendable {
         case logfmt, json
