@@ -14,6 +14,11 @@ struct ExecRequest: Sendable {
     var stdin: [UInt8]?
     var timeout: Double?
     var check = true
+    /// `stream=true`: each line also goes to `streamSink` as it arrives,
+    /// prefixed `[label] `.
+    var stream = false
+    var label = ""
+    var streamSink: (@Sendable (String) -> Void)?
 
     /// The command as a person would type it, for messages.
     var display: String { argv.joined(separator: " ") }
@@ -72,6 +77,9 @@ enum ExecRunner {
         var leader: pid_t = 0
         groups.willSpawn()
         defer { if leader != 0 { groups.leaderExited(leader) } }
+        if r.stream, let sink = r.streamSink {
+            return try await spawnStreaming(configuration, r, sink: sink, groups: groups)
+        }
         let result = if let stdin = r.stdin {
             // stdin comes from an unlinked temp file, not a pipe: a child that
             // does not read it (`true`, `head -c 10`) cannot make the write
@@ -93,6 +101,65 @@ enum ExecRunner {
         case .signaled(let s): 128 + Int(s)
         }
         return .finished(code: code, stdout: result.standardOutput, stderr: result.standardError)
+    }
+
+    /// Like `spawn`, reading stdout and stderr as they arrive: every
+    /// complete line goes to `sink` as `[label] line` (one call a line, so
+    /// lines of different tasks never mix mid-line), and is still captured.
+    private static func spawnStreaming(_ configuration: Configuration, _ r: ExecRequest,
+                                       sink: @escaping @Sendable (String) -> Void, groups: ProcessGroups) async throws -> ExecOutcome {
+        let prefix = "[\(r.label)] "
+        let input: FileDescriptorInput? = try r.stdin.map { .fileDescriptor(try stdinFile($0), closeAfterSpawningProcess: true) }
+        let result = if let input {
+            try await Subprocess.run(configuration, input: input, output: .sequence, error: .sequence) { execution in
+                try await readLines(execution, prefix: prefix, sink: sink, groups: groups)
+            }
+        } else {
+            try await Subprocess.run(configuration, input: .none, output: .sequence, error: .sequence) { execution in
+                try await readLines(execution, prefix: prefix, sink: sink, groups: groups)
+            }
+        }
+        groups.leaderExited(result.processIdentifier.value)
+        let code: Int = switch result.terminationStatus {
+        case .exited(let c): Int(c)
+        case .signaled(let s): 128 + Int(s)
+        }
+        return .finished(code: code, stdout: result.closureResult.0, stderr: result.closureResult.1)
+    }
+
+    private static func readLines<I: InputProtocol>(_ execution: Execution<I, SequenceOutput, SequenceOutput>, prefix: String,
+                                                    sink: @escaping @Sendable (String) -> Void,
+                                                    groups: ProcessGroups) async throws -> ([UInt8], [UInt8]) {
+        groups.started(execution.processIdentifier.value)
+        async let out = collectLines(execution.standardOutput, prefix: prefix, sink: sink)
+        async let err = collectLines(execution.standardError, prefix: prefix, sink: sink)
+        return try await (out, err)
+    }
+
+    /// Captures a stream (up to the output limit) and hands each complete
+    /// line to `sink`; a last line without a newline goes out at the end.
+    private static func collectLines(_ sequence: SubprocessOutputSequence, prefix: String,
+                                     sink: @Sendable (String) -> Void) async throws -> [UInt8] {
+        var captured: [UInt8] = []
+        var partial: [UInt8] = []
+        for try await buffer in sequence {
+            try buffer.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws(ExecSetupError) in
+                if captured.count + raw.count > outputLimit {
+                    throw ExecSetupError(message: "output over \(outputLimit >> 20) MiB")
+                }
+                captured.append(contentsOf: raw)
+                var start = raw.startIndex
+                for i in raw.indices where raw[i] == UInt8(ascii: "\n") {
+                    partial.append(contentsOf: raw[start..<i])
+                    sink(prefix + String(decoding: partial, as: UTF8.self))
+                    partial.removeAll(keepingCapacity: true)
+                    start = i + 1
+                }
+                partial.append(contentsOf: raw[start...])
+            }
+        }
+        if !partial.isEmpty { sink(prefix + String(decoding: partial, as: UTF8.self)) }
+        return captured
     }
 
     /// The bytes in an unlinked temporary file, positioned at its start.

@@ -89,8 +89,29 @@ import Testing
             "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})",
             "bad element #2 in 'tasker.exec' command (string expected, got table)",
             "bad option 'timeout' to 'tasker.exec' (positive number expected, got -1)",
-            "unknown option 'shell' to 'tasker.exec' (known: check, cwd, env, stdin, timeout)",
+            "unknown option 'shell' to 'tasker.exec' (known: check, cwd, env, stdin, stream, timeout)",
             "bad argument #1 to 'tasker.sh' (string expected, got number)",
         ])
+    }
+
+    @Test func streamWritesEachLinePrefixedAsItArrivesAndStillCaptures() async throws {
+        let r = try await runLua("""
+            local a = tasker.add{name = "build", run = function()
+              local out = tasker.sh("echo one; echo two >&2; printf '%0100000d' 0 | tr 0 x; echo; printf 'no newline'", {stream = true})
+              return #out.stdout, out.stderr
+            end}
+            local b = tasker.add{name = "lint", run = function()
+              return #tasker.exec{"printf", "a\\nb\\n", stream = true}.stdout
+            end}
+            print(a:await())
+            print(b:await())
+            """)
+        #expect(r.lines == ["100015\ttwo", "", "4"], "\(r.output.prefix(500))")
+        let lines = r.diagnostics.split(separator: "\n").map(String.init)
+        #expect(lines.contains("[build] one") && lines.contains("[build] two") && lines.contains("[build] no newline"))
+        #expect(lines.contains("[lint] a") && lines.contains("[lint] b"))
+        // a 100 KB line arrives whole, never cut where the pipe's chunks end
+        let long = lines.filter { $0.hasPrefix("[build] xx") }.map(\.count)
+        #expect(long == [100_008])
     }
 }

@@ -18,7 +18,7 @@ final class ExecModule: LuaModule {
     /// `tasker.exec` and `tasker.sh`, added to the `tasker` table.
     func install(in runtime: LuaRuntime) { addToTaskerTable(Self.functions, in: runtime.L) }
 
-    static let options: Set<String> = ["cwd", "env", "stdin", "timeout", "check"]
+    static let options: Set<String> = ["cwd", "env", "stdin", "timeout", "check", "stream"]
 
     func exec(_ L: OpaquePointer) -> Int32 {
         guard lua_type(L, 1) == LUA_TTABLE else { return runtime.argError(L, "tasker.exec", 1, "table") }
@@ -64,6 +64,7 @@ final class ExecModule: LuaModule {
                 }
                 r.timeout = try o.read("timeout", "positive number") { s.number($0).flatMap { $0 > 0 && $0.isFinite ? $0 : nil } }
                 r.check = try o.read("check", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? true
+                r.stream = try o.read("stream", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? false
                 r.env = try o.read("env", "table of strings") { i in
                     guard s.type(i) == LUA_TTABLE else { return nil }
                     var env: [String: String] = [:]
@@ -83,6 +84,10 @@ final class ExecModule: LuaModule {
             }
         }
         if let status = runtime.cannotWait(L, fn) { return status }
+        if r.stream {
+            r.label = runtime.current?.taskID.map { runtime.engine.name($0) } ?? "main"
+            r.streamSink = runtime.options.diagnostics
+        }
         return runtime.suspend(L, .wait(ExecWait(r)))
     }
 
