@@ -27,6 +27,9 @@ final class JournalRecorder: EngineObserver {
     private var extras: [TaskID: Extra] = [:]
     private var recentlyStarted: [TaskID] = []
     private var hosts: [String: JournalHostRequests] = [:]
+    /// The slowest tasks so far (for the summary), longest first.
+    private(set) var slowest: [(name: String, seconds: Double)] = []
+    static let slowestKept = 5
     private var ticking = false
     /// Entries since the last tick (handed to the writer then): most as
     /// plain values, the others encoded.
@@ -150,6 +153,7 @@ final class JournalRecorder: EngineObserver {
         case .failed: .failed
         default: .cancelled
         }
+        if let s = startTime(id) { noteDuration(id, t - s, engine) }
         if state == .succeeded, ephemeral.isEmpty || ephemeral[id] == nil, let p = plainEntry(id, engine, ended: t) {
             plain.append(p)
             scheduleTick(engine)
@@ -189,6 +193,16 @@ final class JournalRecorder: EngineObserver {
         }
         JournalCodec.encode(e, into: &encoded)
         scheduleTick(engine)
+    }
+
+    /// Keeps the slowest tasks (groups and schedules apart): one comparison
+    /// for a task that is not among them.
+    private func noteDuration(_ id: TaskID, _ seconds: Double, _ engine: Engine) {
+        guard slowest.count < Self.slowestKept || seconds > slowest[slowest.count - 1].seconds,
+              !engine.isGroupOrSchedule(id) else { return }
+        slowest.append((engine.name(id), seconds))
+        slowest.sort { $0.seconds > $1.seconds }
+        if slowest.count > Self.slowestKept { slowest.removeLast() }
     }
 
     /// One HTTP attempt (from the runtime's request events).

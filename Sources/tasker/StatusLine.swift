@@ -18,6 +18,8 @@ final class StatusLine: EngineObserver, Sendable {
         var done = 0
         var failed = 0
         var bars: [TaskID: (name: String, fraction: Double, message: String?)] = [:]
+        /// Running tasks with their start, to name the longest-running ones.
+        var runningSince: [TaskID: (name: String, since: UInt64)] = [:]
         var drawnLines = 0
         var finished = false
     }
@@ -74,7 +76,14 @@ final class StatusLine: EngineObserver, Sendable {
     }
 
     func taskAdded(_ id: TaskID, engine: Engine) { state.withLock { $0.total += 1 } }
-    func taskStarted(_ id: TaskID, engine: Engine) { state.withLock { $0.running += 1 } }
+    func taskStarted(_ id: TaskID, engine: Engine) {
+        let name = engine.name(id), now = Monotonic.now()
+        let named = !engine.isGroupOrSchedule(id)
+        state.withLock { s in
+            s.running += 1
+            if named { s.runningSince[id] = (name, now) }
+        }
+    }
 
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
         let name = engine.name(id)
@@ -88,6 +97,7 @@ final class StatusLine: EngineObserver, Sendable {
             if outcome.state == .failed { s.failed += 1 }
             if started, s.running > 0 { s.running -= 1 }
             s.bars[id] = nil
+            s.runningSince[id] = nil
         }
     }
 
@@ -99,7 +109,9 @@ final class StatusLine: EngineObserver, Sendable {
         let width = Self.columns()
         let elapsed = String(format: "%.1fs", Double(Monotonic.now() - start) / 1e9)
         let failedText = s.failed > 0 ? paint("failed \(s.failed)", "31") : "failed 0"
-        var lines = ["tasker: running \(s.running) · done \(s.done)/\(s.total) · \(failedText) · \(elapsed)"]
+        var head = "tasker: running \(s.running) · done \(s.done)/\(s.total) · \(failedText) · \(elapsed)"
+        head += Self.longestRunning(s.runningSince, room: width - head.count - (color && s.failed > 0 ? -9 : 0))
+        var lines = [head]
         for (_, bar) in s.bars.sorted(by: { $0.key < $1.key }).prefix(Self.maxBars) {
             let cells = 20
             let filled = Int((bar.fraction * Double(cells)).rounded())
@@ -111,6 +123,27 @@ final class StatusLine: EngineObserver, Sendable {
         out += lines.map { String($0.prefix(width + (color ? 20 : 0))) }.joined(separator: "\n")
         s.drawnLines = lines.count
         StandardError.write(out)
+    }
+
+    /// ` · build 12.3s, test 3.4s, +2` — the longest-running tasks first,
+    /// as many as fit in `room` columns.
+    static func longestRunning(_ running: [TaskID: (name: String, since: UInt64)], room: Int) -> String {
+        guard !running.isEmpty, room > 12 else { return "" }
+        let now = Monotonic.now()
+        let oldest = running.values.sorted { $0.since < $1.since }
+        var out = " · "
+        var shown = 0
+        for t in oldest.prefix(8) {
+            let item = "\(t.name) \(String(format: "%.1fs", Double(now &- t.since) / 1e9))"
+            let more = oldest.count - shown - 1
+            let tail = more > 0 ? ", +\(more)" : ""
+            guard out.count + item.count + (shown > 0 ? 2 : 0) + tail.count <= room else { break }
+            out += (shown > 0 ? ", " : "") + item
+            shown += 1
+        }
+        guard shown > 0 else { return "" }
+        if oldest.count > shown { out += ", +\(oldest.count - shown)" }
+        return out
     }
 
     private func erase(_ s: inout State) {

@@ -7,6 +7,8 @@ import TaskerLua
 /// cancelled task with its reason.
 struct Summary {
     let result: RunResult
+    /// The slowest tasks, longest first (known when the run was recorded).
+    var slowest: [(name: String, seconds: Double)] = []
     /// Longer messages are cut (a 50 MB error string is not a summary).
     static let messageLimit = 2000
     /// Cancelled tasks listed by name; past this, a count.
@@ -43,7 +45,16 @@ struct Summary {
         if result.cancelled.count > Self.cancelledLimit {
             lines.append("  … and \(result.cancelled.count - Self.cancelledLimit) more cancelled")
         }
+        // Only worth a line when something took a noticeable time.
+        let slow = slowest.filter { $0.seconds >= 0.1 }
+        if !slow.isEmpty {
+            lines.append("  slowest: " + slow.map { "\($0.name) \(Self.duration($0.seconds))" }.joined(separator: ", "))
+        }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    static func duration(_ s: Double) -> String {
+        s < 60 ? String(format: "%.1fs", s) : String(format: "%dm%02ds", Int(s) / 60, Int(s) % 60)
     }
 
     static func cut(_ message: String) -> String {

@@ -172,7 +172,7 @@ extension Tasker {
             if let journalError = recorder?.finish(result, exitCode: code) {
                 StandardError.write("tasker: warning: the journal could not be written: \(journalError)\n")
             }
-            Summary(result: result).print()
+            Summary(result: result, slowest: recorder?.slowest ?? []).print()
             if let report, let recorder {
                 do {
                     try ReportCommand.write(runID: recorder.runID, directory: journal.directory, to: report)

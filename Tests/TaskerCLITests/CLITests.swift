@@ -325,6 +325,10 @@ import Testing
         #expect(screen.contains("\u{1B}[32m#"))
         #expect(screen.contains("sum\t3"))
         #expect(screen.contains("tasker: 3 tasks: 3 succeeded, 0 failed"))
+        // the status line names the longest-running tasks with their time
+        #expect(screen.range(of: #"· step-\d \d+\.\ds"#, options: .regularExpression) != nil)
+        // the summary names the slowest tasks
+        #expect(screen.range(of: #"slowest: step-\d 0\.\ds, step-\d 0\.\ds, step-\d 0\.\ds"#, options: .regularExpression) != nil)
         // erased before the summary: the last frame is followed by a clear
         let summary = screen.range(of: "tasker: 3 tasks")!.lowerBound
         #expect(screen[..<summary].hasSuffix("\u{1B}[J") || screen[..<summary].contains("\u{1B}[J"))
