@@ -134,15 +134,7 @@ enum Files {
     }
 
     private static func writeAll(_ fd: Int32, _ data: [UInt8], _ path: String) throws(FSFailure) {
-        var done = 0
-        while done < data.count {
-            let n = data.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, data.count - done) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FSFailure("cannot write", path, errno)
-            }
-            done += n
-        }
+        if let reason = TaskerLua.writeAll(fd, data) { throw FSFailure(message: "cannot write '\(path)': \(reason)", path: path) }
     }
 
     /// The mode a new file gets: 0666 less the umask.

@@ -15,6 +15,7 @@
 #include <lualib.h>
 #include <lauxlib.h>
 #include <stdint.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -108,6 +109,11 @@ int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chu
 /// The stripped bytecode of the Lua function at idx in a malloc'd buffer
 /// the caller frees, or NULL (a C function, out of memory).
 unsigned char *tasker_dump(lua_State *L, int idx, size_t *len);
+/// pidfd_open(2): a descriptor that polls readable when `pid` exits, or -1.
+int tasker_pidfd_open(int pid);
+/// glibc's posix_spawn_file_actions_addclosefrom_np / _addchdir_np.
+int tasker_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
+int tasker_spawn_chdir(posix_spawn_file_actions_t *actions, const char *dir);
 /// lua_pcall with luaL_traceback as the message handler.
 int tasker_pcall_traceback(lua_State *L, int nargs, int nresults);
 

@@ -1,6 +1,9 @@
 import CLua
 import CLuaShim
 import TaskerCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `tasker.exec{"cmd", "arg", …, cwd=, env={}, stdin=, timeout=, check=true}`
 /// and `tasker.sh(command [, opts])` (README, Processes). Both wait; they return
@@ -137,25 +140,90 @@ final class ExecModule: LuaModule {
 /// the fiber on the loop; a cancel sends SIGTERM, then SIGKILL after 2 s.
 final class ExecWait: FiberWait {
     let request: ExecRequest
-    private var task: Task<Void, Never>?
+    private var pid: pid_t = 0
+    private var exited = false
+    private var answered = false
+    private var timedOut = false
+    private var timer: LoopTimer?
+    private weak var runtime: LuaRuntime?
+    private var fiber: Fiber?
 
     init(_ request: ExecRequest) { self.request = request }
 
+    /// Spawns the child (posix_spawn) and hands it to the process reactor;
+    /// its end comes back to the loop.
     func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        self.runtime = runtime
+        self.fiber = fiber
+        let r = request, groups = runtime.processGroups
+        groups.willSpawn()
+        var stdinFD: Int32?
+        if let bytes = r.stdin {
+            do { stdinFD = try ExecRunner.stdinFile(bytes) } catch {
+                answer(.failed("\(error)"))
+                return
+            }
+        }
+        defer { if let fd = stdinFD { close(fd) } }
+        let child: ProcessSpawner.Child
+        do {
+            child = try ProcessSpawner.spawn(argv: r.argv, env: ProcessSpawner.environment(r.env), cwd: r.cwd, stdin: stdinFD)
+        } catch {
+            answer(.failed(error.message))
+            return
+        }
+        pid = child.pid
+        groups.started(child.pid)
         runtime.loop.beginActivity()
-        let target = LoopBound(runtime, loop: runtime.loop)
-        let waiter = LoopBound(fiber, loop: runtime.loop)
-        let (r, groups) = (request, runtime.processGroups)
-        task = Task {
-            let outcome = await ExecRunner.run(r, groups: groups)
-            target.loop.execute {
-                target.value.loop.endActivity()
-                let runtime = target.value
-                let module = runtime.module(ExecModule.self)
-                runtime.finishWait(waiter.value, .push { [unowned module] co in module.pushExec(outcome, r, onto: co) })
+        let me = LoopBound(self, loop: runtime.loop)
+        ProcessReactor.shared.add(child, prefix: "[\(r.label)] ", lineSink: r.stream ? r.streamSink : nil) { finished in
+            me.loop.execute {
+                let wait = me.value
+                wait.exited = true
+                wait.runtime?.loop.endActivity()
+                groups.leaderExited(child.pid)
+                if wait.timedOut {
+                    wait.answer(.timedOut)
+                } else {
+                    wait.answer(finished.overflow ? .failed("output over \(ProcessReactor.outputLimit >> 20) MiB")
+                                                  : .finished(code: finished.code, stdout: finished.stdout, stderr: finished.stderr))
+                }
+            }
+        }
+        if let timeout = r.timeout {
+            // The caller learns of the timeout once the child is gone.
+            timer = runtime.loop.schedule(after: timeout) { [weak self] in
+                guard let self else { return }
+                self.timedOut = true
+                self.terminate()
             }
         }
     }
 
-    func cancel() { task?.cancel() }
+    /// Resumes the caller, once.
+    private func answer(_ outcome: ExecOutcome) {
+        guard !answered, let runtime, let fiber else { return }
+        answered = true
+        timer?.cancel()
+        timer = nil
+        let r = request
+        let module = runtime.module(ExecModule.self)
+        runtime.finishWait(fiber, .push { [unowned module] co in module.pushExec(outcome, r, onto: co) })
+    }
+
+    /// SIGTERM to the child's group, SIGKILL 2 s later if it is still there.
+    private func terminate() {
+        guard pid != 0, !exited, let runtime else { return }
+        killpg(pid, SIGTERM)
+        let group = pid
+        runtime.loop.schedule(after: 2) { [weak self] in
+            if self?.exited != true { killpg(group, SIGKILL) }
+        }
+    }
+
+    func cancel() {
+        answered = true
+        timer?.cancel()
+        terminate()
+    }
 }
