@@ -114,4 +114,17 @@ import Testing
         let long = lines.filter { $0.hasPrefix("[build] xx") }.map(\.count)
         #expect(long == [100_008])
     }
+
+    @Test func childrenGetNoDescriptorsBeyondTheStandardThreeAndFindProgramsOnPATH() async throws {
+        let r = try await runLua("""
+            local f = assert(io.open(os.tmpname(), "w"))  -- not close-on-exec
+            local fds = tasker.exec{"ls", "/proc/self/fd"}.stdout
+            local n = 0
+            for _ in fds:gmatch("%d+") do n = n + 1 end
+            print(n)  -- 0, 1, 2 and the directory ls itself opened
+            print(tasker.exec{"sh", "-c", "echo $0"}.stdout)
+            f:close()
+            """)
+        #expect(r.lines == ["4", "sh", ""], "\(r.output)")
+    }
 }
