@@ -19,6 +19,14 @@ public enum Journal {
         return home + "/.local/state/tasker"
     }
 
+    /// Creates `directory` (0700) if needed and checks that it can be written.
+    static func prepare(directory: String) throws(SQLiteError) {
+        try makeDirectories(directory)
+        guard access(directory, W_OK | X_OK) == 0 else {
+            throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot write in \(directory): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// Opens the journal in `directory`, creating the directory (0700) and
     /// the file (0600) and the tables when missing.
     static func open(directory: String, create: Bool = true) throws(SQLiteError) -> SQLiteDatabase {

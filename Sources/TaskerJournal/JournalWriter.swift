@@ -11,17 +11,23 @@ public final class JournalWriter {
     private let done = DispatchSemaphore(value: 0)
     static let interval = 0.05
 
-    /// Opens the journal in `directory` (creating it and its tables, so
-    /// that errors show here), records `run` and starts the thread, which
-    /// keeps its own connection.
+    /// Starts the thread, which opens the journal in `directory`, records
+    /// `run` and keeps the connection; errors come back from `close`.
     public init(directory: String, run: JournalRun) throws {
-        let db = try Journal.open(directory: directory)
-        try RunRows(db).insert(run)
+        // Only the directory here (a read-only home shows at once); SQLite
+        // opens on the writer's thread, so a run does not wait for it.
+        try Journal.prepare(directory: directory)
         let queue = self.queue, done = self.done
         let thread = Thread {
             var failure: String?
             var log: TaskLog?
-            do { log = try TaskLog(Journal.open(directory: directory), run: run.id) } catch { failure = "\(error)" }
+            do {
+                let db = try Journal.open(directory: directory)
+                try RunRows(db).insert(run)
+                log = try TaskLog(db, run: run.id)
+            } catch {
+                failure = "\(error)"
+            }
             var batch = Batch()
             var blob: [UInt8] = []
             while true {
