@@ -3,11 +3,12 @@
 -- Lua language server at this folder (see the README's .luarc.json).
 
 ---@class tasker.Error
----@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"interceptor"|"reactor"|"usage"|"deadlock"
+---@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"fs"|"interceptor"|"reactor"|"usage"|"deadlock"|"lost"
 ---@field message string
 ---@field where? string   # "file:line" of the call, for usage errors
 ---@field code? integer   # exec: the exit code
 ---@field stderr? string  # exec: what the program wrote to stderr
+---@field path? string    # fs: the path the operation failed on
 
 ---@class tasker.Retry
 ---@field attempts? integer  # tries including the first (default 1)
@@ -24,6 +25,7 @@
 ---@field args table
 ---@field tags string[]
 ---@field attempt integer  # 1-based
+---@field idempotency_key string  # the same across attempts and resumes
 local Context = {}
 ---@param fraction number  # 0..1
 ---@param message? string
@@ -44,8 +46,9 @@ function Context:cancelled() end
 ---@field start? boolean
 ---@field delay? number
 ---@field key? string
+---@field id? string  # names the task across runs (--resume); unique in a run
 
----@alias tasker.State "waiting"|"pending"|"held"|"running"|"reacting"|"succeeded"|"failed"|"cancelled"
+---@alias tasker.State "waiting"|"pending"|"held"|"running"|"paused"|"reacting"|"succeeded"|"failed"|"cancelled"
 
 ---@class tasker.Handle
 ---@field id integer
@@ -57,6 +60,10 @@ function Handle:state() end
 function Handle:start() end
 ---@param reason? string
 function Handle:cancel(reason) end
+---Holds the task: not started; running, held at its next wait, its processes stopped, its timeout clock still.
+function Handle:pause() end
+---Lets a paused task go on where it was.
+function Handle:resume() end
 ---Waits; returns the task's values or raises its error.
 ---@return any ...
 function Handle:await() end
@@ -118,6 +125,10 @@ function tasker.parallel(specs, opts) end
 function tasker.serial(specs, opts) end
 ---@param seconds number
 function tasker.sleep(seconds) end
+---Nothing new starts until tasker.resume() (or SIGUSR2); running tasks go on.
+function tasker.pause() end
+---Lets new tasks start again after tasker.pause() (or SIGUSR1).
+function tasker.resume() end
 ---@return number
 function tasker.now() end
 ---@param seconds number
@@ -134,11 +145,11 @@ function tasker.intercept(spec) end
 function tasker.react(spec) end
 ---@param path string  # relative to the pipeline's directory
 function tasker.use(path) end
----@param command (string|number)[]|{cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean}
+---@param command (string|number)[]|{cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean, stream?: boolean}
 ---@return tasker.ExecResult
 function tasker.exec(command) end
 ---@param command string
----@param opts? {cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean}
+---@param opts? {cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean, stream?: boolean}
 ---@return tasker.ExecResult
 function tasker.sh(command, opts) end
 
@@ -227,3 +238,49 @@ function http.put(url, body, opts) end
 function http.patch(url, body, opts) end
 ---@param opts {timeout?: number, retry?: tasker.Retry|false, headers?: table<string, string>, concurrency?: integer, max_body?: integer}
 function http.configure(opts) end
+
+---@class fs.Stat
+---@field type "file"|"dir"|"link"|"other"
+---@field size integer
+---@field mtime number   # epoch seconds
+---@field mode integer   # permission bits
+
+---Files without shelling out; failures raise kind "fs" with `path`.
+fs = {}
+---@param path string
+---@return string
+function fs.read(path) end
+---@param path string
+---@param data string
+---@param opts? {mode?: integer, atomic?: boolean}
+function fs.write(path, data, opts) end
+---@param path string
+---@param data string
+function fs.append(path, data) end
+---@param dir string
+---@return string[]
+function fs.list(dir) end
+---@param pattern string  # *, ?, [..] within a name; ** for any directories
+---@return string[]
+function fs.glob(pattern) end
+---@param path string
+---@return fs.Stat?
+function fs.stat(path) end
+---@param path string
+---@return boolean
+function fs.exists(path) end
+---@param path string
+---@param opts? {parents?: boolean}
+function fs.mkdir(path, opts) end
+---@param path string
+---@param opts? {recursive?: boolean}
+function fs.remove(path, opts) end
+---@param from string
+---@param to string
+function fs.rename(from, to) end
+---@param from string
+---@param to string
+function fs.copy(from, to) end
+---@param opts? {keep?: boolean}
+---@return string
+function fs.tempdir(opts) end

@@ -11,17 +11,19 @@ extension Engine {
             for o in observers { o.taskStarted(r.id, engine: self) }
         }
         let run = AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
-        if let timeout = r.timeout {
-            r.deadline = loop.clock.now &+ Monotonic.nanos(timeout)
-            r.timeoutTimer = loop.schedule(at: r.deadline) { [unowned self] in
-                self.attemptTimedOut(run)
-            }
-        }
+        if let timeout = r.timeout { armTimeout(r, run, in: Monotonic.nanos(timeout)) }
         guard let body = r.body else {
             complete(run, with: .success(.none))
             return
         }
         body.startAttempt(run, engine: self)
+    }
+
+    func armTimeout(_ r: TaskRecord, _ run: AttemptRun, in nanos: UInt64) {
+        r.deadline = loop.clock.now &+ nanos
+        r.timeoutTimer = loop.schedule(at: r.deadline) { [unowned self] in
+            self.attemptTimedOut(run)
+        }
     }
 
     /// The body's report of an attempt. Stale reports (an aborted attempt)

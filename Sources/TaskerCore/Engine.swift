@@ -52,6 +52,9 @@ public final class Engine {
     /// holds back too (a runtime with a second engine for its own kind of
     /// work links the two).
     public weak var peer: Engine?
+    /// `tasker.pause()`: nothing new starts until `resumeStarts()` (work of
+    /// reactions still does).
+    public internal(set) var startsPaused = false
     /// While positive, no new attempt starts (reactors with `suspend`).
     public var suspended = 0 {
         didSet { if suspended == 0 { scheduleDispatch() } }
@@ -159,7 +162,7 @@ public final class Engine {
         guard let r = record(id) else { return .cancelled }
         if let s = r.finalState { return s }
         if case .follower(let leader) = r.role { return record(leader)?.state ?? .waiting }
-        return r.state
+        return r.paused ? .paused : r.state
     }
 
     public func outcome(_ id: TaskID) -> TaskOutcome? { record(id)?.outcome }
@@ -296,6 +299,10 @@ public final class Engine {
         while running < concurrency, let id = nextToStart() {
             guard let r = record(id), r.queued, !r.state.isFinal else { continue }
             r.queued = false  // whoever queues it again (a release, a delay) sets it
+            if r.paused {
+                r.parkedWhilePaused = true
+                continue
+            }
             guard admit(r) else { continue }
             beginAttempt(r)
         }
@@ -303,7 +310,7 @@ public final class Engine {
 
     private func nextToStart() -> TaskID? {
         if let id = reactionReady.popFirst() { return id }
-        guard suspended == 0 else { return nil }
+        guard suspended == 0, !startsPaused else { return nil }
         return released.popFirst() ?? ready.pop()
     }
 

@@ -57,6 +57,12 @@ final class TaskRecord {
     var ownedByReaction = false
     /// Succeeded in an earlier run; never started in this one.
     var reused = false
+    /// `h:pause()`: not started while set; a running attempt's timeout
+    /// clock stands still (`pausedRemaining` is what was left of it).
+    var paused = false
+    var pausedRemaining: UInt64?
+    /// Came up to start while paused: queued again on resume.
+    var parkedWhilePaused = false
     var liveHandles = 1
     /// An `every` instance: nobody holds its handle, so once it has ended
     /// well its record can go (see `Engine.forgetFinished`).

@@ -3,7 +3,7 @@ public typealias TaskID = Int
 
 /// The task states the README lists under Tasks. Exactly one of the last three ends every task.
 public enum TaskState: String, Sendable, CaseIterable {
-    case waiting, pending, held, running, reacting, succeeded, failed, cancelled
+    case waiting, pending, held, running, paused, reacting, succeeded, failed, cancelled
 
     public var isFinal: Bool { self == .succeeded || self == .failed || self == .cancelled }
 }

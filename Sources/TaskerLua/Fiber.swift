@@ -31,6 +31,8 @@ final class Fiber {
     /// Shell commands it started (`os.execute`, `io.popen`): terminated if
     /// it is cancelled or fails.
     var processes: [ShellProcess] = []
+    /// Its task is paused: the resumption that came meanwhile, held.
+    var heldWhilePaused: Resumption?
 
     init(runtime: LuaRuntime, kind: Kind, thread: OpaquePointer, anchor: Int32) {
         self.runtime = runtime
@@ -80,10 +82,16 @@ protocol FiberWait: AnyObject {
     /// Whether a task waiting here gives its slot back meanwhile (it waits
     /// on other tasks).
     var lendsSlot: Bool { get }
+    /// The task was paused / resumed while waiting here (a process is
+    /// stopped and continued).
+    func pause()
+    func resume()
 }
 
 extension FiberWait {
     var lendsSlot: Bool { false }
+    func pause() {}
+    func resume() {}
 }
 
 /// An engine call that suspends the calling coroutine.

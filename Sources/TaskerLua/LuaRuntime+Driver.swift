@@ -84,6 +84,11 @@ extension LuaRuntime {
             close(f)
             return
         }
+        // A paused task goes no further than the wait it is in.
+        if let id = f.taskID, engine.isPaused(id) {
+            f.heldWhilePaused = r
+            return
+        }
         if let run = f.run, engine.hasLentSlot(run) {
             // It gave its slot back while it waited: take one again first.
             engine.reclaimSlot(run) { [unowned self] in self.enqueue(.resume(f, r)) }
@@ -341,6 +346,25 @@ final class LuaTaskBody: TaskBody {
             tasker_request_interrupt(runtime.crt, 1)
         } else {
             runtime.enqueue(.close(f))
+        }
+    }
+}
+
+extension LuaRuntime {
+    /// `h:pause()`: the engine stops its timeout clock; a running body is
+    /// held at its next wait and the process it waits on is stopped.
+    func pauseTask(_ id: TaskID) {
+        guard engine.pause(id) else { return }
+        fibersByTask[id]?.wait?.pause()
+    }
+
+    /// `h:resume()`: back where it was.
+    func resumeTask(_ id: TaskID) {
+        guard engine.resume(id), let f = fibersByTask[id] else { return }
+        f.wait?.resume()
+        if let held = f.heldWhilePaused {
+            f.heldWhilePaused = nil
+            enqueue(.resume(f, held))
         }
     }
 }

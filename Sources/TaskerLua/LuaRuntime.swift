@@ -272,17 +272,40 @@ public final class LuaRuntime {
         interruptApplied = true
         engine.close()
         httpEngine.close()
+        resumeStarts()  // ends a pause's wait; nothing starts after close()
         engine.cancelAll(reason: "interrupted")
         httpEngine.cancelAll(reason: "interrupted")
         stopReactions(reason: "interrupted")
         if let f = mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
     }
 
+    /// `tasker.pause()` / SIGUSR1: nothing new starts; running tasks go on.
+    /// The run waits while paused, even with nothing running (SIGUSR2 or
+    /// `tasker.resume()` lets it go on; an interrupt still ends it).
+    public func pauseStarts() {
+        guard !engine.startsPaused else { return }
+        engine.pauseStarts()
+        loop.beginActivity()
+    }
+
+    /// `tasker.resume()` / SIGUSR2.
+    public func resumeStarts() {
+        guard engine.startsPaused else { return }
+        engine.resumeStarts()
+        loop.endActivity()
+    }
+
+    public var startsPaused: Bool { engine.startsPaused }
+
+    /// A line in the run's log (as tasker's own messages are).
+    public func logNotice(_ message: String) { logger.info("\(message)") }
+
     /// `tasker.exit(code)`.
     func requestExit(_ code: Int32) {
         guard exitCode == nil else { return }
         exitCode = code
         engine.close()
+        resumeStarts()
         httpEngine.close()
         engine.cancelAll(reason: "tasker.exit(\(code))")
         httpEngine.cancelAll(reason: "tasker.exit(\(code))")

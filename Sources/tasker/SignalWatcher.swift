@@ -38,6 +38,26 @@ final class SignalWatcher {
             source.resume()
             sources.append(source)
         }
+        watchPause(runtime)
+    }
+
+    /// SIGUSR1 pauses starts (running tasks go on), SIGUSR2 resumes them:
+    /// a rollout can be held half-way from outside.
+    private func watchPause(_ runtime: LuaRuntime) {
+        let target = LoopBound(runtime, loop: runtime.loop)
+        for (sig, pause) in [(SIGUSR1, true), (SIGUSR2, false)] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler {
+                target.loop.execute {
+                    let rt = target.value
+                    if pause { rt.pauseStarts() } else { rt.resumeStarts() }
+                    rt.logNotice(pause ? "paused: nothing new starts until SIGUSR2 (running tasks go on)" : "resumed")
+                }
+            }
+            source.resume()
+            sources.append(source)
+        }
     }
 
     func stop() {

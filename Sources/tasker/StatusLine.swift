@@ -13,6 +13,8 @@ final class StatusLine: EngineObserver, Sendable {
     /// promise (it is never contended, so it costs next to nothing).
     private struct State {
         var loop: EventLoop?
+        /// Read on the loop, when drawing: whether starts are paused.
+        var engine: LoopBound<Engine>?
         var total = 0
         var running = 0
         var done = 0
@@ -33,8 +35,11 @@ final class StatusLine: EngineObserver, Sendable {
     static var wanted: Bool { isatty(STDERR_FILENO) == 1 }
 
     func attach(_ engine: Engine) {
-        let loop = engine.loop
-        state.withLock { $0.loop = loop }
+        let loop = engine.loop, bound = LoopBound(engine, loop: engine.loop)
+        state.withLock {
+            $0.loop = loop
+            $0.engine = bound
+        }
         engine.observers.append(self)
         tick()
     }
@@ -110,6 +115,7 @@ final class StatusLine: EngineObserver, Sendable {
         let elapsed = String(format: "%.1fs", Double(Monotonic.now() - start) / 1e9)
         let failedText = s.failed > 0 ? paint("failed \(s.failed)", "31") : "failed 0"
         var head = "tasker: running \(s.running) · done \(s.done)/\(s.total) · \(failedText) · \(elapsed)"
+        if s.engine?.value.startsPaused == true { head += " · " + paint("PAUSED (SIGUSR2 resumes)", "33") }
         head += Self.longestRunning(s.runningSince, room: width - head.count - (color && s.failed > 0 ? -9 : 0))
         var lines = [head]
         for (_, bar) in s.bars.sorted(by: { $0.key < $1.key }).prefix(Self.maxBars) {

@@ -330,3 +330,53 @@ func processAliveNow(_ pid: Int32) -> Bool {
         #expect(r.stderr.contains("(groups and schedules: 100 cancelled)"))
     }
 }
+
+@Suite struct PauseSignalTests {
+    /// SIGUSR1 pauses a real run half-way (the running task finishes, no new
+    /// one starts); SIGUSR2 lets it go on.
+    @Test func usr1PausesStartsAndUsr2ResumesThem() async throws {
+        let s = try Scratch(["roll.lua": """
+            for i = 1, 4 do
+              tasker.add{name = "host-" .. i, run = function()
+                io.write("start ", i, "\\n"); io.stdout:flush()
+                tasker.sleep(0.15)
+              end}
+            end
+            """])
+        defer { s.cleanup() }
+        let p = Process()
+        p.executableURL = taskerBinary()
+        p.arguments = ["run", "--no-progress", "--no-journal", "--concurrency", "1", "roll.lua"]
+        p.currentDirectoryURL = s.dir
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let result: (String, String) = await withCheckedContinuation { continuation in
+            Thread {
+                var seen = ""
+                while !seen.contains("start 1") {
+                    let chunk = out.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }
+                    seen += String(decoding: chunk, as: UTF8.self)
+                }
+                kill(p.processIdentifier, SIGUSR1)
+                // host-1 ends after 0.15 s; while paused, host-2 must not start
+                usleep(600_000)
+                let during = seen
+                kill(p.processIdentifier, SIGUSR2)
+                let rest = out.fileHandleForReading.readDataToEndOfFile()
+                let e = err.fileHandleForReading.readDataToEndOfFile()
+                p.waitUntilExit()
+                continuation.resume(returning: (during + "|" + seen + String(decoding: rest, as: UTF8.self),
+                                                String(decoding: e, as: UTF8.self)))
+            }.start()
+        }
+        let parts = result.0.split(separator: "|", maxSplits: 1).map(String.init)
+        #expect(parts[0] == "start 1\n", "\(result.0)")
+        #expect(parts[1] == "start 1\nstart 2\nstart 3\nstart 4\n", "\(result.0)")
+        #expect(p.terminationStatus == 0)
+        #expect(result.1.contains("INFO paused: nothing new starts until SIGUSR2"))
+        #expect(result.1.contains("INFO resumed"))
+    }
+}

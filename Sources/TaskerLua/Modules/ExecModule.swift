@@ -211,10 +211,16 @@ final class ExecWait: FiberWait {
         runtime.finishWait(fiber, .push { [unowned module] co in module.pushExec(outcome, r, onto: co) })
     }
 
-    /// SIGTERM to the child's group, SIGKILL 2 s later if it is still there.
+    /// The task was paused: its processes stop where they are.
+    func pause() { if pid != 0 && !exited { killpg(pid, SIGSTOP) } }
+    func resume() { if pid != 0 && !exited { killpg(pid, SIGCONT) } }
+
+    /// SIGTERM to the child's group (continued, if a pause stopped it),
+    /// SIGKILL 2 s later if it is still there.
     private func terminate() {
         guard pid != 0, !exited, let runtime else { return }
         killpg(pid, SIGTERM)
+        killpg(pid, SIGCONT)
         let group = pid
         runtime.loop.schedule(after: 2) { [weak self] in
             if self?.exited != true { killpg(group, SIGKILL) }

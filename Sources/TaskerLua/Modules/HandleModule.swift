@@ -14,6 +14,8 @@ enum HandleModule {
         ("on", { L in LuaRuntime.from(L!).handleOn(L!) }),
         ("result", { L in LuaRuntime.from(L!).handleAwait(L!, mode: .result) }),
         ("start", { L in LuaRuntime.from(L!).handleStart(L!) }),
+        ("pause", { L in LuaRuntime.from(L!).handlePause(L!, pause: true) }),
+        ("resume", { L in LuaRuntime.from(L!).handlePause(L!, pause: false) }),
         ("state", { L in LuaRuntime.from(L!).handleState(L!) }),
     ]
 
@@ -88,6 +90,17 @@ extension LuaRuntime {
         case .failure(let e): return e.code
         case .success(let id):
             engine.start(id)
+            return 0
+        }
+    }
+
+    /// `h:pause()` / `h:resume()`; no effect on a final task.
+    func handlePause(_ L: OpaquePointer, pause: Bool) -> Int32 {
+        switch selfHandle(L, pause ? "pause" : "resume") {
+        case .failure(let e): return e.code
+        case .success(let id):
+            let work = workOf(id)
+            if pause { pauseTask(work) } else { resumeTask(work) }
             return 0
         }
     }

@@ -13,6 +13,8 @@ enum TaskerModule {
         ("exit", { L in LuaRuntime.from(L!).apiExit(L!) }),
         ("intercept", { L in LuaRuntime.from(L!).apiIntercept(L!) }),
         ("parallel", { L in LuaRuntime.from(L!).apiGroup(L!, serial: false) }),
+        ("pause", { L in LuaRuntime.from(L!).pauseStarts(); return 0 }),
+        ("resume", { L in LuaRuntime.from(L!).resumeStarts(); return 0 }),
         ("serial", { L in LuaRuntime.from(L!).apiGroup(L!, serial: true) }),
         ("react", { L in LuaRuntime.from(L!).apiReact(L!) }),
         ("some", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.some") }),

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+
+/// DESIGN of handles: h:pause()/h:resume(), tasker.pause()/tasker.resume().
+@Suite struct PauseTests {
+    @Test func aPausedTaskDoesNotStartUntilResumed() async throws {
+        let r = try await runLua("""
+            local h = tasker.add{name = "later", start = false, run = function() return "ran" end}
+            h:pause()
+            h:start()
+            tasker.sleep(0.05)
+            print(h:state())
+            h:resume()
+            print(h:await(), h:state())
+            local done = tasker.add(function() end)
+            done:await()
+            done:pause()
+            print(done:state())  -- no effect on a final task
+            """)
+        #expect(r.lines == ["paused", "ran\tsucceeded", "succeeded"], "\(r.output)")
+    }
+
+    @Test func aRunningTaskIsHeldAtItsNextWaitAndItsTimeoutClockStandsStill() async throws {
+        let r = try await runLua("""
+            local count = 0
+            local h = tasker.add{name = "ticker", timeout = 0.5, run = function()
+              for i = 1, 20 do count = count + 1; tasker.sleep(0.01) end
+              return count
+            end}
+            tasker.sleep(0.05)
+            h:pause()
+            local at = count
+            tasker.sleep(0.6)  -- longer than its whole timeout
+            print(h:state(), count == at)
+            h:resume()
+            print(h:await(), h:state())
+            """)
+        #expect(r.lines == ["paused\ttrue", "20\tsucceeded"], "\(r.output)")
+    }
+
+    @Test func pausingStopsTheTaskProcessesAndResumingContinuesThem() async throws {
+        let dir = NSTemporaryDirectory() + "pause-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runLua("""
+            local f = "\(dir)/ticks"
+            local function lines() local n = 0; for _ in io.lines(f) do n = n + 1 end; return n end
+            local h = tasker.add(function()
+              return tasker.sh("for i in 1 2 3 4 5 6 7 8 9 10; do echo $i >> " .. f .. "; sleep 0.03; done").code
+            end)
+            while not fs.exists(f) do tasker.sleep(0.01) end
+            h:pause()
+            tasker.sleep(0.05)
+            local before = lines()
+            tasker.sleep(0.3)
+            print(lines() == before, before < 10)
+            h:resume()
+            print(h:await(), lines())
+            """)
+        #expect(r.lines == ["true\ttrue", "0\t10"], "\(r.output)")
+    }
+
+    @Test func taskerPauseHoldsNewStartsAndRunningTasksGoOn() async throws {
+        let r = try await runLua("""
+            local log = {}
+            local first = tasker.add(function() tasker.sleep(0.1); log[#log + 1] = "first done" end)
+            tasker.sleep(0.01)
+            tasker.pause()
+            local second = tasker.add(function() log[#log + 1] = "second ran" end)
+            first:await()
+            tasker.sleep(0.05)
+            print(second:state(), table.concat(log, ","))
+            tasker.resume()
+            second:await()
+            print(table.concat(log, ","))
+            """)
+        #expect(r.lines == ["pending\tfirst done", "first done,second ran"], "\(r.output)")
+    }
+}
