@@ -256,6 +256,30 @@ import Testing
         #expect(normal.stdout.isEmpty)
     }
 
+    @Test func logLinesParseWithARealLogfmtReader() async throws {
+        let s = try Scratch(["log.lua": """
+            tasker.add{name = "fetch", run = function()
+              log.warn("slow response", {ms = 1200, url = "https://x/a b", ids = {1, 2}, q = 'say "hi"', empty = ""})
+            end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-journal", "log.lua"], in: s.dir)
+        let line = try #require(r.stderr.split(separator: "\n").first { $0.contains(" WARN ") })
+        try line.write(to: s.dir.appendingPathComponent("line.txt"), atomically: true, encoding: .utf8)
+        // python3's logfmt package (PyPI), installed by scripts/install-deps
+        let parsed = try await shell("""
+            python3 -c 'import json, logfmt, sys; print(json.dumps(next(logfmt.parse(open("line.txt")))))'
+            """, in: s.dir)
+        #expect(parsed.status == 0, "logfmt reader missing? \(parsed.stderr)")
+        let fields = try #require(JSONSerialization.jsonObject(with: Data(parsed.stdout.utf8)) as? [String: Any])
+        #expect(fields["ms"] as? String == "1200")
+        #expect(fields["url"] as? String == "https://x/a b")
+        #expect(fields["ids"] as? String == "[1,2]")
+        #expect(fields["q"] as? String == #"say "hi""#)
+        #expect(fields["empty"] as? String == "")
+        #expect(fields["WARN"] as? Bool == true && fields["[fetch]"] as? Bool == true)
+    }
+
     @Test func logFormatJSONWritesOneObjectPerLine() async throws {
         let s = try Scratch(["log.lua": """
             tasker.add{name = "fetch", run = function()

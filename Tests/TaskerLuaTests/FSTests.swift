@@ -110,4 +110,51 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: kept))
         try? FileManager.default.removeItem(atPath: kept)
     }
+
+    @Test func everyFunctionRaisesKindFSWithItsPathOnFailure() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        let r = try await runLua("""
+            local d = "\(d)"
+            fs.write(d .. "/file", "x")
+            local calls = {
+              {"read", d .. "/missing"},
+              {"read", d},                                  -- a directory
+              {"write", d .. "/no/such/dir/f", "x"},
+              {"write", d .. "/no/such/dir/f", "x", {atomic = false}},
+              {"append", d .. "/no/such/dir/f", "x"},
+              {"list", d .. "/missing"},
+              {"list", d .. "/file"},                       -- not a directory
+              {"mkdir", d .. "/file/sub"},
+              {"mkdir", d, {parents = false}},              -- exists
+              {"remove", d .. "/missing"},
+              {"remove", d, {recursive = false}},           -- not empty
+              {"rename", d .. "/missing", d .. "/other"},
+              {"copy", d .. "/missing", d .. "/other"},
+              {"copy", d, d .. "/other"},                   -- a directory
+            }
+            for _, c in ipairs(calls) do
+              local ok, e = pcall(fs[c[1]], table.unpack(c, 2))
+              print(c[1], ok, e.kind, e.path and e.path:sub(#d + 1), e.message:match("^[^']+"))
+            end
+            print(fs.stat(d .. "/file/x"), fs.exists(d .. "/file/x"), #fs.glob(d .. "/nothing*"))
+            """)
+        #expect(r.lines == [
+            "read\tfalse\tfs\t/missing\tcannot open ",
+            "read\tfalse\tfs\t\tcannot read ",
+            "write\tfalse\tfs\t/no/such/dir/f\tcannot write ",
+            "write\tfalse\tfs\t/no/such/dir/f\tcannot open ",
+            "append\tfalse\tfs\t/no/such/dir/f\tcannot open ",
+            "list\tfalse\tfs\t/missing\tcannot list ",
+            "list\tfalse\tfs\t/file\tcannot list ",
+            "mkdir\tfalse\tfs\t/file\tcannot create directory ",
+            "mkdir\tfalse\tfs\t\tcannot create directory ",
+            "remove\tfalse\tfs\t/missing\tcannot remove ",
+            "remove\tfalse\tfs\t\tcannot remove ",
+            "rename\tfalse\tfs\t/missing\tcannot rename ",
+            "copy\tfalse\tfs\t/missing\tcannot open ",
+            "copy\tfalse\tfs\t\tcannot copy ",
+            "nil\tfalse\t0",
+        ], "\(r.output)")
+    }
 }
