@@ -1,6 +1,9 @@
 import CLua
 import CLuaShim
 import TaskerCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A Lua error value raised by a task body, kept in the errors table.
 struct LuaErrorSlot: Sendable {
@@ -208,7 +211,10 @@ extension LuaRuntime {
 }
 
 extension LuaRuntime {
+    /// The pipeline's real path, so that the key does not depend on the
+    /// directory the run was started from.
     func idempotencyKey(_ id: TaskID, in L: OpaquePointer) -> String {
-        identities.idempotencyKey(id, pipeline: scriptPath, in: L)
+        let real = realpath(scriptPath, nil).map { p in defer { free(p) }; return String(cString: p) } ?? scriptPath
+        return identities.idempotencyKey(id, pipeline: real, in: L)
     }
 }

@@ -211,5 +211,9 @@ import Testing
         let a = try await tasker(["run", "--no-progress", "key.lua"], in: s.dir)
         let b = try await tasker(["run", "--no-progress", "--no-journal", "key.lua"], in: s.dir)
         #expect(a.stdout.count == 17 && a.stdout == b.stdout)  // same key across runs, journal or not
+        // and from another directory, by another path to the same file
+        let c = try await tasker(["run", "--no-progress", "--no-journal", s.dir.path + "/./key.lua"],
+                                 in: URL(fileURLWithPath: "/"))
+        #expect(c.stdout == a.stdout)
     }
 }

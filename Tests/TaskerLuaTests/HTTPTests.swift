@@ -285,10 +285,12 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
             local t0 = tasker.now()
             local ok, err = pcall(http.get, base .. "/lie?declared=100000000&chunks=300", {retry = false, timeout = 0.5})
             local waited = tasker.now() - t0
-            print(ok, err.kind, err.code, waited >= 0.45 and waited < 2)
+            print(ok, err.kind, err.code, waited >= 0.45 and waited < 5)
             t0 = tasker.now()
+            -- "at once": far under the 30 s default timeout a full download would hit
+            -- (generous: the suite runs a browser beside it)
             ok, err = pcall(http.get, base .. "/lie?declared=100000000000&chunks=300", {retry = false})
-            print(ok, err.kind, tasker.now() - t0 < 1.5)
+            print(ok, err.kind, tasker.now() - t0 < 5)
             """)
         #expect(r.lines.count == 2)
         #expect(r.lines[0] == "false\thttp\ttimeout\ttrue")
