@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// DESIGN of handles: h:pause()/h:resume(), tasker.pause()/tasker.resume().
+/// README, Tasks: h:pause()/h:resume(), tasker.pause()/tasker.resume().
 @Suite struct PauseTests {
     @Test func aPausedTaskDoesNotStartUntilResumed() async throws {
         let r = try await runLua("""
