@@ -125,6 +125,12 @@ function tasker.parallel(specs, opts) end
 function tasker.serial(specs, opts) end
 ---@param seconds number
 function tasker.sleep(seconds) end
+---A named task function whose args and values are JSON; returns a function that adds a task running it.
+---@param name string
+---@param opts? table  # spec fields every task of it gets (not run, args, id)
+---@param fn fun(ctx: tasker.Context, args: any): ...
+---@return fun(spec?: table): tasker.Handle
+function tasker.define(name, opts, fn) end
 ---Nothing new starts until tasker.resume() (or SIGUSR2); running tasks go on.
 function tasker.pause() end
 ---Lets new tasks start again after tasker.pause() (or SIGUSR1).

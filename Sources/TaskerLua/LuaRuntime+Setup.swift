@@ -35,7 +35,7 @@ extension LuaRuntime {
         // After the `tasker` table: some add to it (`tasker.use`).
         for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self),
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
-                                  SleepModule(runtime: self), FSModule(runtime: self)] {
+                                  SleepModule(runtime: self), FSModule(runtime: self), DefineModule(runtime: self)] {
             modules.append(module)
             module.install(in: self)
         }

@@ -216,4 +216,24 @@ import Testing
                                  in: URL(fileURLWithPath: "/"))
         #expect(c.stdout == a.stdout)
     }
+
+    @Test func definedTasksAreResumedByTheirArgs() async throws {
+        let s = try Scratch(["d.lua": """
+            local dir = tasker.args[1]
+            local step = tasker.define("step", function(ctx, args)
+              local f = assert(io.open(dir .. "/" .. args.host, "a")); f:write("x"); f:close()
+              if tasker.vars.fail == args.host then error("deploy to " .. args.host .. " failed") end
+              return {host = args.host, ok = true}
+            end)
+            for _, host in ipairs({"a", "b", "c"}) do step{args = {host = host}} end
+            """])
+        defer { s.cleanup() }
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        let first = try await tasker(["run", "--no-progress", "--var", "fail=b", "d.lua", "out"], in: s.dir)
+        #expect(first.status == 1)
+        let again = try await tasker(["run", "--no-progress", "--resume", "d.lua", "out"], in: s.dir)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(runs(s, "a") == 1 && runs(s, "b") == 2 && runs(s, "c") == 1)
+        #expect(again.stderr.contains("3 succeeded (2 reused)"))
+    }
 }

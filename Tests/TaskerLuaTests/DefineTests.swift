@@ -1,0 +1,52 @@
+import Testing
+
+/// README, Tasks: tasker.define — named task functions with JSON args and values.
+@Suite struct DefineTests {
+    @Test func aDefinedFunctionAddsTasksThatRunInProcess() async throws {
+        let r = try await runLua("""
+            local resize = tasker.define("resize", {timeout = 5, tags = {"img"}}, function(ctx, args)
+              tasker.sleep(0.01)
+              return {w = args.w // 2, h = args.h // 2}, ctx.name, ctx.tags[1]
+            end)
+            local h = resize{args = {w = 640, h = 480}}
+            local small, name, tag = h:await()
+            print(small.w, small.h, name, tag, math.type(small.w))
+            local named = resize{args = {w = 2, h = 2}, name = "thumb"}
+            print(select(2, named:await()))
+            local plain = tasker.define("noop", function() end)
+            print(plain():await())
+            """)
+        #expect(r.lines == ["320\t240\tresize\timg\tinteger", "thumb\timg", ""], "\(r.output)")
+    }
+
+    @Test func misuseIsAUsageErrorAtTheCallersLineAndNonJSONValuesFailTheTask() async throws {
+        let r = try await runLua("""
+            local double = tasker.define("double", function(ctx, args) return args.n * 2 end)
+            for _, call in ipairs({
+              function() double{args = {f = print}} end,
+              function() double{run = print} end,
+              function() double("x") end,
+              function() tasker.define("double", function() end) end,
+              function() tasker.define("", function() end) end,
+              function() tasker.define("x", {bogus = 1}, function() end) end,
+              function() tasker.define("y", {}) end,
+            }) do
+              local h = tasker.add(call)
+              local ok, e = h:result()
+              print(e.kind, tostring(e):match("pipeline.lua:%d+: usage") ~= nil, e.message)
+            end
+            local bad = tasker.define("bad", function() return print end)
+            print(bad():result())
+            """)
+        #expect(r.lines == [
+            "usage\ttrue\t'double': args must be JSON (cannot encode a function)",
+            "usage\ttrue\t'double' runs its defined function: 'run' cannot be given",
+            "usage\ttrue\tbad argument #1 to 'double' (table expected, got string)",
+            "usage\ttrue\ttasker.define: 'double' is already defined",
+            "usage\ttrue\tbad argument #1 to 'tasker.define' (non-empty string expected, got string)",
+            "usage\ttrue\tunknown option 'bogus' to 'tasker.define' (spec fields other than run, args and id)",
+            "usage\ttrue\tbad argument #3 to 'tasker.define' (function expected, got nil)",
+            "false\tdefined task 'bad' returned a value JSON cannot hold (value #1: cannot encode a function)",
+        ], "\(r.output)")
+    }
+}
