@@ -44,7 +44,7 @@ let package = Package(
         ),
         // The journal of runs: written on its own thread, read for history,
         // resume and the report. Knows nothing of Lua.
-        .target(name: "TaskerJournal", dependencies: ["CSQLite"], swiftSettings: hotPath),
+        .target(name: "TaskerJournal", dependencies: ["CSQLite", "TaskerCore"], swiftSettings: hotPath),
         .target(
             name: "TaskerCore",
             dependencies: [.product(name: "Collections", package: "swift-collections")],

@@ -153,17 +153,6 @@ public struct PlainEntry: Sendable {
         self.ended = ended
         self.emptyValue = emptyValue
     }
-
-    var entry: JournalEntry {
-        var e = JournalEntry(id: id, state: state)
-        e.attempts = attempts
-        if occurrence > 0 { e.identity = .derived(identityHash, occurrence: occurrence) }
-        e.added = added
-        e.started = started > 0 ? started : nil
-        e.ended = ended > 0 ? ended : nil
-        if emptyValue { e.value = "[]" }
-        return e
-    }
 }
 
 struct RareFields: Sendable {

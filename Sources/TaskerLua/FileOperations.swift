@@ -112,6 +112,9 @@ struct FSFailure: Error, Sendable {
 }
 
 enum Files {
+    /// What mkstemp/mkdtemp replace with a unique suffix.
+    static let sixXs = String(repeating: "X", count: 6)
+
     static func read(_ path: String) throws(FSFailure) -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw FSFailure("cannot open", path, errno) }
@@ -158,7 +161,7 @@ enum Files {
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { String(path[..<$0]) } ?? "."
         let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        var template = Array("\(dir.isEmpty ? "/" : dir)/.\(base).tmp-XXXXXX".utf8CString)
+        var template = Array("\(dir.isEmpty ? "/" : dir)/.\(base).tmp-\(Files.sixXs)".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw FSFailure("cannot write", path, errno) }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -272,7 +275,7 @@ enum Files {
 
     static func makeTempDir() throws(FSFailure) -> String {
         let base = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        var template = Array("\(base)/tasker-XXXXXX".utf8CString)
+        var template = Array("\(base)/tasker-\(Files.sixXs)".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         guard made != nil else { throw FSFailure("cannot create a temporary directory in", base, errno) }
         return cString(template)

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import TaskerCore
 
 /// Writes one line per log record, logfmt by default: UTC date and time,
 /// level, the task it came from, the message and its fields sorted by key;
@@ -90,23 +91,7 @@ public struct LineLogHandler: LogHandler {
     }
 
     /// A JSON string literal.
-    static func json(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where u.value < 0x20:
-                let hex = String(u.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
-    }
+    static func json(_ s: String) -> String { JSONString.quoted(s) }
 
     static func name(_ level: Logger.Level) -> String {
         switch level {

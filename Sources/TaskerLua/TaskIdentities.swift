@@ -242,6 +242,15 @@ final class TaskIdentities {
         }
     }
 
+    /// A table or function already being walked (a cycle) hashes as how far
+    /// up it is.
+    private func backReference(_ p: UnsafeRawPointer, into h: inout IdentityHasher, _ walk: Walk) -> Bool {
+        guard let depth = walk.open.lastIndex(of: p) else { return false }
+        h.byte(11)
+        h.word(UInt64(depth))
+        return true
+    }
+
     private func table(_ L: OpaquePointer, _ t: Int32, into h: inout IdentityHasher, _ walk: inout Walk) throws(Unidentifiable) {
         let p = lua_topointer(L, t)!
         if let name = name(of: p, L) {
@@ -249,11 +258,7 @@ final class TaskIdentities {
             h.string(name)
             return
         }
-        if let depth = walk.open.lastIndex(of: p) {
-            h.byte(11)
-            h.word(UInt64(depth))
-            return
-        }
+        if backReference(p, into: &h, walk) { return }
         guard lua_checkstack(L, 4) != 0 else { throw Unidentifiable(reason: "its values nest too deeply") }
         walk.open.append(p)
         if walk.tableDepth == 0 { walk.tableBytes = 0 }
@@ -294,11 +299,7 @@ final class TaskIdentities {
             h.string(name)
             return
         }
-        if let depth = walk.open.lastIndex(of: p) {
-            h.byte(11)
-            h.word(UInt64(depth))
-            return
-        }
+        if backReference(p, into: &h, walk) { return }
         h.byte(7)
         h.word(try bytecodeHash(L, f))
         walk.open.append(p)
@@ -377,16 +378,21 @@ final class TaskIdentities {
         return names?[p]
     }
 
-    private func loadedModuleCount(_ L: OpaquePointer) -> Int {
+    /// Pushes `package.loaded` (and what led to it); false if it is not a table.
+    private func pushLoaded(_ L: OpaquePointer) -> Bool {
         let s = LuaStack(L)
-        guard lua_checkstack(L, 4) != 0 else { return -1 }
-        let top = lua_gettop(L)
-        defer { lua_settop(L, top) }
+        guard lua_checkstack(L, 6) != 0 else { return false }
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         s.rawGet(-1, "package")
-        guard s.type(-1) == LUA_TTABLE else { return -1 }
+        guard s.type(-1) == LUA_TTABLE else { return false }
         s.rawGet(-1, "loaded")
-        guard s.type(-1) == LUA_TTABLE else { return -1 }
+        return s.type(-1) == LUA_TTABLE
+    }
+
+    private func loadedModuleCount(_ L: OpaquePointer) -> Int {
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        guard pushLoaded(L) else { return -1 }
         var n = 0
         lua_pushnil(L)
         while lua_next(L, -2) != 0 {
@@ -399,14 +405,9 @@ final class TaskIdentities {
     private func loadedNames(_ L: OpaquePointer) -> [UnsafeRawPointer: String] {
         let s = LuaStack(L)
         var out: [UnsafeRawPointer: String] = [:]
-        guard lua_checkstack(L, 6) != 0 else { return out }
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-        s.rawGet(-1, "package")
-        guard s.type(-1) == LUA_TTABLE else { return out }
-        s.rawGet(-1, "loaded")
-        guard s.type(-1) == LUA_TTABLE else { return out }
+        guard pushLoaded(L) else { return out }
         let loaded = lua_gettop(L)
         var modules: [(String, Int32)] = []
         lua_pushnil(L)

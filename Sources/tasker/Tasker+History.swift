@@ -74,10 +74,7 @@ extension Tasker {
 
         func run() throws {
             let reader = try History.open(state: state)
-            guard let r = try reader.run(runID) else {
-                StandardError.write("tasker: error: no run '\(runID)' in the journal (see 'tasker runs')\n")
-                throw ExitCode(2)
-            }
+            let r = try History.run(runID, in: reader)
             let tasks = try reader.tasks(of: r.id)
             if json {
                 var object = History.runObject(r)
@@ -110,6 +107,15 @@ enum History {
             StandardError.write("tasker: error: \(error)\n")
             throw ExitCode(2)
         }
+    }
+
+    /// The run `id` (or `last`), or exit 2 saying there is none.
+    static func run(_ id: String, in reader: JournalReader) throws -> JournalRun {
+        guard let r = try reader.run(id) else {
+            StandardError.write("tasker: error: no run '\(id)' in the journal (see 'tasker runs')\n")
+            throw ExitCode(2)
+        }
+        return r
     }
 
     static func runObject(_ r: JournalRun) -> [String: Any] {

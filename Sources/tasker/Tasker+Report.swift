@@ -21,10 +21,7 @@ extension Tasker {
 
         func run() throws {
             let reader = try History.open(state: state)
-            guard let r = try reader.run(runID) else {
-                StandardError.write("tasker: error: no run '\(runID)' in the journal (see 'tasker runs')\n")
-                throw ExitCode(2)
-            }
+            let r = try History.run(runID, in: reader)
             let path = output ?? "tasker-\(r.id).html"
             do {
                 try ReportCommand.render(r, reader: reader, to: path)

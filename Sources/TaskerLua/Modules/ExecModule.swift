@@ -159,7 +159,7 @@ final class ExecWait: FiberWait {
         groups.willSpawn()
         var stdinFD: Int32?
         if let bytes = r.stdin {
-            do { stdinFD = try ExecRunner.stdinFile(bytes) } catch {
+            do { stdinFD = try StdinFile.make(bytes) } catch {
                 answer(.failed("\(error)"))
                 return
             }

@@ -25,11 +25,10 @@ enum ExecOutcome: Sendable {
     case failed(String)
 }
 
-/// Helpers for running `exec`/`sh` children (ProcessSpawner starts them,
-/// ProcessReactor watches them).
-enum ExecRunner {
-    /// The bytes in an unlinked temporary file, positioned at its start.
-    static func stdinFile(_ bytes: [UInt8]) throws -> Int32 {
+/// A child's stdin: the bytes in an unlinked temporary file, positioned at
+/// its start (ProcessSpawner hands it to the child).
+enum StdinFile {
+    static func make(_ bytes: [UInt8]) throws -> Int32 {
         // mkstemp fills in the six trailing X's.
         var template = Array("\(NSTemporaryDirectory())/tasker-stdin-\(String(repeating: "X", count: 6))".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
