@@ -387,8 +387,8 @@ extension Engine {
 
 /// What a recorder wants to know of a task, read in one look-up.
 public struct TaskFacts: Sendable {
-    /// The name the spec gave (nil: the default `task-N`).
-    public var explicitName: String?
+    /// Whether the spec gave a name (else it is the default `task-N`).
+    public var hasExplicitName = false
     public var attempts = 0
     public var isReused = false
     public var isGroup = false
@@ -402,7 +402,7 @@ extension Engine {
     public func facts(_ id: TaskID) -> TaskFacts {
         guard let r = record(id) else { return TaskFacts() }
         var f = TaskFacts()
-        f.explicitName = r.explicitName
+        f.hasExplicitName = r.explicitName != nil
         f.attempts = r.attempts
         switch r.role {
         case .group: f.isGroup = true

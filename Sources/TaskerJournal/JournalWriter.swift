@@ -63,15 +63,13 @@ public final class JournalWriter {
     /// empties `encoded` (keeping its storage).
     public func submit(_ encoded: inout [UInt8]) {
         guard !encoded.isEmpty else { return }
-        queue.append(encoded)
-        encoded.removeAll(keepingCapacity: true)
+        queue.append(&encoded)
     }
 
     /// Hands over plain entries; empties `plain` (keeping its storage).
     public func submit(plain: inout [PlainEntry]) {
         guard !plain.isEmpty else { return }
-        queue.append(plain: plain)
-        plain.removeAll(keepingCapacity: true)
+        queue.append(plain: &plain)
     }
 
     /// Encodes and hands over one entry (tests, rare writes).
@@ -129,16 +127,31 @@ private final class WriteQueue: @unchecked Sendable {
 
     init() { state.pending.encoded.reserveCapacity(Self.batchCapacity) }
 
-    func append(_ bytes: [UInt8]) {
+    /// Takes `bytes` and leaves it empty. When the writer has taken what
+    /// was pending (the usual case) the arrays trade places instead of
+    /// copying: each side keeps reusing storage it has already touched, so
+    /// a long run neither copies its entries nor faults in fresh pages.
+    func append(_ bytes: inout [UInt8]) {
         condition.lock()
-        state.pending.encoded.append(contentsOf: bytes)
+        Self.move(&bytes, into: &state.pending.encoded)
         condition.unlock()
     }
 
-    func append(plain: [PlainEntry]) {
+    /// Plain entries come in batches: the writer starts on one at once.
+    func append(plain: inout [PlainEntry]) {
         condition.lock()
-        state.pending.plain.append(contentsOf: plain)
+        Self.move(&plain, into: &state.pending.plain)
+        condition.signal()
         condition.unlock()
+    }
+
+    private static func move<T>(_ items: inout [T], into pending: inout [T]) {
+        if pending.isEmpty {
+            swap(&items, &pending)
+        } else {
+            pending.append(contentsOf: items)
+        }
+        items.removeAll(keepingCapacity: true)
     }
 
     func close(_ end: RunEnd) {

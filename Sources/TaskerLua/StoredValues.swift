@@ -29,12 +29,6 @@ public struct IdentityParts: Sendable {
 extension LuaRuntime {
     static let maxStoredValueBytes = 1 << 20
 
-    /// Whether task `id` succeeded returning nothing (its stored values are `[]`).
-    public func hasNoValues(_ id: TaskID) -> Bool {
-        if case .succeeded(.none)? = engine.outcome(id) { return true }
-        return false
-    }
-
     /// The values of finished task `id`, for the journal.
     public func storableValues(of id: TaskID) -> StoredValues {
         loop.assertInLoop()

@@ -17,9 +17,14 @@ final class JournalRecorder: EngineObserver {
     /// runtime is alive whenever it is used (and a weak load per event
     /// costs more than the rest of the recording).
     unowned(unsafe) var runtime: LuaRuntime?
-    /// When each task was added and started, by id (dense: ids are).
-    private var added: [Double] = [0]
-    private var started: [Double] = [0]
+    /// When each task was added, started and ended, by id (dense: ids
+    /// are, and arrive in order, so adding is an append).
+    private var times = ChunkedArray(filler: Times())
+    private struct Times {
+        var added = 0.0
+        var started = 0.0
+        var ended = 0.0
+    }
     /// Schedule runs: by id, freed when they finish (a schedule that ticks
     /// for days must not grow the arrays).
     private var ephemeral: [TaskID: (added: Double, started: Double)] = [:]
@@ -34,6 +39,10 @@ final class JournalRecorder: EngineObserver {
     /// Entries since the last tick (handed to the writer then): most as
     /// plain values, the others encoded.
     private var plain: [PlainEntry] = []
+    /// Plain entries go to the writer in batches of this many (and at each
+    /// tick): the buffers stay small and warm instead of growing with the
+    /// run's pace.
+    static let plainBatch = 4096
     private var encoded: [UInt8] = []
 
     private struct Extra {
@@ -46,6 +55,8 @@ final class JournalRecorder: EngineObserver {
     init(writer: JournalWriter, runID: String) {
         self.writer = writer
         self.runID = runID
+        times.append(Times())  // ids start at 1
+        plain.reserveCapacity(Self.plainBatch)
     }
 
     private var now: Double { Double(Monotonic.now() &- start) / 1e9 }
@@ -56,16 +67,17 @@ final class JournalRecorder: EngineObserver {
             ephemeral[id] = (t, 0)
             return
         }
-        while added.count <= id {
-            added.append(0)
-            started.append(0)
+        if id == times.count {
+            times.append(Times(added: t))
+            return
         }
-        added[id] = t
+        times.extend(through: id)
+        times[id].added = t
     }
 
     func taskStarted(_ id: TaskID, engine: Engine) {
         let t = now
-        if !ephemeral.isEmpty, ephemeral[id] != nil { ephemeral[id]?.started = t } else if id < started.count { started[id] = t }
+        if !ephemeral.isEmpty, ephemeral[id] != nil { ephemeral[id]?.started = t } else if id < times.count { times[id].started = t }
         recentlyStarted.append(id)
         scheduleTick(engine)
     }
@@ -73,21 +85,30 @@ final class JournalRecorder: EngineObserver {
     private func scheduleTick(_ engine: Engine) {
         guard !ticking else { return }
         ticking = true
-        engine.loop.schedule(after: 0.05, keepAlive: false) { [weak self, unowned engine] in self?.tick(engine) }
+        // Strong, not weak: a weak reference gives the recorder a side
+        // table, and every retain by the engine's observer loop then takes
+        // Swift's slow path (measured: a few percent of a no-op run). The
+        // timer holds it at most 50 ms; keepAlive false lets the loop end.
+        engine.loop.schedule(after: 0.05, keepAlive: false) { [unowned engine] in self.tick(engine) }
     }
 
     /// Every 50 ms while the run records: the tasks that started since the
     /// last tick and are still running, then everything to the writer.
     private func tick(_ engine: Engine) {
         ticking = false
-        for id in recentlyStarted where !engine.isFinished(id) {
+        for id in recentlyStarted where (id >= times.count || times[id].ended == 0) && !engine.isFinished(id) {
             var e = entry(id, engine, state: .running)
             e.attempts = max(1, engine.attempts(id))
             JournalCodec.encode(e, into: &encoded)
         }
         recentlyStarted.removeAll(keepingCapacity: true)
-        writer.submit(plain: &plain)
+        submitPlain()
         writer.submit(&encoded)
+    }
+
+    private func submitPlain() {
+        writer.submit(plain: &plain)
+        plain.reserveCapacity(Self.plainBatch)
     }
 
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
@@ -110,21 +131,23 @@ final class JournalRecorder: EngineObserver {
     }
 
     private func startTime(_ id: TaskID) -> Double? {
-        let s = (ephemeral.isEmpty ? nil : ephemeral[id]?.started) ?? (id < started.count ? started[id] : 0)
+        let s = (ephemeral.isEmpty ? nil : ephemeral[id]?.started) ?? (id < times.count ? times[id].started : 0)
         return s > 0 ? s : nil
     }
 
     /// The common case as a plain value, or nil when the task needs more
     /// (a name, `spec.id`, tags, dependencies, values, a held time…).
-    private func plainEntry(_ id: TaskID, _ engine: Engine, ended: Double) -> PlainEntry? {
-        guard let runtime, id < added.count, extras.isEmpty || extras[id] == nil else { return nil }
-        let f = engine.facts(id)
-        guard f.explicitName == nil, !f.isReused, !f.isGroup, !f.isSchedule, !f.hasDependencies,
-              !runtime.hasTags(id), runtime.hasNoValues(id) else { return nil }
+    private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ engine: Engine) -> PlainEntry? {
+        guard case .succeeded(.none) = outcome, let runtime, id < times.count,
+              extras.isEmpty || extras[id] == nil else { return nil }
         let d = runtime.derivedIdentity(of: id)
         guard d.occurrence > 0 else { return nil }
+        let f = engine.facts(id)
+        guard !f.hasExplicitName, !f.isReused, !f.isGroup, !f.isSchedule, !f.hasDependencies,
+              !runtime.hasTags(id) else { return nil }
+        let t = times[id]
         return PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
-                          occurrence: d.occurrence, added: added[id], started: started[id], ended: ended,
+                          occurrence: d.occurrence, added: t.added, started: t.started, ended: t.ended,
                           emptyValue: true)
     }
 
@@ -132,7 +155,7 @@ final class JournalRecorder: EngineObserver {
     private func entry(_ id: TaskID, _ engine: Engine, state: JournalEntry.State) -> JournalEntry {
         var e = JournalEntry(id: id, state: state)
         e.name = engine.explicitName(id)
-        e.added = (ephemeral.isEmpty ? nil : ephemeral[id]?.added) ?? (id < added.count ? added[id] : 0)
+        e.added = (ephemeral.isEmpty ? nil : ephemeral[id]?.added) ?? (id < times.count ? times[id].added : 0)
         e.started = startTime(id)
         if let runtime {
             let identity = runtime.identityParts(of: id)
@@ -154,8 +177,10 @@ final class JournalRecorder: EngineObserver {
         default: .cancelled
         }
         if let s = startTime(id) { noteDuration(id, t - s, engine) }
-        if state == .succeeded, ephemeral.isEmpty || ephemeral[id] == nil, let p = plainEntry(id, engine, ended: t) {
+        if id < times.count { times[id].ended = t }
+        if ephemeral.isEmpty || ephemeral[id] == nil, let p = plainEntry(id, outcome, engine) {
             plain.append(p)
+            if plain.count >= Self.plainBatch { submitPlain() }
             scheduleTick(engine)
             return
         }

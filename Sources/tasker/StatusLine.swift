@@ -50,7 +50,9 @@ final class StatusLine: EngineObserver, Sendable {
             draw(&s)
             return loop
         }
-        loop?.schedule(after: 0.1, keepAlive: false) { [weak self] in self?.tick() }
+        // Strong, not weak: a weak reference would give this observer a side
+        // table and slow every retain of it by the engine (see JournalRecorder).
+        loop?.schedule(after: 0.1, keepAlive: false) { self.tick() }
     }
 
     /// Output from the script: erase the status line, write, redraw later.
