@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "TaskerCore", targets: ["TaskerCore"]),
         .library(name: "TaskerLua", targets: ["TaskerLua"]),
         .library(name: "TaskerJournal", targets: ["TaskerJournal"]),
+        .library(name: "TaskerQueue", targets: ["TaskerQueue"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -45,6 +46,15 @@ let package = Package(
         // The journal of runs: written on its own thread, read for history,
         // resume and the report. Knows nothing of Lua.
         .target(name: "TaskerJournal", dependencies: ["CSQLite", "TaskerCore"], swiftSettings: hotPath),
+        // PostgreSQL's client library from the system (Debian: libpq-dev).
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        // The queue of defined tasks on PostgreSQL: the coordinator's side
+        // and the worker's. libpq blocks, so each connection has a thread.
+        .target(name: "TaskerQueue", dependencies: ["CPostgres", "TaskerCore"]),
         .target(
             name: "TaskerCore",
             dependencies: [.product(name: "Collections", package: "swift-collections")],
@@ -62,7 +72,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tasker",
-            dependencies: ["TaskerCore", "TaskerLua", "TaskerJournal",
+            dependencies: ["TaskerCore", "TaskerLua", "TaskerJournal", "TaskerQueue",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: hotPath
@@ -70,13 +80,16 @@ let package = Package(
         .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
         .testTarget(name: "TaskerHTTPTests", dependencies: ["TaskerHTTP"]),
         .testTarget(name: "TaskerJournalTests", dependencies: ["TaskerJournal"]),
+        // A real PostgreSQL for the tests (initdb in a temp dir).
+        .target(name: "PostgresTestServer", path: "Tests/PostgresTestServer"),
+        .testTarget(name: "TaskerQueueTests", dependencies: ["TaskerQueue", "TaskerCore", "PostgresTestServer"]),
         .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore",
                                                            .product(name: "Logging", package: "swift-log"),
                                                            .product(name: "NIOCore", package: "swift-nio"),
                                                            .product(name: "NIOPosix", package: "swift-nio"),
                                                            .product(name: "NIOHTTP1", package: "swift-nio"),
                                                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
-        .testTarget(name: "TaskerCLITests", dependencies: []),
+        .testTarget(name: "TaskerCLITests", dependencies: ["PostgresTestServer"]),
     ],
     swiftLanguageModes: [.v6]
 )

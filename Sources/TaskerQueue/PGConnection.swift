@@ -1,0 +1,138 @@
+import CPostgres
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A PostgreSQL error: the server's message (or libpq's) and its SQLSTATE.
+public struct PGError: Error, CustomStringConvertible {
+    public let message: String
+    public let sqlState: String?
+    public var description: String { message }
+}
+
+/// One blocking libpq connection: a thin typed layer (connect, run with
+/// text parameters, read text results, LISTEN notifications). Used by one
+/// thread at a time, its owner (`PGThread`): libpq blocks.
+final class PGConnection {
+    private let conn: OpaquePointer
+
+    /// Connects to `url` (`postgres://user@host:port/db?...`).
+    init(url: String) throws {
+        guard let c = PQconnectdb(url) else { throw PGError(message: "out of memory", sqlState: nil) }
+        guard PQstatus(c) == CONNECTION_OK else {
+            let message = Self.trimmed(String(cString: PQerrorMessage(c)))
+            PQfinish(c)
+            throw PGError(message: "cannot connect to PostgreSQL: \(message)", sqlState: nil)
+        }
+        conn = c
+        // Notices ("relation already exists, skipping") are not for users.
+        PQsetNoticeProcessor(c, { _, _ in }, nil)
+    }
+
+    deinit { PQfinish(conn) }
+
+    /// The socket, for waiting on notifications with poll(2).
+    var socket: Int32 { PQsocket(conn) }
+
+    var isBroken: Bool { PQstatus(conn) != CONNECTION_OK }
+
+    /// Runs `sql` with text parameters ($1, $2, …; nil is NULL) and returns
+    /// the rows as text (nil for NULL).
+    @discardableResult
+    func query(_ sql: String, _ params: [String?] = []) throws -> PGRows {
+        var cStrings: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
+        defer { for p in cStrings { free(p) } }
+        let result: OpaquePointer? = cStrings.withUnsafeMutableBufferPointer { buf in
+            buf.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                PQexecParams(conn, sql, Int32(params.count), nil, values.baseAddress, nil, nil, 0)
+            }
+        }
+        guard let result else { throw PGError(message: Self.trimmed(String(cString: PQerrorMessage(conn))), sqlState: nil) }
+        defer { PQclear(result) }
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK:
+            return PGRows(result)
+        default:
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+            throw PGError(message: Self.trimmed(String(cString: PQresultErrorMessage(result))), sqlState: state)
+        }
+    }
+
+    /// Runs several statements without parameters (schema set-up).
+    func execute(_ sql: String) throws {
+        guard let result = PQexec(conn, sql) else {
+            throw PGError(message: Self.trimmed(String(cString: PQerrorMessage(conn))), sqlState: nil)
+        }
+        defer { PQclear(result) }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            throw PGError(message: Self.trimmed(String(cString: PQresultErrorMessage(result))), sqlState: nil)
+        }
+    }
+
+    /// Reads what arrived on the socket and returns the notifications in it
+    /// (channel, payload).
+    func notifications() throws -> [(channel: String, payload: String)] {
+        guard PQconsumeInput(conn) == 1 else {
+            throw PGError(message: Self.trimmed(String(cString: PQerrorMessage(conn))), sqlState: nil)
+        }
+        var out: [(String, String)] = []
+        while let n = PQnotifies(conn) {
+            out.append((String(cString: n.pointee.relname), String(cString: n.pointee.extra)))
+            PQfreemem(n)
+        }
+        return out
+    }
+
+    /// A string as a quoted SQL identifier (LISTEN takes no parameters).
+    func quotedIdentifier(_ s: String) -> String {
+        guard let p = PQescapeIdentifier(conn, s, s.utf8.count) else { return "\"\"" }
+        defer { PQfreemem(p) }
+        return String(cString: p)
+    }
+
+    private static func trimmed(_ s: String) -> String {
+        var s = s
+        while s.last == "\n" || s.last == " " { s.removeLast() }
+        if s.hasPrefix("ERROR:  ") { s.removeFirst(8) }
+        return s
+    }
+}
+
+/// A result's rows as text, copied out of libpq's result.
+struct PGRows {
+    let columns: Int
+    let values: [[String?]]
+    /// Rows a command touched (UPDATE … without RETURNING).
+    let affected: Int
+
+    init(_ r: OpaquePointer) {
+        let n = Int(PQntuples(r))
+        columns = Int(PQnfields(r))
+        var rows: [[String?]] = []
+        rows.reserveCapacity(n)
+        for i in 0..<n {
+            var row: [String?] = []
+            row.reserveCapacity(columns)
+            for j in 0..<columns {
+                if PQgetisnull(r, Int32(i), Int32(j)) == 1 {
+                    row.append(nil)
+                } else {
+                    row.append(String(cString: PQgetvalue(r, Int32(i), Int32(j))))
+                }
+            }
+            rows.append(row)
+        }
+        values = rows
+        affected = Int(String(cString: PQcmdTuples(r))) ?? 0
+    }
+
+    var count: Int { values.count }
+}
+
+extension PGError {
+    /// Any error as a PGError (what libpq calls raise already is one).
+    init(_ error: any Error) {
+        self = error as? PGError ?? PGError(message: "\(error)", sqlState: nil)
+    }
+}

@@ -1,0 +1,49 @@
+/// The queue's tables. One row per attempt of a defined task: the
+/// coordinator inserts it, a worker claims it (`claim` is the fence: a
+/// completion counts only with the claim it was given), and the row's
+/// `done_seq` orders what the coordinator has yet to read.
+enum QueueSchema {
+    static let sql = """
+        CREATE TABLE IF NOT EXISTS tasker_jobs (
+          id bigserial PRIMARY KEY,
+          run text NOT NULL,
+          task bigint NOT NULL,
+          attempt int NOT NULL,
+          name text NOT NULL,
+          args text NOT NULL,
+          priority int NOT NULL DEFAULT 0,
+          timeout double precision,
+          state text NOT NULL DEFAULT 'queued',
+          worker text,
+          claim bigint,
+          claimed_at timestamptz,
+          result text,
+          error text,
+          error_kind text,
+          done_seq bigint,
+          added_at timestamptz NOT NULL DEFAULT now(),
+          finished_at timestamptz,
+          UNIQUE (run, task, attempt)
+        );
+        CREATE SEQUENCE IF NOT EXISTS tasker_claim_seq;
+        CREATE SEQUENCE IF NOT EXISTS tasker_done_seq;
+        CREATE INDEX IF NOT EXISTS tasker_jobs_queued ON tasker_jobs (priority DESC, id) WHERE state = 'queued';
+        CREATE INDEX IF NOT EXISTS tasker_jobs_running ON tasker_jobs (worker) WHERE state = 'running';
+        CREATE INDEX IF NOT EXISTS tasker_jobs_done ON tasker_jobs (run, done_seq) WHERE done_seq IS NOT NULL;
+        CREATE TABLE IF NOT EXISTS tasker_workers (
+          id text PRIMARY KEY,
+          host text NOT NULL,
+          pid int NOT NULL,
+          lease double precision NOT NULL,
+          heartbeat timestamptz NOT NULL DEFAULT now(),
+          started timestamptz NOT NULL DEFAULT now(),
+          stopped timestamptz
+        );
+        """
+
+    /// Creates what is missing. Processes starting together take turns
+    /// (CREATE … IF NOT EXISTS alone races on the catalog).
+    static func ensure(_ c: PGConnection) throws {
+        try c.execute("BEGIN; SELECT pg_advisory_xact_lock(7165421); \(sql) COMMIT;")
+    }
+}

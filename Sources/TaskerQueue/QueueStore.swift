@@ -1,0 +1,216 @@
+/// One attempt of a defined task, as the coordinator hands it over.
+public struct QueuedJob: Sendable {
+    public var run: String
+    public var task: Int
+    public var attempt: Int
+    public var name: String
+    /// JSON.
+    public var args: String
+    public var priority: Int
+    public var timeout: Double?
+
+    public init(run: String, task: Int, attempt: Int, name: String, args: String, priority: Int, timeout: Double?) {
+        self.run = run
+        self.task = task
+        self.attempt = attempt
+        self.name = name
+        self.args = args
+        self.priority = priority
+        self.timeout = timeout
+    }
+}
+
+/// A job a worker claimed; `claim` goes back with its completion.
+public struct ClaimedJob: Sendable {
+    public var id: Int64
+    public var claim: Int64
+    public var run: String
+    public var name: String
+    public var args: String
+    public var timeout: Double?
+}
+
+/// How a claimed job ended on the worker.
+public struct JobCompletion: Sendable {
+    public enum State: String, Sendable { case succeeded, failed, cancelled }
+    public var id: Int64
+    public var claim: Int64
+    public var state: State
+    /// The values as a JSON array (succeeded).
+    public var result: String?
+    public var error: String?
+    public var errorKind: String?
+
+    public init(id: Int64, claim: Int64, state: State, result: String? = nil, error: String? = nil, errorKind: String? = nil) {
+        self.id = id
+        self.claim = claim
+        self.state = state
+        self.result = result
+        self.error = error
+        self.errorKind = errorKind
+    }
+}
+
+/// A finished attempt, as the coordinator reads it back.
+public struct FinishedJob: Sendable {
+    public var task: Int
+    public var attempt: Int
+    public var state: String
+    public var result: String?
+    public var error: String?
+    public var errorKind: String?
+    public var seq: Int64
+}
+
+/// The queue's statements, run on a connection by its owning thread.
+enum QueueStore {
+    static let jobsChannel = "tasker_jobs"
+    static let doneChannel = "tasker_done"
+    static let cancelChannel = "tasker_cancel"
+
+    /// Inserts attempts (an attempt already there is left alone: a resumed
+    /// coordinator may hand one over again) and wakes the workers.
+    static func enqueue(_ jobs: [QueuedJob], _ c: PGConnection) throws {
+        for start in stride(from: 0, to: jobs.count, by: 1000) {
+            let part = jobs[start..<min(jobs.count, start + 1000)]
+            var sql = "WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout) VALUES "
+            var params: [String?] = []
+            params.reserveCapacity(part.count * 7)
+            for (k, j) in part.enumerated() {
+                let b = k * 7
+                if k > 0 { sql += "," }
+                sql += "($\(b + 1),$\(b + 2)::bigint,$\(b + 3)::int,$\(b + 4),$\(b + 5),$\(b + 6)::int,$\(b + 7)::float8)"
+                params += [j.run, String(j.task), String(j.attempt), j.name, j.args, String(j.priority), j.timeout.map { String($0) }]
+            }
+            sql += " ON CONFLICT (run, task, attempt) DO NOTHING RETURNING 1) SELECT pg_notify('\(jobsChannel)', count(*)::text) FROM ins"
+            try c.query(sql, params)
+        }
+    }
+
+    /// Claims up to `limit` queued jobs for `worker`: highest priority
+    /// first, then in the order they were added; rows other workers hold
+    /// are skipped, not waited for.
+    static func claim(worker: String, limit: Int, _ c: PGConnection) throws -> [ClaimedJob] {
+        let rows = try c.query("""
+            WITH c AS (SELECT id FROM tasker_jobs WHERE state = 'queued'
+                       ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+            UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = nextval('tasker_claim_seq'), claimed_at = now()
+            FROM c WHERE j.id = c.id
+            RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout
+            """, [worker, String(limit)])
+        return rows.values.map { r in
+            ClaimedJob(id: Int64(r[0]!)!, claim: Int64(r[1]!)!, run: r[2]!, name: r[3]!, args: r[4]!,
+                       timeout: r[5].flatMap(Double.init))
+        }
+    }
+
+    /// Records completions that still hold their claim, tells the
+    /// coordinators, and returns the ids that were refused (the claim was
+    /// lost: the job was rescued, cancelled or handed back meanwhile).
+    static func complete(_ done: [JobCompletion], _ c: PGConnection) throws -> [Int64] {
+        guard !done.isEmpty else { return [] }
+        var sql = "UPDATE tasker_jobs j SET state = v.state, result = v.result, error = v.error, error_kind = v.kind, "
+            + "done_seq = nextval('tasker_done_seq'), finished_at = now() FROM (VALUES "
+        var params: [String?] = []
+        for (k, d) in done.enumerated() {
+            let b = k * 6
+            if k > 0 { sql += "," }
+            sql += "($\(b + 1)::bigint,$\(b + 2)::bigint,$\(b + 3),$\(b + 4),$\(b + 5),$\(b + 6))"
+            params += [String(d.id), String(d.claim), d.state.rawValue, d.result, d.error, d.errorKind]
+        }
+        sql += ") v(id, claim, state, result, error, kind) WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' RETURNING j.id, j.run"
+        try c.execute("BEGIN")
+        do {
+            let rows = try c.query(sql, params)
+            try notifyDone(runs: Set(rows.values.map { $0[1]! }), c)
+            try c.execute("COMMIT")
+            let accepted = Set(rows.values.map { Int64($0[0]!)! })
+            return done.map(\.id).filter { !accepted.contains($0) }
+        } catch {
+            try? c.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    static func notifyDone(runs: Set<String>, _ c: PGConnection) throws {
+        for run in runs { try c.query("SELECT pg_notify('\(doneChannel)', $1)", [run]) }
+    }
+
+    /// The attempts of `run` that finished after `seq`, in finishing order.
+    static func finished(run: String, after seq: Int64, _ c: PGConnection) throws -> [FinishedJob] {
+        let rows = try c.query("""
+            SELECT task, attempt, state, result, error, error_kind, done_seq FROM tasker_jobs
+            WHERE run = $1 AND done_seq > $2::bigint ORDER BY done_seq
+            """, [run, String(seq)])
+        return rows.values.map { r in
+            FinishedJob(task: Int(r[0]!)!, attempt: Int(r[1]!)!, state: r[2]!, result: r[3], error: r[4],
+                        errorKind: r[5], seq: Int64(r[6]!)!)
+        }
+    }
+
+    /// Cancels an attempt that is queued or running; a worker running it
+    /// hears of it at once (NOTIFY) or at its next heartbeat.
+    static func cancel(run: String, task: Int, attempt: Int, _ c: PGConnection) throws {
+        let rows = try c.query("""
+            UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
+              finished_at = now() WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
+            RETURNING id, worker
+            """, [run, String(task), String(attempt)])
+        for r in rows.values where r[1] != nil {
+            try c.query("SELECT pg_notify('\(cancelChannel)', $1)", [r[0]!])
+        }
+    }
+
+    /// Registers (or re-registers) a worker.
+    static func register(worker: String, host: String, pid: Int32, lease: Double, _ c: PGConnection) throws {
+        try c.query("""
+            INSERT INTO tasker_workers(id, host, pid, lease) VALUES ($1, $2, $3::int, $4::float8)
+            ON CONFLICT (id) DO UPDATE SET heartbeat = now(), stopped = NULL, lease = EXCLUDED.lease
+            """, [worker, host, String(pid), String(lease)])
+    }
+
+    /// The worker is alive. Returns whether it had been declared dead (its
+    /// claims are gone) and which of `running` it must stop (cancelled, or
+    /// no longer its own).
+    static func heartbeat(worker: String, running: [Int64], _ c: PGConnection) throws -> (wasDead: Bool, stop: [Int64]) {
+        let rows = try c.query("UPDATE tasker_workers SET heartbeat = now() WHERE id = $1 RETURNING stopped IS NOT NULL", [worker])
+        let wasDead = rows.values.first?[0] == "t" || rows.count == 0
+        var stop: [Int64] = []
+        if !running.isEmpty {
+            let list = "{" + running.map(String.init).joined(separator: ",") + "}"
+            let r = try c.query("SELECT id FROM tasker_jobs WHERE id = ANY($1::bigint[]) AND (state <> 'running' OR worker <> $2)",
+                                [list, worker])
+            stop = r.values.map { Int64($0[0]!)! }
+        }
+        return (wasDead, stop)
+    }
+
+    /// Workers silent past their lease lose their claims: each running job
+    /// of theirs becomes a failed attempt of kind `lost`.
+    static func rescue(_ c: PGConnection) throws {
+        try c.execute("BEGIN")
+        do {
+            let rows = try c.query("""
+                WITH dead AS (UPDATE tasker_workers SET stopped = now()
+                              WHERE stopped IS NULL AND heartbeat < now() - make_interval(secs => lease) RETURNING id)
+                UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost',
+                  error = 'worker ' || j.worker || ' stopped heartbeating: its claim was given up',
+                  done_seq = nextval('tasker_done_seq'), finished_at = now()
+                FROM dead WHERE j.state = 'running' AND j.worker = dead.id
+                RETURNING j.run
+                """)
+            try notifyDone(runs: Set(rows.values.map { $0[0]! }), c)
+            try c.execute("COMMIT")
+        } catch {
+            try? c.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// A worker that stops hands back what it still holds.
+    static func handBack(worker: String, _ c: PGConnection) throws {
+        try c.query("UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL WHERE worker = $1 AND state = 'running'", [worker])
+        try c.query("UPDATE tasker_workers SET stopped = now() WHERE id = $1", [worker])
+        try c.query("SELECT pg_notify('\(jobsChannel)', '')")
+    }
+}

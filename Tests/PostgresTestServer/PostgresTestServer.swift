@@ -1,0 +1,116 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real PostgreSQL for the tests: a cluster made with `initdb` in a temp
+/// directory (as the `postgres` user when the tests run as root: initdb
+/// refuses root), listening on 127.0.0.1 on a free port. One per test
+/// process, started on first use and stopped when the process exits; each
+/// test takes a database of its own (`freshDatabase`).
+public final class PostgresTestServer: Sendable {
+    public let port: Int
+    public let dataDir: String
+    private let stopCommand: [String]
+    /// The server, or why it did not start.
+    public static let shared: Result<PostgresTestServer, StartError> = Result { () throws(StartError) in try PostgresTestServer() }
+
+    public struct StartError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private static func binDir() -> String? {
+        let base = "/usr/lib/postgresql"
+        guard let versions = try? FileManager.default.contentsOfDirectory(atPath: base) else { return nil }
+        for v in versions.sorted(by: >) where FileManager.default.isExecutableFile(atPath: "\(base)/\(v)/bin/initdb") {
+            return "\(base)/\(v)/bin"
+        }
+        return nil
+    }
+
+    private init() throws(StartError) {
+        guard let bin = Self.binDir() else {
+            throw StartError(description: "PostgreSQL is not installed (scripts/install-deps installs it)")
+        }
+        let root = "/tmp/tasker-pg-\(getpid())"
+        try? FileManager.default.removeItem(atPath: root)
+        do {
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        } catch {
+            throw StartError(description: "cannot create \(root): \(error)")
+        }
+        dataDir = root + "/data"
+        port = Self.freePort()
+        let asRoot = getuid() == 0
+        if asRoot { _ = Self.run("/bin/chown", ["postgres:postgres", root]) }
+        let prefix = asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
+        func pg(_ tool: String, _ args: [String]) -> (Int32, String) {
+            let all = prefix + ["\(bin)/\(tool)"] + args
+            return Self.run(all[0], Array(all.dropFirst()))
+        }
+        let (s1, o1) = pg("initdb", ["-D", dataDir, "-A", "trust", "-U", "tasker", "--no-sync", "-E", "UTF8"])
+        guard s1 == 0 else {
+            throw StartError(description: "initdb failed: \(o1)")
+        }
+        let opts = "-p \(port) -k \(root) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200"
+        let (s2, o2) = pg("pg_ctl", ["-D", dataDir, "-o", opts, "-l", root + "/log", "-w", "start"])
+        guard s2 == 0 else {
+            throw StartError(description: "pg_ctl start failed: \(o2)")
+        }
+        stopCommand = prefix + ["\(bin)/pg_ctl", "-D", dataDir, "-m", "immediate", "stop"]
+        // The server goes when the tests go (it is theirs alone).
+        atexit {
+            guard case .success(let server) = PostgresTestServer.shared else { return }
+            let c = server.stopCommand
+            _ = PostgresTestServer.run(c[0], Array(c.dropFirst()))
+            try? FileManager.default.removeItem(atPath: "/tmp/tasker-pg-\(getpid())")
+        }
+    }
+
+    /// The server; fails the calling test with why it could not start.
+    public static func get() throws(StartError) -> PostgresTestServer { try shared.get() }
+
+    public func url(database: String = "postgres") -> String {
+        "postgres://tasker@127.0.0.1:\(port)/\(database)"
+    }
+
+    /// A new empty database; its URL.
+    public func freshDatabase() -> String {
+        let name = "t_" + UUID().uuidString.prefix(12).lowercased().replacingOccurrences(of: "-", with: "")
+        let bin = Self.binDir()!
+        _ = Self.run("\(bin)/psql", ["-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "tasker", "-d", "postgres",
+                                     "-c", "CREATE DATABASE \(name)"])
+        return url(database: name)
+    }
+
+    /// Runs SQL with psql and returns its unaligned output (tests look).
+    public func psql(_ url: String, _ sql: String) -> String {
+        Self.run("\(Self.binDir()!)/psql", ["-qAt", url, "-c", sql]).1
+    }
+
+    private static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
+        _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
+        return Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    /// Runs a command through /bin/sh and waits (system(3), not Foundation's
+    /// Process: the server pg_ctl starts inherits a descriptor Process
+    /// watches, and Process would wait for the server to end).
+    @discardableResult
+    static func run(_ path: String, _ args: [String]) -> (Int32, String) {
+        let file = NSTemporaryDirectory() + "tasker-pg-out-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: file) }
+        let quoted = ([path] + args).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        let status = system(quoted.joined(separator: " ") + " </dev/null >" + file + " 2>&1")
+        let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
+        return (status == 0 ? 0 : max(1, status >> 8), text)
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import PostgresTestServer
+import Testing
+@testable import TaskerQueue
+
+/// The queue's statements against a real PostgreSQL.
+@Suite struct QueueStoreTests {
+    let url: String
+    let db: PGThread
+
+    init() throws {
+        let server = try PostgresTestServer.get()
+        url = server.freshDatabase()
+        db = PGThread(url: url, name: "test")
+        try db.sync { c in try QueueSchema.ensure(c) }
+    }
+
+    func job(_ task: Int, priority: Int = 0, run: String = "r1") -> QueuedJob {
+        QueuedJob(run: run, task: task, attempt: 1, name: "work", args: "{\"n\":\(task)}", priority: priority, timeout: nil)
+    }
+
+    @Test func claimsByPriorityThenAddOrder() throws {
+        try db.sync { c in try QueueStore.enqueue([job(1), job(2, priority: 5), job(3), job(4, priority: 5)], c) }
+        let first = try db.sync { c in try QueueStore.claim(worker: "w1", limit: 2, c) }
+        #expect(Set(first.map(\.args)) == ["{\"n\":2}", "{\"n\":4}"])
+        let next = try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }
+        #expect(next.map(\.args).sorted() == ["{\"n\":1}", "{\"n\":3}"])
+        #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }.isEmpty)
+        // the same attempt handed over again (a resumed coordinator) is not queued twice
+        try db.sync { c in try QueueStore.enqueue([job(1)], c) }
+        #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }.isEmpty)
+    }
+
+    @Test func twoConnectionsNeverClaimTheSameJob() async throws {
+        try db.sync { c in try QueueStore.enqueue((1...200).map { job($0) }, c) }
+        let other = PGThread(url: url, name: "test2")
+        defer { other.stop() }
+        async let a: [ClaimedJob] = Self.drain(db, "a")
+        async let b: [ClaimedJob] = Self.drain(other, "b")
+        let (ja, jb) = try await (a, b)
+        #expect(ja.count + jb.count == 200)
+        #expect(Set(ja.map(\.id)).isDisjoint(with: jb.map(\.id)))
+    }
+
+    static func drain(_ t: PGThread, _ worker: String) async throws -> [ClaimedJob] {
+        var all: [ClaimedJob] = []
+        while true {
+            let got = try t.sync { c in try QueueStore.claim(worker: worker, limit: 7, c) }
+            if got.isEmpty { return all }
+            all += got
+        }
+    }
+
+    @Test func aCompletionCountsOnlyForTheClaimThatMadeIt() throws {
+        try db.sync { c in try QueueStore.enqueue([job(1)], c) }
+        let j = try #require(try db.sync { c in try QueueStore.claim(worker: "w1", limit: 1, c) }.first)
+        let wrongClaim = JobCompletion(id: j.id, claim: j.claim + 1, state: .succeeded, result: "[1]")
+        #expect(try db.sync { c in try QueueStore.complete([wrongClaim], c) } == [j.id])
+        let right = JobCompletion(id: j.id, claim: j.claim, state: .succeeded, result: "[2]")
+        #expect(try db.sync { c in try QueueStore.complete([right], c) } == [])
+        // a second completion of the same claim is refused: recorded once
+        #expect(try db.sync { c in try QueueStore.complete([right], c) } == [j.id])
+        let done = try db.sync { c in try QueueStore.finished(run: "r1", after: 0, c) }
+        #expect(done.count == 1)
+        #expect(done.first?.result == "[2]")
+    }
+
+    @Test func aSilentWorkerLosesItsClaims() throws {
+        try db.sync { c in
+            try QueueSchema.ensure(c)
+            try QueueStore.register(worker: "dead", host: "h", pid: 1, lease: 0.2, c)
+            try QueueStore.register(worker: "alive", host: "h", pid: 2, lease: 60, c)
+            try QueueStore.enqueue([job(1), job(2)], c)
+        }
+        let a = try db.sync { c in try QueueStore.claim(worker: "dead", limit: 1, c) }
+        let b = try db.sync { c in try QueueStore.claim(worker: "alive", limit: 1, c) }
+        // rescue looks at heartbeats against the database clock: wait past the lease
+        _ = try db.sync { c in try c.query("SELECT pg_sleep(0.3)") }
+        try db.sync { c in try QueueStore.rescue(c) }
+        let done = try db.sync { c in try QueueStore.finished(run: "r1", after: 0, c) }
+        #expect(done.map(\.task) == [1])
+        #expect(done.first?.errorKind == "lost")
+        // the dead worker's late completion is refused; it hears it was declared dead
+        let late = JobCompletion(id: a[0].id, claim: a[0].claim, state: .succeeded, result: "[]")
+        #expect(try db.sync { c in try QueueStore.complete([late], c) } == [a[0].id])
+        let beat = try db.sync { c in try QueueStore.heartbeat(worker: "dead", running: [a[0].id], c) }
+        #expect(beat.wasDead)
+        #expect(beat.stop == [a[0].id])
+        let alive = try db.sync { c in try QueueStore.heartbeat(worker: "alive", running: [b[0].id], c) }
+        #expect(!alive.wasDead && alive.stop.isEmpty)
+    }
+
+    @Test func cancelReachesTheRunningWorkerAtItsHeartbeat() throws {
+        try db.sync { c in
+            try QueueStore.register(worker: "w", host: "h", pid: 1, lease: 60, c)
+            try QueueStore.enqueue([job(1)], c)
+        }
+        let j = try db.sync { c in try QueueStore.claim(worker: "w", limit: 1, c) }
+        try db.sync { c in try QueueStore.cancel(run: "r1", task: 1, attempt: 1, c) }
+        #expect(try db.sync { c in try QueueStore.heartbeat(worker: "w", running: [j[0].id], c) }.stop == [j[0].id])
+    }
+
+    @Test func aNotificationArrivesWhenJobsAreQueued() throws {
+        let heard = DispatchSemaphore(value: 0)
+        let listener = PGListener(url: url, channels: [QueueStore.jobsChannel], tick: 30,
+                                  onNotify: { _, _ in heard.signal() }, onTick: {})
+        defer { listener.stop() }
+        try db.sync { c in try QueueStore.enqueue([job(9)], c) }
+        #expect(heard.wait(timeout: .now() + 10) == .success)
+    }
+}
