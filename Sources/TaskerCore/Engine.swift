@@ -442,6 +442,9 @@ extension Engine {
 
     public func priority(_ id: TaskID) -> Int { record(id)?.priority ?? 0 }
 
+    /// Seconds an attempt of task `id` may take (nil: no limit).
+    public func timeout(_ id: TaskID) -> Double? { record(id)?.timeout }
+
     /// Interceptors may change a task's priority and name before it starts.
     public func setPriority(_ id: TaskID, _ priority: Int) { record(id)?.priority = priority }
     public func setName(_ id: TaskID, _ name: String) { record(id)?.explicitName = name }

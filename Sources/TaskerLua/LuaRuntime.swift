@@ -36,6 +36,9 @@ public final class LuaRuntime {
         /// A resumed run: the identities of tasks that succeeded before,
         /// with their values (a JSON array); those tasks are not run again.
         public var reuse: [String: String] = [:]
+        /// Where defined tasks run when the run has a store (`--store`):
+        /// nil runs them in this process.
+        public var remote: RemoteQueue?
         public var diagnostics: @Sendable (String) -> Void = { StandardError.write(($0 + "\n")) }
 
         public init() {}
@@ -59,7 +62,14 @@ public final class LuaRuntime {
     private var drainScheduled = false
     var current: Fiber?
     var mainFiber: Fiber?
-    var mainDone = false
+    var mainDone = false {
+        didSet { if mainDone && !oldValue { onMainDone?() } }
+    }
+    /// Called once when the main chunk has ended (returned or failed): a
+    /// worker claims jobs only once the file's definitions exist.
+    public var onMainDone: (() -> Void)?
+    /// Whether the main chunk raised (or the file did not load).
+    public var mainChunkFailed: Bool { mainError != nil }
     var mainError: String?
     /// The task whose error the main chunk raised (it got it from `await`,
     /// `all`, `any`…), if that is how it failed.

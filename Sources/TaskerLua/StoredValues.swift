@@ -86,6 +86,17 @@ extension LuaRuntime {
     /// `slot`; nil if they do not decode (the task then runs again).
     func storedValues(_ text: String, slot: TaskID, in L: OpaquePointer) -> TaskValue? {
         let top = lua_gettop(L)
+        let n = pushJSONValues(text, onto: L)
+        guard n >= 0 else { return nil }
+        let value = storeValues(L, count: n, slot: slot)
+        lua_settop(L, top)
+        return value
+    }
+
+    /// Pushes the elements of a JSON array as values (a null is nil) and
+    /// returns how many; -1 (nothing pushed) if `text` is not one.
+    func pushJSONValues(_ text: String, onto L: OpaquePointer) -> Int32 {
+        let top = lua_gettop(L)
         var text = text
         let decoded: Bool = text.withUTF8 { bytes in
             do { try json.decodeJSON(L, bytes) } catch { return false }
@@ -93,13 +104,13 @@ extension LuaRuntime {
         }
         guard decoded, lua_type(L, -1) == LUA_TTABLE else {
             lua_settop(L, top)
-            return nil
+            return -1
         }
         let list = lua_gettop(L)
         let n = Int32(lua_rawlen(L, list))
         guard lua_checkstack(L, n + 4) != 0 else {
             lua_settop(L, top)
-            return nil
+            return -1
         }
         for k in stride(from: 1, through: n, by: 1) {
             lua_rawgeti(L, list, lua_Integer(k))
@@ -110,8 +121,6 @@ extension LuaRuntime {
             }
         }
         tasker_remove(L, list)
-        let value = storeValues(L, count: n, slot: slot)
-        lua_settop(L, top)
-        return value
+        return n
     }
 }

@@ -66,6 +66,6 @@ final class SignalWatcher {
 }
 
 /// How many of the signals arrived (handlers run on a dispatch queue).
-private final class SignalCount: Sendable {
+final class SignalCount: Sendable {
     let n = Atomic<Int>(0)
 }

@@ -3,6 +3,7 @@ import Foundation
 import TaskerCore
 import TaskerJournal
 import TaskerLua
+import TaskerQueue
 
 extension Tasker {
     struct Run: ParsableCommand {
@@ -46,6 +47,9 @@ extension Tasker {
 
         @Option(name: .long, help: ArgumentHelp("Write an HTML report of the run to this file.", valueName: "file.html"))
         var report: String?
+
+        @Option(name: .long, help: ArgumentHelp("Queue the defined tasks in PostgreSQL for workers (tasker worker) to run.", valueName: "postgres://..."))
+        var store: String?
 
         @Argument(help: "The pipeline file.")
         var file: String
@@ -142,6 +146,17 @@ extension Tasker {
                     if report != nil || resume { throw ExitCode(2) }
                 }
             }
+            var queue: QueueCoordinator?
+            if let store {
+                do {
+                    queue = try QueueCoordinator(url: store, run: runID)
+                    options.remote = queue
+                } catch {
+                    StandardError.write("tasker: error: \(error)\n")
+                    throw ExitCode(2)
+                }
+            }
+            defer { queue?.stop() }
             events?.runStarted(id: runID, pipeline: pipeline, args: scriptArgs)
             var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in

@@ -14,9 +14,14 @@ final class DefineModule: LuaModule {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let source = """
-        local usage, add, encode, pack, unpack, spec_fields = ...
+        local usage, add, encode, decode, pack, unpack, spec_fields, remote = ...
         local defined = {}
-        return function(name, opts, fn)
+        -- With a store, an attempt lost with its worker is tried again
+        -- unless the task says how to retry.
+        local lost_retry = {attempts = 4, delay = 1, when = function(err)
+          return type(err) == "table" and err.kind == "lost"
+        end}
+        local function define(name, opts, fn)
           if fn == nil and type(opts) == "function" then fn, opts = opts, nil end
           if type(name) ~= "string" or name == "" then
             usage("bad argument #1 to 'tasker.define' (non-empty string expected, got " .. type(name) .. ")", 2)
@@ -35,8 +40,8 @@ final class DefineModule: LuaModule {
             end
             defaults[k] = v
           end
-          defined[name] = true
           local function body(ctx)
+            if remote then return remote(name, ctx.args) end
             local results = pack(fn(ctx, ctx.args))
             for i = 1, results.n do
               if results[i] ~= nil then
@@ -49,6 +54,7 @@ final class DefineModule: LuaModule {
             end
             return unpack(results, 1, results.n)
           end
+          defined[name] = body
           return function(spec)
             if spec == nil then spec = {} end
             if type(spec) ~= "table" then
@@ -68,9 +74,19 @@ final class DefineModule: LuaModule {
             end
             s.name = s.name or name
             s.run = body
+            if remote and s.retry == nil then s.retry = lost_retry end
             return add(s)
           end
         end
+        -- A worker starts a claimed attempt: the task's body with the args.
+        local function start(name, args_json, timeout)
+          local body = defined[name]
+          if not body then return nil, "no task function '" .. name .. "' is defined by this worker's file" end
+          local ok, args = pcall(decode, args_json)
+          if not ok then return nil, "the args of '" .. name .. "' are not JSON" end
+          return add{name = name, args = args, run = body, timeout = timeout}
+        end
+        return define, start
         """
 
     /// Spec fields `opts` may set for every task of a definition.
@@ -94,25 +110,35 @@ final class DefineModule: LuaModule {
         tasker_remove(L, -2)
         s.rawGet(globals, "json")
         s.rawGet(-1, "encode")
-        tasker_remove(L, -2)
+        s.rawGet(-2, "decode")
+        tasker_remove(L, -3)
         s.rawGet(globals, "table")
         s.rawGet(-1, "pack")
         s.rawGet(-2, "unpack")
         tasker_remove(L, -3)
-        tasker_remove(L, globals)  // leaves: chunk, usage, add, encode, pack, unpack
+        tasker_remove(L, globals)  // leaves: chunk, usage, add, encode, decode, pack, unpack
         s.newTable(hash: Int32(Self.optionFields.count))
         for f in Self.optionFields {
             s.push(true)
             s.rawSet(-2, f)
         }
-        guard tasker_pcall_traceback(L, 6, 1) == LUA_OK else {
+        if runtime.options.remote != nil {
+            push({ L in DefineModule.this(L!).remoteCall(L!) }, in: L)
+        } else {
+            lua_pushnil(L)
+        }
+        guard tasker_pcall_traceback(L, 8, 2) == LUA_OK else {
             preconditionFailure("tasker.define did not load: \(s.describe(-1))")
         }
+        startRef = luaL_ref(L, tasker_registryindex())
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         s.rawGet(-1, "tasker")
         lua_pushvalue(L, -3)
         s.rawSet(-2, "define")
     }
+
+    /// The Lua function a worker starts a claimed attempt with.
+    private(set) var startRef: Int32 = LUA_NOREF
 
     /// `usage(message, level)`: a usage error naming the line `level` calls up.
     func raiseUsage(_ L: OpaquePointer) -> Int32 {
@@ -120,5 +146,28 @@ final class DefineModule: LuaModule {
         let level = Int32(s.integer(2) ?? 1)
         runtime.pushErrorTable(L, kind: "usage", message: s.string(1) ?? "usage error", where: s.whereString(level: level))
         return TASKER_RAISE
+    }
+}
+
+extension LuaRuntime {
+    /// A worker's start of a claimed attempt: adds a task running the
+    /// defined function `name` with `args` (JSON). Returns the task, or why
+    /// it could not be started (no such definition, args not JSON, the
+    /// pipeline raised).
+    public func startDefined(name: String, args: String, timeout: Double?) -> Result<TaskID, TaskFailure> {
+        loop.assertInLoop()
+        let define = module(DefineModule.self)
+        let s = LuaStack(L)
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(define.startRef))
+        s.push(name)
+        s.push(args)
+        if let timeout { s.push(timeout) } else { lua_pushnil(L) }
+        if let error = callForError(nargs: 3, nresults: 2, context: "starting '\(name)'") {
+            return .failure(TaskFailure(.error, error))
+        }
+        if let id = handleID(L, -2) { return .success(id) }
+        return .failure(TaskFailure(.usage, s.string(-1) ?? "'\(name)' could not be started"))
     }
 }

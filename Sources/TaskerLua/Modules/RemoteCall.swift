@@ -1,0 +1,97 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// The body of a defined task when the run has a store: the attempt goes to
+/// the queue and the task waits for a worker to run it (its slot lent
+/// meanwhile: the workers bound how many run). Timeouts, retries, cancel
+/// and priority stay the engine's, in this process; the queue only carries
+/// one attempt at a time.
+extension DefineModule {
+    /// `remote(name, args)`: hands the calling task's current attempt over
+    /// and returns the values the worker's run returned.
+    func remoteCall(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        guard let queue = runtime.options.remote, let name = s.string(1) else {
+            return runtime.usage(L, "defined tasks go to a queue only in a run with --store")
+        }
+        if let status = runtime.cannotWait(L, name) { return status }
+        guard let f = runtime.current, case .task(let run) = f.kind else {
+            return runtime.usage(L, "'\(name)' runs only as a task's body")
+        }
+        let args: String
+        if lua_type(L, 2) <= LUA_TNIL {
+            args = "null"
+        } else {
+            do {
+                args = String(decoding: try runtime.json.encodeJSON(L, 2), as: UTF8.self)
+            } catch {
+                return runtime.usage(L, "'\(name)': args must be JSON (\(error.message))")
+            }
+        }
+        let engine = runtime.engine
+        let attempt = RemoteAttempt(task: run.task, attempt: max(1, engine.attempts(run.task)), name: name, args: args,
+                                    priority: engine.priority(run.task), timeout: engine.timeout(run.task))
+        return runtime.suspend(L, .wait(RemoteWait(queue: queue, attempt: attempt)))
+    }
+}
+
+/// One attempt on the queue. Ending the wait (timeout, cancel, the run
+/// ends) takes the attempt back from the queue.
+final class RemoteWait: FiberWait {
+    let queue: RemoteQueue
+    let attempt: RemoteAttempt
+    private var waiting = false
+    private var loop: EventLoop?
+
+    init(queue: RemoteQueue, attempt: RemoteAttempt) {
+        self.queue = queue
+        self.attempt = attempt
+    }
+
+    var lendsSlot: Bool { true }
+
+    func start(_ fiber: Fiber, in runtime: LuaRuntime) {
+        waiting = true
+        // Work is under way elsewhere: the run is not idle (nor deadlocked).
+        loop = runtime.loop
+        runtime.loop.beginActivity()
+        let target = LoopBound((fiber, runtime, self), loop: runtime.loop)
+        queue.submit(attempt) { outcome in
+            target.loop.execute {
+                let (fiber, runtime, wait) = target.value
+                guard wait.waiting else { return }
+                wait.waiting = false
+                runtime.loop.endActivity()
+                runtime.finishWait(fiber, wait.resumption(outcome, runtime))
+            }
+        }
+    }
+
+    func cancel() {
+        guard waiting else { return }
+        waiting = false
+        loop?.endActivity()
+        queue.cancel(task: attempt.task, attempt: attempt.attempt)
+    }
+
+    /// `true, values…` from the worker's JSON array, or the worker's failure.
+    private func resumption(_ outcome: RemoteOutcome, _ runtime: LuaRuntime) -> Resumption {
+        switch outcome {
+        case .failed(let failure):
+            return .failure(failure)
+        case .succeeded(let json):
+            return .push { co in
+                lua_pushboolean(co, 1)
+                let n = runtime.pushJSONValues(json, onto: co)
+                guard n >= 0 else {
+                    lua_settop(co, lua_gettop(co) - 1)
+                    lua_pushboolean(co, 0)
+                    runtime.pushFailure(co, TaskFailure(.error, "the worker's values for '\(self.attempt.name)' are not a JSON array"))
+                    return 2
+                }
+                return 1 + n
+            }
+        }
+    }
+}

@@ -1,0 +1,254 @@
+import Foundation
+import TaskerCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What runs the jobs a worker claims (the Lua runtime, in tasker). Called
+/// on the loop thread.
+public protocol WorkerJobRunner: AnyObject {
+    /// Starts a claimed job; the runner later calls `QueueWorker.finished`
+    /// for it, once (also when it could not start).
+    func start(_ job: ClaimedJob)
+    /// The job must stop now (cancelled by the coordinator, or its claim
+    /// is gone); it still reports `finished`, which the queue then refuses.
+    func stop(_ job: Int64)
+}
+
+/// A worker's side of the queue (`tasker worker --store`): registers,
+/// claims as many jobs as it has free slots (woken by NOTIFY, with a poll
+/// every second as a backstop), hands completions back in batches fenced
+/// by their claims, heartbeats, rescues the claims of silent workers, and
+/// stops cleanly. Lives on the loop thread; the database on its own.
+public final class QueueWorker {
+    public struct Settings {
+        public var concurrency: Int
+        /// Seconds without a heartbeat after which others take this
+        /// worker's claims back; it heartbeats six times per lease.
+        public var lease: Double
+        public init(concurrency: Int, lease: Double) {
+            self.concurrency = concurrency
+            self.lease = lease
+        }
+    }
+
+    public let id: String
+    private let url: String
+    private let settings: Settings
+    private let loop: EventLoop
+    private unowned let runner: WorkerJobRunner
+    private let db: PGThread
+    private var listener: PGListener?
+    private var running: [Int64: ClaimedJob] = [:]
+    private var claiming = false
+    private var draining = false
+    private var outbox: [JobCompletion] = []
+    private var completing = false
+    private var heartbeatTimer: LoopTimer?
+    private var lastHeartbeat = Monotonic.now()
+    private var onStopped: (() -> Void)?
+    /// Lines for the worker's log (claims refused, lease trouble).
+    public var log: (String) -> Void = { _ in }
+
+    public init(url: String, settings: Settings, loop: EventLoop, runner: WorkerJobRunner) throws {
+        let hostName = Self.hostName
+        id = "\(hostName):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
+        self.url = url
+        self.settings = settings
+        self.loop = loop
+        self.runner = runner
+        db = PGThread(url: url, name: "tasker.queue")
+        let me = id
+        try db.sync { c in
+            try QueueSchema.ensure(c)
+            try QueueStore.register(worker: me, host: hostName, pid: getpid(), lease: settings.lease, c)
+        }
+    }
+
+    static var hostName: String {
+        var host = [UInt8](repeating: 0, count: 256)
+        host.withUnsafeMutableBufferPointer { b in
+            b.withMemoryRebound(to: CChar.self) { _ = gethostname($0.baseAddress!, $0.count - 1) }
+        }
+        return String(decoding: host.prefix { $0 != 0 }, as: UTF8.self)
+    }
+
+    /// Starts listening and claiming (on the loop).
+    public func start() {
+        loop.assertInLoop()
+        let bound = LoopBound(self, loop: loop)
+        listener = PGListener(
+            url: url, channels: [QueueStore.jobsChannel, QueueStore.cancelChannel], tick: 1,
+            onNotify: { channel, payload in
+                bound.loop.execute {
+                    let w = bound.value
+                    if channel == QueueStore.cancelChannel {
+                        if let id = Int64(payload), w.running[id] != nil { w.runner.stop(id) }
+                    } else {
+                        w.claimMore()
+                    }
+                }
+            },
+            onTick: { bound.loop.execute { bound.value.claimMore() } })
+        scheduleHeartbeat()
+        claimMore()
+    }
+
+    public var runningCount: Int { running.count }
+
+    // MARK: claiming
+
+    private func claimMore() {
+        let free = settings.concurrency - running.count
+        guard !draining, !claiming, free > 0 else { return }
+        claiming = true
+        let bound = LoopBound(self, loop: loop)
+        let me = id
+        db.submit { c, error in
+            var jobs: [ClaimedJob] = []
+            var failure = error
+            if let c {
+                do { jobs = try QueueStore.claim(worker: me, limit: free, c) } catch { failure = PGError(error) }
+            }
+            let claimed = jobs
+            let why = failure?.message
+            bound.loop.execute {
+                let w = bound.value
+                w.claiming = false
+                if let why { w.log("cannot claim jobs: \(why)") }
+                for j in claimed { w.running[j.id] = j }
+                for j in claimed { w.runner.start(j) }
+                // a full batch: there may be more waiting
+                if claimed.count == free { w.claimMore() }
+            }
+        }
+    }
+
+    // MARK: completing
+
+    /// The runner's report that a job ended.
+    public func finished(_ completion: JobCompletion) {
+        loop.assertInLoop()
+        guard running.removeValue(forKey: completion.id) != nil else { return }
+        outbox.append(completion)
+        flushCompletions()
+        claimMore()
+    }
+
+    private func flushCompletions() {
+        guard !completing, !outbox.isEmpty else {
+            checkStopped()
+            return
+        }
+        completing = true
+        let batch = outbox
+        outbox = []
+        let bound = LoopBound(self, loop: loop)
+        db.submit { c, error in
+            var refused: [Int64] = []
+            var failure = error
+            if let c {
+                do { refused = try QueueStore.complete(batch, c) } catch { failure = PGError(error) }
+            }
+            let why = failure?.message
+            let gone = refused
+            bound.loop.execute {
+                let w = bound.value
+                w.completing = false
+                if let why {
+                    // Not recorded: the claims run out and the jobs are
+                    // rescued and run again (at least once).
+                    w.log("cannot record \(batch.count) results: \(why)")
+                }
+                for id in gone { w.log("job \(id): result refused (its claim was given up meanwhile)") }
+                w.flushCompletions()
+            }
+        }
+    }
+
+    // MARK: heartbeat
+
+    private var heartbeatInterval: Double { settings.lease / 6 }
+
+    private func scheduleHeartbeat() {
+        heartbeatTimer = loop.schedule(after: heartbeatInterval, keepAlive: false) { [unowned self] in heartbeat() }
+    }
+
+    private func heartbeat() {
+        let bound = LoopBound(self, loop: loop)
+        let me = id
+        let ids = Array(running.keys)
+        db.submit { c, error in
+            var result: (wasDead: Bool, stop: [Int64])?
+            var failure = error
+            if let c {
+                do {
+                    result = try QueueStore.heartbeat(worker: me, running: ids, c)
+                    try QueueStore.rescue(c)
+                } catch { failure = PGError(error) }
+            }
+            let outcome = result
+            let why = failure?.message
+            bound.loop.execute { bound.value.heartbeatDone(outcome, why) }
+        }
+    }
+
+    private func heartbeatDone(_ result: (wasDead: Bool, stop: [Int64])?, _ failure: String?) {
+        if let result {
+            lastHeartbeat = Monotonic.now()
+            if result.wasDead {
+                log("this worker was silent past its lease: its claims were given to others")
+                let me = id, lease = settings.lease
+                let hostName = Self.hostName
+                db.submit { c, _ in
+                    if let c { try? QueueStore.register(worker: me, host: hostName, pid: getpid(), lease: lease, c) }
+                }
+            }
+            for id in result.stop where running[id] != nil { runner.stop(id) }
+        } else {
+            log("heartbeat failed: \(failure ?? "no connection")")
+            // Past the lease others may run these jobs: stop ours.
+            if Double(Monotonic.now() &- lastHeartbeat) / 1e9 > settings.lease {
+                log("no heartbeat for the whole lease: stopping the attempts this worker holds")
+                for id in running.keys { runner.stop(id) }
+            }
+        }
+        if !draining || !running.isEmpty { scheduleHeartbeat() }
+    }
+
+    // MARK: stopping
+
+    /// Stops claiming; `then` runs once the running jobs have finished and
+    /// their results are recorded.
+    public func drain(then: @escaping () -> Void) {
+        loop.assertInLoop()
+        draining = true
+        onStopped = then
+        checkStopped()
+    }
+
+    /// Stops at once: what is still running goes back to the queue. Safe
+    /// from any thread (a second signal), as it touches only the database.
+    public var handBack: @Sendable () -> Void {
+        let me = id, db = db
+        return { try? db.sync { c in try QueueStore.handBack(worker: me, c) } }
+    }
+
+    private func checkStopped() {
+        guard draining, running.isEmpty, outbox.isEmpty, !completing, let done = onStopped else { return }
+        onStopped = nil
+        heartbeatTimer?.cancel()
+        let me = id
+        db.submit { c, _ in
+            if let c { _ = try? c.query("UPDATE tasker_workers SET stopped = now() WHERE id = $1", [me]) }
+        }
+        done()
+    }
+
+    /// Closes the connections (after `drain` or `handBack`).
+    public func close() {
+        listener?.stop()
+        listener = nil
+        db.stop()
+    }
+}

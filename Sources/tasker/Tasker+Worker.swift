@@ -1,0 +1,128 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import TaskerCore
+import TaskerLua
+import TaskerQueue
+
+extension Tasker {
+    /// `tasker worker --store URL [--concurrency N] FILE`: runs the defined
+    /// tasks a coordinator queues.
+    struct Worker: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run the defined tasks queued in PostgreSQL (FILE: the module of tasker.define calls).",
+            discussion: "SIGTERM or Ctrl-C: stop claiming and finish what runs; a second one hands the rest back and exits."
+        )
+
+        @Option(name: .long, help: ArgumentHelp("The PostgreSQL queue.", valueName: "postgres://..."))
+        var store: String
+
+        @Option(name: .long, help: "How many tasks run at once.")
+        var concurrency: Int = 16
+
+        @Option(name: .long, help: "Seconds of silence after which others take this worker's claims (it heartbeats 6 times per lease).")
+        var lease: Double = 30
+
+        @Option(name: .customLong("var"), help: ArgumentHelp("Set tasker.vars.KEY to VALUE.", valueName: "key=value"))
+        var vars: [String] = []
+
+        @Option(name: .long, help: "debug, info, warn or error.")
+        var logLevel: String = "info"
+
+        @Argument(help: "The file of definitions.")
+        var file: String
+
+        @Argument(parsing: .captureForPassthrough, help: "Arguments for the script (tasker.args).")
+        var scriptArgs: [String] = []
+
+        func validate() throws {
+            guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1 (got \(concurrency))") }
+            guard lease >= 0.5 else { throw ValidationError("--lease must be at least 0.5 seconds (got \(lease))") }
+            for v in vars where !v.contains("=") { throw ValidationError("--var expects key=value") }
+        }
+
+        func run() throws {
+            var options = LuaRuntime.Options()
+            options.concurrency = concurrency
+            options.tearDown = false
+            options.args = scriptArgs
+            options.logLevel = logLevel == "debug" ? .debug : logLevel == "warn" ? .warning : logLevel == "error" ? .error : .info
+            for v in vars {
+                let parts = v.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                options.vars[String(parts[0])] = String(parts[1])
+            }
+            let signals = WorkerSignals()
+            var failure: String?
+            var worker: QueueWorker?
+            let settings = QueueWorker.Settings(concurrency: concurrency, lease: lease)
+            let url = store
+            let result = PipelineRunner.run(path: file, options: options) { runtime in
+                let jobs = WorkerJobs(runtime: runtime)
+                runtime.engine.observers.append(jobs)
+                let loop = runtime.loop
+                loop.beginActivity()  // a worker waits for jobs until told to stop
+                runtime.onMainDone = {
+                    loop.enqueue {
+                        guard !runtime.mainChunkFailed else {
+                            loop.endActivity()
+                            return
+                        }
+                        do {
+                            let w = try QueueWorker(url: url, settings: settings, loop: loop, runner: jobs)
+                            w.log = { runtime.logNotice($0) }
+                            jobs.queue = w
+                            worker = w
+                            runtime.logNotice("worker \(w.id): waiting for jobs (concurrency \(settings.concurrency))")
+                            signals.start(loop: loop, drain: {
+                                runtime.logNotice("stopping: no new jobs; finishing \(w.runningCount) running")
+                                w.drain { loop.endActivity() }
+                            }, handBack: w.handBack)
+                            w.start()
+                        } catch {
+                            failure = "\(error)"
+                            loop.endActivity()
+                        }
+                    }
+                }
+            }
+            signals.stop()
+            worker?.close()
+            if let failure {
+                StandardError.write("tasker: error: \(failure)\n")
+                throw ExitCode(2)
+            }
+            if let e = result.mainError { StandardError.write(e + "\n") }
+            throw ExitCode(result.mainError == nil ? 0 : result.exitCode)
+        }
+    }
+}
+
+/// SIGTERM, SIGINT: the first drains the worker, the second hands back what
+/// still runs and exits at once.
+final class WorkerSignals {
+    private let queue = DispatchQueue(label: "tasker.worker.signals")
+    private var sources: [DispatchSourceSignal] = []
+
+    func start(loop: EventLoop, drain: @escaping () -> Void, handBack: @escaping @Sendable () -> Void) {
+        let target = LoopBound(drain, loop: loop)
+        let seen = SignalCount()
+        for sig in [SIGTERM, SIGINT] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler {
+                if seen.n.add(1, ordering: .relaxed).newValue > 1 {
+                    handBack()
+                    exit(128 + sig)
+                }
+                target.loop.execute { target.value() }
+            }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    func stop() {
+        for s in sources { s.cancel() }
+        sources = []
+    }
+}
