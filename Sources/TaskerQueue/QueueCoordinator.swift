@@ -22,7 +22,6 @@ public final class QueueCoordinator: RemoteQueue {
         var flushing = false
         var fetching = false
         var fetchAgain = false
-        var lastSeq: Int64 = 0
         var error: String?
         var listener: PGListener?
     }
@@ -117,17 +116,15 @@ public final class QueueCoordinator: RemoteQueue {
         }
         guard start else { return }
         db.submit { [self] c, error in
-            let after = state.withLock { $0.lastSeq }
             var rows: [FinishedJob] = []
             if let c {
-                do { rows = try QueueStore.finished(run: run, after: after, c) } catch {
+                do { rows = try QueueStore.takeFinished(run: run, c) } catch {
                     state.withLock { $0.error = "\(error)" }
                 }
             }
             var deliveries: [(@Sendable (RemoteOutcome) -> Void, RemoteOutcome)] = []
             let again = state.withLock { s in
                 for r in rows {
-                    s.lastSeq = max(s.lastSeq, r.seq)
                     guard let cb = s.waiting.removeValue(forKey: Key(task: r.task, attempt: r.attempt)) else { continue }
                     deliveries.append((cb, Self.outcome(r)))
                 }

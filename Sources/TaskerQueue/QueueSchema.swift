@@ -1,7 +1,8 @@
 /// The queue's tables. One row per attempt of a defined task: the
 /// coordinator inserts it, a worker claims it (`claim` is the fence: a
-/// completion counts only with the claim it was given), and the row's
-/// `done_seq` orders what the coordinator has yet to read.
+/// completion counts only with the claim it was given); the coordinator
+/// takes what finished and is not `delivered` yet (a high-water mark on
+/// `done_seq` would skip rows: two workers' commits land out of order).
 enum QueueSchema {
     static let sql = """
         CREATE TABLE IF NOT EXISTS tasker_jobs (
@@ -21,6 +22,7 @@ enum QueueSchema {
           error text,
           error_kind text,
           done_seq bigint,
+          delivered boolean NOT NULL DEFAULT false,
           added_at timestamptz NOT NULL DEFAULT now(),
           finished_at timestamptz,
           UNIQUE (run, task, attempt)
@@ -29,7 +31,7 @@ enum QueueSchema {
         CREATE SEQUENCE IF NOT EXISTS tasker_done_seq;
         CREATE INDEX IF NOT EXISTS tasker_jobs_queued ON tasker_jobs (priority DESC, id) WHERE state = 'queued';
         CREATE INDEX IF NOT EXISTS tasker_jobs_running ON tasker_jobs (worker) WHERE state = 'running';
-        CREATE INDEX IF NOT EXISTS tasker_jobs_done ON tasker_jobs (run, done_seq) WHERE done_seq IS NOT NULL;
+        CREATE INDEX IF NOT EXISTS tasker_jobs_undelivered ON tasker_jobs (run) WHERE done_seq IS NOT NULL AND NOT delivered;
         CREATE TABLE IF NOT EXISTS tasker_workers (
           id text PRIMARY KEY,
           host text NOT NULL,

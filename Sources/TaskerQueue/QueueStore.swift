@@ -136,16 +136,17 @@ enum QueueStore {
         for run in runs { try c.query("SELECT pg_notify('\(doneChannel)', $1)", [run]) }
     }
 
-    /// The attempts of `run` that finished after `seq`, in finishing order.
-    static func finished(run: String, after seq: Int64, _ c: PGConnection) throws -> [FinishedJob] {
+    /// Takes the attempts of `run` that finished and were not taken yet,
+    /// in finishing order.
+    static func takeFinished(run: String, _ c: PGConnection) throws -> [FinishedJob] {
         let rows = try c.query("""
-            SELECT task, attempt, state, result, error, error_kind, done_seq FROM tasker_jobs
-            WHERE run = $1 AND done_seq > $2::bigint ORDER BY done_seq
-            """, [run, String(seq)])
+            UPDATE tasker_jobs SET delivered = true WHERE run = $1 AND done_seq IS NOT NULL AND NOT delivered
+            RETURNING task, attempt, state, result, error, error_kind, done_seq
+            """, [run])
         return rows.values.map { r in
             FinishedJob(task: Int(r[0]!)!, attempt: Int(r[1]!)!, state: r[2]!, result: r[3], error: r[4],
                         errorKind: r[5], seq: Int64(r[6]!)!)
-        }
+        }.sorted { $0.seq < $1.seq }
     }
 
     /// Cancels an attempt that is queued or running; a worker running it

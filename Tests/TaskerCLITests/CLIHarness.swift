@@ -32,7 +32,7 @@ struct Scratch {
 }
 
 /// Starts `executable` with `args` in `cwd`, its output in pipes.
-private func launch(_ args: [String], in cwd: URL?, executable: URL = taskerBinary(),
+func launch(_ args: [String], in cwd: URL?, executable: URL = taskerBinary(),
                     environment: [String: String]? = nil) throws -> (Process, out: Pipe, err: Pipe) {
     let p = Process()
     p.executableURL = executable
@@ -67,7 +67,7 @@ func shell(_ script: String, in cwd: URL) async throws -> CLIResult {
 }
 
 /// Reads both pipes to their end, then waits for the exit.
-private func collect(_ started: (Process, out: Pipe, err: Pipe)) async -> CLIResult {
+func collect(_ started: (Process, out: Pipe, err: Pipe)) async -> CLIResult {
     let (p, out, err) = started
     return await withCheckedContinuation { continuation in
         Thread {
@@ -105,5 +105,70 @@ func taskerInterrupted(_ args: [String], in cwd: URL, markers: [String], signal 
                                                      stdout: seen + String(decoding: rest, as: UTF8.self),
                                                      stderr: String(decoding: e, as: UTF8.self)))
         }.start()
+    }
+}
+
+/// A tasker process the test runs beside others (a worker): its stdout is
+/// read as it comes, so the test can wait for a line before acting.
+final class Background: @unchecked Sendable {
+    // Safety: `seen` is guarded by `lock`; the rest is set in init.
+    let process: Process
+    private let out: Pipe
+    private let err: Pipe
+    private let lock = NSCondition()
+    private var seen = ""
+    private var ended = false
+
+    init(_ args: [String], in cwd: URL) throws {
+        (process, out, err) = try launch(args, in: cwd)
+        Thread { [self] in
+            while true {
+                let chunk = out.fileHandleForReading.availableData
+                lock.lock()
+                if chunk.isEmpty { ended = true } else { seen += String(decoding: chunk, as: UTF8.self) }
+                lock.broadcast()
+                lock.unlock()
+                if chunk.isEmpty { break }
+            }
+        }.start()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    /// Waits (at most `seconds`) until stdout contains `text`, on a thread
+    /// of its own: blocking one of the few threads async tests share could
+    /// starve the very process it waits for.
+    func waitFor(_ text: String, seconds: Double = 60) async -> Bool {
+        await withCheckedContinuation { continuation in
+            Thread { [self] in continuation.resume(returning: blockingWait(text, seconds)) }.start()
+        }
+    }
+
+    private func blockingWait(_ text: String, _ seconds: Double) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        lock.lock()
+        defer { lock.unlock() }
+        while !seen.contains(text) {
+            if ended || !lock.wait(until: deadline) { return seen.contains(text) }
+        }
+        return true
+    }
+
+    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Waits for the exit; stdout so far and stderr.
+    func finish() async -> CLIResult {
+        await withCheckedContinuation { continuation in
+            Thread { [self] in
+                let e = err.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                lock.lock()
+                while !ended { lock.wait() }
+                let o = seen
+                lock.unlock()
+                continuation.resume(returning: CLIResult(status: process.terminationStatus, stdout: o,
+                                                         stderr: String(decoding: e, as: UTF8.self)))
+            }.start()
+        }
     }
 }

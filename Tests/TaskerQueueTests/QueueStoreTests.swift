@@ -60,9 +60,11 @@ import Testing
         #expect(try db.sync { c in try QueueStore.complete([right], c) } == [])
         // a second completion of the same claim is refused: recorded once
         #expect(try db.sync { c in try QueueStore.complete([right], c) } == [j.id])
-        let done = try db.sync { c in try QueueStore.finished(run: "r1", after: 0, c) }
+        let done = try db.sync { c in try QueueStore.takeFinished(run: "r1", c) }
         #expect(done.count == 1)
         #expect(done.first?.result == "[2]")
+        // taken once: a later look finds nothing new
+        #expect(try db.sync { c in try QueueStore.takeFinished(run: "r1", c) }.isEmpty)
     }
 
     @Test func aSilentWorkerLosesItsClaims() throws {
@@ -77,7 +79,7 @@ import Testing
         // rescue looks at heartbeats against the database clock: wait past the lease
         _ = try db.sync { c in try c.query("SELECT pg_sleep(0.3)") }
         try db.sync { c in try QueueStore.rescue(c) }
-        let done = try db.sync { c in try QueueStore.finished(run: "r1", after: 0, c) }
+        let done = try db.sync { c in try QueueStore.takeFinished(run: "r1", c) }
         #expect(done.map(\.task) == [1])
         #expect(done.first?.errorKind == "lost")
         // the dead worker's late completion is refused; it hears it was declared dead

@@ -1,0 +1,154 @@
+import Foundation
+import PostgresTestServer
+import Testing
+
+/// Coordinator and workers as real processes on a real PostgreSQL.
+@Suite struct WorkerCLITests {
+    let server: PostgresTestServer
+    let url: String
+
+    init() throws {
+        server = try PostgresTestServer.get()
+        url = server.freshDatabase()
+    }
+
+    static let defs = """
+        local function flush() io.stdout:flush() end
+        double = tasker.define("double", function(ctx, args)
+          io.stdout:write("start " .. args.n .. "\\n"); flush()
+          if args.t then tasker.sleep(args.t) end
+          return args.n * 2, tasker.vars.name
+        end)
+        long = tasker.define("long", function(ctx, args)
+          io.stdout:write("long started\\n"); flush()
+          tasker.sleep(60)
+        end)
+        order = 0
+        seq = tasker.define("seq", function(ctx, args)
+          order = order + 1
+          return order
+        end)
+        """
+
+    func worker(_ s: Scratch, _ extra: [String] = []) throws -> Background {
+        try Background(["worker", "--store", url, "--lease", "1"] + extra + ["defs.lua"], in: s.dir)
+    }
+
+    func sql(_ q: String) -> String { server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines) }
+
+    @Test func twoWorkersRunTwoHundredDefinedTasks() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            for i = 1, 200 do hs[i] = double{args = {n = i}} end
+            local sum = 0
+            for _, h in ipairs(hs) do sum = sum + h:await() end
+            print("sum " .. sum)
+            """])
+        defer { s.cleanup() }
+        let w1 = try worker(s, ["--var", "name=a"]), w2 = try worker(s, ["--var", "name=b"])
+        let run = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        w1.signal(SIGTERM)
+        w2.signal(SIGTERM)
+        let (r1, r2) = await (w1.finish(), w2.finish())
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("sum 40200"))
+        #expect(sql("SELECT count(*), count(DISTINCT task) FROM tasker_jobs WHERE state = 'succeeded'") == "200|200")
+        #expect(r1.status == 0 && r2.status == 0, "\(r1.stderr)\(r2.stderr)")
+    }
+
+    @Test func aKilledWorkersClaimsComeBackAndEveryResultArrivesOnce() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            for i = 1, 40 do hs[i] = double{args = {n = i, t = 0.2}} end
+            local sum = 0
+            for _, h in ipairs(hs) do sum = sum + h:await() end
+            print("sum " .. sum)
+            """])
+        defer { s.cleanup() }
+        let doomed = try worker(s, ["--concurrency", "4"])
+        async let run = tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        #expect(await doomed.waitFor("start "))
+        doomed.signal(SIGKILL)
+        let survivor = try worker(s, ["--concurrency", "4"])
+        let result = try await run
+        survivor.signal(SIGTERM)
+        _ = await (doomed.finish(), survivor.finish())
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("sum 1640"))
+        #expect(sql("SELECT count(*), count(DISTINCT task) FROM tasker_jobs WHERE state = 'succeeded'") == "40|40")
+        #expect(Int(sql("SELECT count(*) FROM tasker_jobs WHERE error_kind = 'lost'")) ?? 0 >= 1)
+    }
+
+    @Test func aWorkerStoppedPastItsLeaseHasItsLateResultRefused() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local v, who = double{args = {n = 1, t = 2}}:await()
+            print("result " .. v .. " from " .. who)
+            """])
+        defer { s.cleanup() }
+        let a = try worker(s, ["--var", "name=a"])
+        async let run = tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        #expect(await a.waitFor("start 1"))
+        a.signal(SIGSTOP)
+        let b = try worker(s, ["--var", "name=b"])
+        let result = try await run
+        a.signal(SIGCONT)
+        // a's sleep is long over: it finishes at once, and is refused
+        #expect(sql("SELECT state || ':' || coalesce(error_kind, '') FROM tasker_jobs ORDER BY attempt") == "failed:lost\nsucceeded:")
+        a.signal(SIGTERM)
+        b.signal(SIGTERM)
+        let (ra, _) = await (a.finish(), b.finish())
+        #expect(result.stdout.contains("result 2 from b"), "\(result.stdout)\(result.stderr)")
+        #expect(ra.stderr.contains("refused") || ra.stderr.contains("silent past its lease"), "\(ra.stderr)")
+        #expect(sql("SELECT state || ':' || coalesce(error_kind, '') FROM tasker_jobs ORDER BY attempt") == "failed:lost\nsucceeded:")
+    }
+
+    @Test func aTimeoutInTheCoordinatorStopsTheRemoteTask() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local ok, err = pcall(function() return long{timeout = 1}:await() end)
+            print("long: " .. err.kind)
+            -- the worker has one slot: this runs only if the long task let it go
+            print("then " .. double{args = {n = 4}, timeout = 20}:await())
+            """])
+        defer { s.cleanup() }
+        let w = try worker(s, ["--concurrency", "1"])
+        let result = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        w.signal(SIGTERM)
+        _ = await w.finish()
+        #expect(result.stdout.contains("long: timeout"), "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("then 8"), "\(result.stdout)\(result.stderr)")
+        #expect(sql("SELECT state FROM tasker_jobs WHERE name = 'long'") == "cancelled")
+    }
+
+    @Test func prioritiesOrderClaimsAndAKeyRunsOnce() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local low, high = {}, {}
+            for i = 1, 3 do low[i] = seq{args = {i = i}} end
+            for i = 1, 3 do high[i] = seq{args = {i = i + 3}, priority = 10} end
+            local a, b = double{args = {n = 5}, key = "k"}, double{args = {n = 5}, key = "k"}
+            local lo, hi = {}, {}
+            for i = 1, 3 do lo[i] = low[i]:await(); hi[i] = high[i]:await() end
+            table.sort(lo); table.sort(hi)
+            print("high " .. table.concat(hi, ",") .. " low " .. table.concat(lo, ","))
+            print("keyed " .. a:await() .. " " .. b:await())
+            """])
+        defer { s.cleanup() }
+        async let run = tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        // the worker starts once everything is queued, so it sees all priorities at once
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while Int(sql("SELECT count(*) FROM tasker_jobs")) ?? 0 < 7 && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let w = try worker(s, ["--concurrency", "1"])
+        let result = try await run
+        w.signal(SIGTERM)
+        _ = await w.finish()
+        #expect(result.stdout.contains("high 1,2,3 low 4,5,6"), "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("keyed 10 10"))
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE name = 'double'") == "1")
+    }
+}
