@@ -27,6 +27,7 @@ enum QueueSchema {
           finished_at timestamptz,
           UNIQUE (run, task, attempt)
         );
+        ALTER TABLE tasker_jobs ADD COLUMN IF NOT EXISTS delivered boolean NOT NULL DEFAULT false;
         CREATE SEQUENCE IF NOT EXISTS tasker_claim_seq;
         CREATE SEQUENCE IF NOT EXISTS tasker_done_seq;
         CREATE INDEX IF NOT EXISTS tasker_jobs_queued ON tasker_jobs (priority DESC, id) WHERE state = 'queued';

@@ -151,4 +151,31 @@ import Testing
         #expect(result.stdout.contains("keyed 10 10"))
         #expect(sql("SELECT count(*) FROM tasker_jobs WHERE name = 'double'") == "1")
     }
+
+    @Test func aKilledCoordinatorResumedWithTheStoreReusesFinishedWork() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local quick = {}
+            for i = 1, 10 do quick[i] = double{args = {n = i}} end
+            local slow = double{args = {n = 100, t = tonumber(tasker.args[1] or "0")}}
+            local sum = 0
+            for _, h in ipairs(quick) do sum = sum + h:await() end
+            tasker.sleep(0.3)  -- past the journal's 100 ms promise
+            io.write("ready\\n"); io.stdout:flush()
+            print("sum " .. sum + slow:await())
+            """])
+        defer { s.cleanup() }
+        let w = try worker(s, ["--concurrency", "4"])
+        let killed = try await taskerInterrupted(["run", "--no-progress", "--store", url, "p.lua", "60"], in: s.dir,
+                                                 markers: ["ready"], signal: SIGKILL)
+        #expect(killed.status == SIGKILL)
+        let resumed = try await tasker(["run", "--no-progress", "--store", url, "--resume", "p.lua", "0"], in: s.dir)
+        w.signal(SIGKILL)  // it still runs the dead run's slow attempt
+        _ = await w.finish()
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stdout.contains("sum 310"), "\(resumed.stdout)")
+        #expect(resumed.stderr.contains("10 reused"), "\(resumed.stderr)")
+        // the quick ones ran once in all
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'succeeded' AND args NOT LIKE '%100%'") == "10")
+    }
 }

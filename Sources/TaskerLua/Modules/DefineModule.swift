@@ -124,6 +124,17 @@ final class DefineModule: LuaModule {
         }
         if runtime.options.remote != nil {
             push({ L in DefineModule.this(L!).remoteCall(L!) }, in: L)
+            // Named in package.loaded, so a defined task's identity (which
+            // walks what its body captures) stays the same from run to run
+            // and `--resume --store` can reuse it.
+            lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+            s.rawGet(-1, "package")
+            s.rawGet(-1, "loaded")
+            s.newTable(hash: 1)
+            lua_pushvalue(L, -5)
+            s.rawSet(-2, "call")
+            s.rawSet(-2, "tasker.queue")
+            s.pop(3)
         } else {
             lua_pushnil(L)
         }
