@@ -109,6 +109,9 @@ enum QueueStore {
     /// lost: the job was rescued, cancelled or handed back meanwhile).
     static func complete(_ done: [JobCompletion], _ c: PGConnection) throws -> [Int64] {
         guard !done.isEmpty else { return [] }
+        if done.count > 5000 {  // PostgreSQL takes at most 65,535 parameters
+            return try complete(Array(done.prefix(5000)), c) + complete(Array(done.dropFirst(5000)), c)
+        }
         var sql = "UPDATE tasker_jobs j SET state = v.state, result = v.result, error = v.error, error_kind = v.kind, "
             + "done_seq = nextval('tasker_done_seq'), finished_at = now() FROM (VALUES "
         var params: [String?] = []
@@ -118,18 +121,13 @@ enum QueueStore {
             sql += "($\(b + 1)::bigint,$\(b + 2)::bigint,$\(b + 3),$\(b + 4),$\(b + 5),$\(b + 6))"
             params += [String(d.id), String(d.claim), d.state.rawValue, d.result, d.error, d.errorKind]
         }
-        sql += ") v(id, claim, state, result, error, kind) WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' RETURNING j.id, j.run"
-        try c.execute("BEGIN")
-        do {
-            let rows = try c.query(sql, params)
-            try notifyDone(runs: Set(rows.values.map { $0[1]! }), c)
-            try c.execute("COMMIT")
-            let accepted = Set(rows.values.map { Int64($0[0]!)! })
-            return done.map(\.id).filter { !accepted.contains($0) }
-        } catch {
-            try? c.execute("ROLLBACK")
-            throw error
-        }
+        // One statement, one round trip: the UPDATE and the NOTIFY commit
+        // together (PostgreSQL delivers a repeated notification once).
+        sql += ") v(id, claim, state, result, error, kind) WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' "
+            + "RETURNING j.id, j.run) SELECT id, pg_notify('\(doneChannel)', run) FROM u"
+        let rows = try c.query("WITH u AS (" + sql, params)
+        let accepted = Set(rows.values.map { Int64($0[0]!)! })
+        return done.map(\.id).filter { !accepted.contains($0) }
     }
 
     static func notifyDone(runs: Set<String>, _ c: PGConnection) throws {

@@ -41,6 +41,7 @@ public final class QueueWorker {
     private var listener: PGListener?
     private var running: [Int64: ClaimedJob] = [:]
     private var claiming = false
+    private var claimAgain = false
     private var draining = false
     private var outbox: [JobCompletion] = []
     private var completing = false
@@ -100,7 +101,14 @@ public final class QueueWorker {
 
     private func claimMore() {
         let free = settings.concurrency - running.count
-        guard !draining, !claiming, free > 0 else { return }
+        guard !draining, free > 0 else { return }
+        guard !claiming else {
+            // A wake-up during a claim: the claim may have looked before
+            // the new job was committed, so look again after it.
+            claimAgain = true
+            return
+        }
+        claimAgain = false
         claiming = true
         let bound = LoopBound(self, loop: loop)
         let me = id
@@ -119,7 +127,7 @@ public final class QueueWorker {
                 for j in claimed { w.running[j.id] = j }
                 for j in claimed { w.runner.start(j) }
                 // a full batch: there may be more waiting
-                if claimed.count == free { w.claimMore() }
+                if claimed.count == free || w.claimAgain { w.claimMore() }
             }
         }
     }

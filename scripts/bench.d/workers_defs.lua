@@ -1,0 +1,4 @@
+-- The definitions the workers bench runs.
+noop = tasker.define("noop", function() end)
+-- When it started, on the machine's monotonic clock (the same in every process).
+probe = tasker.define("probe", function() return tasker.now() end)
