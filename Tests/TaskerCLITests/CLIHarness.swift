@@ -108,66 +108,72 @@ func taskerInterrupted(_ args: [String], in cwd: URL, markers: [String], signal 
     }
 }
 
-/// A tasker process the test runs beside others (a worker): its stdout is
-/// read as it comes, so the test can wait for a line before acting.
+/// A tasker process the test runs beside others (a worker): its stdout and
+/// stderr are read as they come, so the test can wait for a line before acting.
 final class Background: @unchecked Sendable {
-    // Safety: `seen` is guarded by `lock`; the rest is set in init.
+    // Safety: `out`, `err` and `open` are guarded by `lock`; the rest is set in init.
     let process: Process
-    private let out: Pipe
-    private let err: Pipe
     private let lock = NSCondition()
-    private var seen = ""
-    private var ended = false
+    private var out = ""
+    private var err = ""
+    private var open = 2
 
     init(_ args: [String], in cwd: URL) throws {
-        (process, out, err) = try launch(args, in: cwd)
-        Thread { [self] in
-            while true {
-                let chunk = out.fileHandleForReading.availableData
-                lock.lock()
-                if chunk.isEmpty { ended = true } else { seen += String(decoding: chunk, as: UTF8.self) }
-                lock.broadcast()
-                lock.unlock()
-                if chunk.isEmpty { break }
-            }
-        }.start()
+        let (p, o, e) = try launch(args, in: cwd)
+        process = p
+        for (pipe, isErr) in [(o, false), (e, true)] {
+            Thread { [self] in
+                while true {
+                    let chunk = pipe.fileHandleForReading.availableData
+                    lock.lock()
+                    if chunk.isEmpty {
+                        open -= 1
+                    } else if isErr {
+                        err += String(decoding: chunk, as: UTF8.self)
+                    } else {
+                        out += String(decoding: chunk, as: UTF8.self)
+                    }
+                    lock.broadcast()
+                    lock.unlock()
+                    if chunk.isEmpty { break }
+                }
+            }.start()
+        }
     }
 
     var pid: Int32 { process.processIdentifier }
 
-    /// Waits (at most `seconds`) until stdout contains `text`, on a thread
-    /// of its own: blocking one of the few threads async tests share could
-    /// starve the very process it waits for.
-    func waitFor(_ text: String, seconds: Double = 60) async -> Bool {
+    /// Waits (at most `seconds`) until stdout (or stderr) contains `text`,
+    /// on a thread of its own: blocking one of the few threads async tests
+    /// share could starve the very process it waits for.
+    func waitFor(_ text: String, onStderr: Bool = false, seconds: Double = 60) async -> Bool {
         await withCheckedContinuation { continuation in
-            Thread { [self] in continuation.resume(returning: blockingWait(text, seconds)) }.start()
+            Thread { [self] in continuation.resume(returning: blockingWait(text, onStderr, seconds)) }.start()
         }
     }
 
-    private func blockingWait(_ text: String, _ seconds: Double) -> Bool {
+    private func blockingWait(_ text: String, _ onStderr: Bool, _ seconds: Double) -> Bool {
         let deadline = Date(timeIntervalSinceNow: seconds)
         lock.lock()
         defer { lock.unlock() }
-        while !seen.contains(text) {
-            if ended || !lock.wait(until: deadline) { return seen.contains(text) }
+        while !(onStderr ? err : out).contains(text) {
+            if open == 0 || !lock.wait(until: deadline) { return (onStderr ? err : out).contains(text) }
         }
         return true
     }
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
 
-    /// Waits for the exit; stdout so far and stderr.
+    /// Waits for the exit and both streams' end.
     func finish() async -> CLIResult {
         await withCheckedContinuation { continuation in
             Thread { [self] in
-                let e = err.fileHandleForReading.readDataToEndOfFile()
                 process.waitUntilExit()
                 lock.lock()
-                while !ended { lock.wait() }
-                let o = seen
+                while open > 0 { lock.wait() }
+                let result = CLIResult(status: process.terminationStatus, stdout: out, stderr: err)
                 lock.unlock()
-                continuation.resume(returning: CLIResult(status: process.terminationStatus, stdout: o,
-                                                         stderr: String(decoding: e, as: UTF8.self)))
+                continuation.resume(returning: result)
             }.start()
         }
     }

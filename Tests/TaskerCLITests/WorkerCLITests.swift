@@ -178,4 +178,41 @@ import Testing
         // the quick ones ran once in all
         #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'succeeded' AND args NOT LIKE '%100%'") == "10")
     }
+
+    @Test func sigtermLetsTheRunningTaskFinishAndASecondHandsItBack() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            print("got " .. double{args = {n = 21, t = 1}}:await())
+            """])
+        defer { s.cleanup() }
+        let calm = try worker(s, ["--var", "name=calm"])
+        async let run = tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        #expect(await calm.waitFor("start 21"))
+        calm.signal(SIGTERM)  // finishes the task, then exits
+        let result = try await run
+        let stopped = await calm.finish()
+        #expect(result.stdout.contains("got 42"), "\(result.stdout)\(result.stderr)")
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+
+        // twice: the running job goes back to the queue, where another worker finds it
+        let s2 = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            print("got " .. double{args = {n = 5, t = 2}}:await())
+            """])
+        defer { s2.cleanup() }
+        let hasty = try worker(s2)
+        async let run2 = tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s2.dir)
+        #expect(await hasty.waitFor("start 5"))
+        hasty.signal(SIGTERM)
+        #expect(await hasty.waitFor("stopping: no new jobs", onStderr: true))
+        hasty.signal(SIGTERM)
+        let gone = await hasty.finish()
+        #expect(gone.status == 128 + SIGTERM)
+        #expect(sql("SELECT state FROM tasker_jobs WHERE args LIKE '%\"n\":5%'") == "queued")
+        let other = try worker(s2)
+        let result2 = try await run2
+        other.signal(SIGTERM)
+        _ = await other.finish()
+        #expect(result2.stdout.contains("got 10"), "\(result2.stdout)\(result2.stderr)")
+    }
 }
