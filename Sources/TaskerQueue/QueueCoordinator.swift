@@ -21,7 +21,10 @@ public final class QueueCoordinator: RemoteQueue {
         var outbox: [QueuedJob] = []
         var flushing = false
         var fetching = false
-        var fetchAgain = false
+        /// Finished ids named by notifications, not read yet.
+        var named: [Int64] = []
+        /// Look by every waiting attempt (a tick, or a notification without ids).
+        var scan = false
         var error: String?
         var listener: PGListener?
     }
@@ -33,11 +36,8 @@ public final class QueueCoordinator: RemoteQueue {
         try db.sync { c throws in try QueueSchema.ensure(c) }
         let listener = PGListener(
             url: url, channels: [QueueStore.doneChannel], tick: 1,
-            onNotify: { [weak self] _, payload in
-                guard let self, payload == self.run else { return }
-                self.fetch()
-            },
-            onTick: { [weak self] in self?.fetch() })
+            onNotify: { [weak self] _, payload in self?.notified(payload) },
+            onTick: { [weak self] in self?.fetch(scan: true) })
         state.withLock { $0.listener = listener }
     }
 
@@ -103,22 +103,41 @@ public final class QueueCoordinator: RemoteQueue {
         for cb in callbacks { cb(.failed(failure)) }
     }
 
-    /// Reads the attempts that finished since the last read.
-    private func fetch() {
+    /// `run id,id,…` (or just `run`): attempts of some run finished.
+    private func notified(_ payload: String) {
+        let parts = payload.split(separator: " ", maxSplits: 1)
+        guard parts.first.map(String.init) == run else { return }
+        if parts.count == 2 {
+            fetch(ids: parts[1].split(separator: ",").compactMap { Int64($0) })
+        } else {
+            fetch(scan: true)
+        }
+    }
+
+    /// Reads finished attempts: those named, or (`scan`) any this run still
+    /// waits for. While one read is in flight the next requests gather.
+    private func fetch(ids: [Int64] = [], scan: Bool = false) {
         let start = state.withLock { s in
-            if s.fetching {
-                s.fetchAgain = true
-                return false
-            }
             guard !s.waiting.isEmpty else { return false }
+            s.named += ids
+            s.scan = s.scan || scan
+            if s.fetching { return false }
             s.fetching = true
             return true
         }
         guard start else { return }
-        db.submit { [self] c, error in
+        db.submit { [self] c, _ in
+            let (ids, scan, tasks) = state.withLock { s in
+                let r = (s.named, s.scan, s.scan ? Array(Set(s.waiting.keys.map(\.task))) : [])
+                s.named = []
+                s.scan = false
+                return r
+            }
             var rows: [FinishedJob] = []
             if let c {
-                do { rows = try QueueStore.takeFinished(run: run, c) } catch {
+                do {
+                    rows = scan ? try QueueStore.finished(run: run, tasks: tasks, c) : try QueueStore.finished(ids: ids, c)
+                } catch {
                     state.withLock { $0.error = "\(error)" }
                 }
             }
@@ -129,9 +148,7 @@ public final class QueueCoordinator: RemoteQueue {
                     deliveries.append((cb, Self.outcome(r)))
                 }
                 s.fetching = false
-                let a = s.fetchAgain
-                s.fetchAgain = false
-                return a
+                return !s.named.isEmpty || s.scan
             }
             for (cb, o) in deliveries { cb(o) }
             if again { fetch() }

@@ -1,8 +1,9 @@
 /// The queue's tables. One row per attempt of a defined task: the
 /// coordinator inserts it, a worker claims it (`claim` is the fence: a
-/// completion counts only with the claim it was given); the coordinator
-/// takes what finished and is not `delivered` yet (a high-water mark on
-/// `done_seq` would skip rows: two workers' commits land out of order).
+/// completion counts only with the claim it was given). The coordinator
+/// reads finished rows by the ids their NOTIFY names, and every second by
+/// the attempts it still waits for: never by a high-water mark on
+/// `done_seq`, which would skip rows (two workers' commits land out of order).
 enum QueueSchema {
     static let sql = """
         CREATE TABLE IF NOT EXISTS tasker_jobs (
@@ -22,17 +23,14 @@ enum QueueSchema {
           error text,
           error_kind text,
           done_seq bigint,
-          delivered boolean NOT NULL DEFAULT false,
           added_at timestamptz NOT NULL DEFAULT now(),
           finished_at timestamptz,
           UNIQUE (run, task, attempt)
         );
-        ALTER TABLE tasker_jobs ADD COLUMN IF NOT EXISTS delivered boolean NOT NULL DEFAULT false;
         CREATE SEQUENCE IF NOT EXISTS tasker_claim_seq;
         CREATE SEQUENCE IF NOT EXISTS tasker_done_seq;
         CREATE INDEX IF NOT EXISTS tasker_jobs_queued ON tasker_jobs (priority DESC, id) WHERE state = 'queued';
         CREATE INDEX IF NOT EXISTS tasker_jobs_running ON tasker_jobs (worker) WHERE state = 'running';
-        CREATE INDEX IF NOT EXISTS tasker_jobs_undelivered ON tasker_jobs (run) WHERE done_seq IS NOT NULL AND NOT delivered;
         CREATE TABLE IF NOT EXISTS tasker_workers (
           id text PRIMARY KEY,
           host text NOT NULL,

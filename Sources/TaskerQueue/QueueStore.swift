@@ -121,10 +121,13 @@ enum QueueStore {
             sql += "($\(b + 1)::bigint,$\(b + 2)::bigint,$\(b + 3),$\(b + 4),$\(b + 5),$\(b + 6))"
             params += [String(d.id), String(d.claim), d.state.rawValue, d.result, d.error, d.errorKind]
         }
-        // One statement, one round trip: the UPDATE and the NOTIFY commit
-        // together (PostgreSQL delivers a repeated notification once).
+        // One statement, one round trip: the UPDATE and, per run, a NOTIFY
+        // naming the finished ids (`run id,id,…`; just `run` when too long
+        // for a payload: the coordinator then looks by what it waits for).
         sql += ") v(id, claim, state, result, error, kind) WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' "
-            + "RETURNING j.id, j.run) SELECT id, pg_notify('\(doneChannel)', run) FROM u"
+            + "RETURNING j.id, j.run), n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500 "
+            + "THEN run || ' ' || string_agg(id::text, ',') ELSE run END) FROM u GROUP BY run) "
+            + "SELECT id FROM u, (SELECT count(*) FROM n) notified"
         let rows = try c.query("WITH u AS (" + sql, params)
         let accepted = Set(rows.values.map { Int64($0[0]!)! })
         return done.map(\.id).filter { !accepted.contains($0) }
@@ -134,14 +137,27 @@ enum QueueStore {
         for run in runs { try c.query("SELECT pg_notify('\(doneChannel)', $1)", [run]) }
     }
 
-    /// Takes the attempts of `run` that finished and were not taken yet,
-    /// in finishing order.
-    static func takeFinished(run: String, _ c: PGConnection) throws -> [FinishedJob] {
-        let rows = try c.query("""
-            UPDATE tasker_jobs SET delivered = true WHERE run = $1 AND done_seq IS NOT NULL AND NOT delivered
-            RETURNING task, attempt, state, result, error, error_kind, done_seq
-            """, [run])
-        return rows.values.map { r in
+    /// The finished attempts among `ids` (named by a NOTIFY).
+    static func finished(ids: [Int64], _ c: PGConnection) throws -> [FinishedJob] {
+        guard !ids.isEmpty else { return [] }
+        return try finishedRows(c.query("""
+            SELECT task, attempt, state, result, error, error_kind, done_seq FROM tasker_jobs
+            WHERE id = ANY($1::bigint[]) AND done_seq IS NOT NULL
+            """, ["{" + ids.map(String.init).joined(separator: ",") + "}"]))
+    }
+
+    /// The finished attempts of `run` among `tasks` (the backstop: what a
+    /// lost notification would have named).
+    static func finished(run: String, tasks: [Int], _ c: PGConnection) throws -> [FinishedJob] {
+        guard !tasks.isEmpty else { return [] }
+        return try finishedRows(c.query("""
+            SELECT task, attempt, state, result, error, error_kind, done_seq FROM tasker_jobs
+            WHERE run = $1 AND task = ANY($2::bigint[]) AND done_seq IS NOT NULL
+            """, [run, "{" + tasks.map(String.init).joined(separator: ",") + "}"]))
+    }
+
+    private static func finishedRows(_ rows: PGRows) -> [FinishedJob] {
+        rows.values.map { r in
             FinishedJob(task: Int(r[0]!)!, attempt: Int(r[1]!)!, state: r[2]!, result: r[3], error: r[4],
                         errorKind: r[5], seq: Int64(r[6]!)!)
         }.sorted { $0.seq < $1.seq }

@@ -60,11 +60,10 @@ import Testing
         #expect(try db.sync { c in try QueueStore.complete([right], c) } == [])
         // a second completion of the same claim is refused: recorded once
         #expect(try db.sync { c in try QueueStore.complete([right], c) } == [j.id])
-        let done = try db.sync { c in try QueueStore.takeFinished(run: "r1", c) }
+        let done = try db.sync { c in try QueueStore.finished(run: "r1", tasks: [1], c) }
         #expect(done.count == 1)
         #expect(done.first?.result == "[2]")
-        // taken once: a later look finds nothing new
-        #expect(try db.sync { c in try QueueStore.takeFinished(run: "r1", c) }.isEmpty)
+        #expect(try db.sync { c in try QueueStore.finished(ids: [j.id], c) }.map(\.result) == ["[2]"])
     }
 
     @Test func aSilentWorkerLosesItsClaims() throws {
@@ -79,7 +78,7 @@ import Testing
         // rescue looks at heartbeats against the database clock: wait past the lease
         _ = try db.sync { c in try c.query("SELECT pg_sleep(0.3)") }
         try db.sync { c in try QueueStore.rescue(c) }
-        let done = try db.sync { c in try QueueStore.takeFinished(run: "r1", c) }
+        let done = try db.sync { c in try QueueStore.finished(run: "r1", tasks: [1, 2], c) }
         #expect(done.map(\.task) == [1])
         #expect(done.first?.errorKind == "lost")
         // the dead worker's late completion is refused; it hears it was declared dead
@@ -109,5 +108,39 @@ import Testing
         defer { listener.stop() }
         try db.sync { c in try QueueStore.enqueue([job(9)], c) }
         #expect(heard.wait(timeout: .now() + 10) == .success)
+    }
+
+    @Test func aCompletionNotifiesItsRunWithTheFinishedIDs() throws {
+        let payloads = PayloadBox()
+        let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 30,
+                                  onNotify: { _, p in payloads.add(p) }, onTick: {})
+        defer { listener.stop() }
+        try db.sync { c in try QueueStore.enqueue([job(1), job(2)], c) }
+        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 2, c) }
+        _ = try db.sync { c in try QueueStore.complete(js.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[]") }, c) }
+        let got = try #require(payloads.wait())
+        let ids = got.split(separator: " ")[1].split(separator: ",").compactMap { Int64($0) }
+        #expect(got.hasPrefix("r1 "))
+        #expect(Set(ids) == Set(js.map(\.id)))
+    }
+}
+
+/// Notification payloads a listener thread hands to a test.
+final class PayloadBox: @unchecked Sendable {
+    // Safety: `items` is only touched with `condition` locked.
+    private let condition = NSCondition()
+    private var items: [String] = []
+    func add(_ p: String) {
+        condition.lock()
+        items.append(p)
+        condition.signal()
+        condition.unlock()
+    }
+    func wait() -> String? {
+        condition.lock()
+        defer { condition.unlock() }
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while items.isEmpty { if !condition.wait(until: deadline) { return nil } }
+        return items.removeFirst()
     }
 }
