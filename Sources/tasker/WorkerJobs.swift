@@ -59,5 +59,6 @@ final class WorkerJobs: WorkerJobRunner, EngineObserver {
             c.errorKind = f.kind.rawValue
         }
         queue?.finished(c)
+        runtime.release(task)
     }
 }

@@ -182,3 +182,15 @@ extension LuaRuntime {
         return .failure(TaskFailure(.usage, s.string(-1) ?? "'\(name)' could not be started"))
     }
 }
+
+extension LuaRuntime {
+    /// Frees a finished task nobody will ask about again (a worker's job,
+    /// once reported): a worker that runs for weeks must not grow with
+    /// every job it ran.
+    public func release(_ id: TaskID) {
+        enqueue(.call { [unowned self] in
+            dropAllParts(id)
+            engine.forgetFinished(id)
+        })
+    }
+}
