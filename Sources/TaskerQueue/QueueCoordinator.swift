@@ -18,7 +18,7 @@ public final class QueueCoordinator: RemoteQueue {
 
     private struct State {
         var waiting: [Key: @Sendable (RemoteOutcome) -> Void] = [:]
-        var outbox: [QueuedJob] = []
+        var outbox: [RemoteAttempt] = []
         var flushing = false
         var fetching = false
         /// Finished ids named by notifications, not read yet.
@@ -54,11 +54,9 @@ public final class QueueCoordinator: RemoteQueue {
     public var lastError: String? { state.withLock { $0.error } }
 
     public func submit(_ a: RemoteAttempt, done: @escaping @Sendable (RemoteOutcome) -> Void) {
-        let job = QueuedJob(run: run, task: a.task, attempt: a.attempt, name: a.name, args: a.args,
-                            priority: a.priority, timeout: a.timeout)
         let start = state.withLock { s in
             s.waiting[Key(task: a.task, attempt: a.attempt)] = done
-            s.outbox.append(job)
+            s.outbox.append(a)
             if s.flushing { return false }
             s.flushing = true
             return true
@@ -77,7 +75,7 @@ public final class QueueCoordinator: RemoteQueue {
             }
             var failure = error?.message
             if let c, !jobs.isEmpty {
-                do { try QueueStore.enqueue(jobs, c) } catch { failure = "\(error)" }
+                do { try QueueStore.enqueue(run: run, jobs, c) } catch { failure = "\(error)" }
             }
             if let failure {
                 // The attempts were not handed over: they fail now (their
@@ -95,7 +93,7 @@ public final class QueueCoordinator: RemoteQueue {
         }
     }
 
-    private func fail(_ jobs: [QueuedJob], _ failure: TaskFailure) {
+    private func fail(_ jobs: [RemoteAttempt], _ failure: TaskFailure) {
         let callbacks = state.withLock { s in
             s.error = failure.message
             return jobs.compactMap { s.waiting.removeValue(forKey: Key(task: $0.task, attempt: $0.attempt)) }

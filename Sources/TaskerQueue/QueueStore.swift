@@ -1,24 +1,4 @@
-/// One attempt of a defined task, as the coordinator hands it over.
-public struct QueuedJob: Sendable {
-    public var run: String
-    public var task: Int
-    public var attempt: Int
-    public var name: String
-    /// JSON.
-    public var args: String
-    public var priority: Int
-    public var timeout: Double?
-
-    public init(run: String, task: Int, attempt: Int, name: String, args: String, priority: Int, timeout: Double?) {
-        self.run = run
-        self.task = task
-        self.attempt = attempt
-        self.name = name
-        self.args = args
-        self.priority = priority
-        self.timeout = timeout
-    }
-}
+import TaskerCore
 
 /// A job a worker claimed; `claim` goes back with its completion.
 public struct ClaimedJob: Sendable {
@@ -68,19 +48,19 @@ enum QueueStore {
     static let doneChannel = "tasker_done"
     static let cancelChannel = "tasker_cancel"
 
-    /// Inserts attempts (an attempt already there is left alone: a resumed
-    /// coordinator may hand one over again) and wakes the workers.
-    static func enqueue(_ jobs: [QueuedJob], _ c: PGConnection) throws {
-        for start in stride(from: 0, to: jobs.count, by: 1000) {
-            let part = jobs[start..<min(jobs.count, start + 1000)]
+    /// Inserts attempts of `run` (an attempt already there is left alone: a
+    /// resumed coordinator may hand one over again) and wakes the workers.
+    static func enqueue(run: String, _ attempts: [RemoteAttempt], _ c: PGConnection) throws {
+        for start in stride(from: 0, to: attempts.count, by: 1000) {
+            let part = attempts[start..<min(attempts.count, start + 1000)]
             var sql = "WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout) VALUES "
             var params: [String?] = []
             params.reserveCapacity(part.count * 7)
-            for (k, j) in part.enumerated() {
+            for (k, a) in part.enumerated() {
                 let b = k * 7
                 if k > 0 { sql += "," }
                 sql += "($\(b + 1),$\(b + 2)::bigint,$\(b + 3)::int,$\(b + 4),$\(b + 5),$\(b + 6)::int,$\(b + 7)::float8)"
-                params += [j.run, String(j.task), String(j.attempt), j.name, j.args, String(j.priority), j.timeout.map { String($0) }]
+                params += [run, String(a.task), String(a.attempt), a.name, a.args, String(a.priority), a.timeout.map { String($0) }]
             }
             sql += " ON CONFLICT (run, task, attempt) DO NOTHING RETURNING 1) SELECT pg_notify('\(jobsChannel)', count(*)::text) FROM ins"
             try c.query(sql, params)
@@ -225,7 +205,12 @@ enum QueueStore {
     /// A worker that stops hands back what it still holds.
     static func handBack(worker: String, _ c: PGConnection) throws {
         try c.query("UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL WHERE worker = $1 AND state = 'running'", [worker])
-        try c.query("UPDATE tasker_workers SET stopped = now() WHERE id = $1", [worker])
+        try markStopped(worker: worker, c)
         try c.query("SELECT pg_notify('\(jobsChannel)', '')")
+    }
+
+    /// A worker that stopped (it holds nothing any more).
+    static func markStopped(worker: String, _ c: PGConnection) throws {
+        try c.query("UPDATE tasker_workers SET stopped = now() WHERE id = $1", [worker])
     }
 }

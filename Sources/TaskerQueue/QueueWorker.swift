@@ -33,6 +33,7 @@ public final class QueueWorker {
     }
 
     public let id: String
+    private let host: String
     private let url: String
     private let settings: Settings
     private let loop: EventLoop
@@ -53,6 +54,7 @@ public final class QueueWorker {
 
     public init(url: String, settings: Settings, loop: EventLoop, runner: WorkerJobRunner) throws {
         let hostName = Self.hostName
+        host = hostName
         id = "\(hostName):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
         self.url = url
         self.settings = settings
@@ -206,10 +208,9 @@ public final class QueueWorker {
             lastHeartbeat = Monotonic.now()
             if result.wasDead {
                 log("this worker was silent past its lease: its claims were given to others")
-                let me = id, lease = settings.lease
-                let hostName = Self.hostName
+                let me = id, lease = settings.lease, host = host
                 db.submit { c, _ in
-                    if let c { try? QueueStore.register(worker: me, host: hostName, pid: getpid(), lease: lease, c) }
+                    if let c { try? QueueStore.register(worker: me, host: host, pid: getpid(), lease: lease, c) }
                 }
             }
             for id in result.stop where running[id] != nil { runner.stop(id) }
@@ -248,7 +249,7 @@ public final class QueueWorker {
         heartbeatTimer?.cancel()
         let me = id
         db.submit { c, _ in
-            if let c { _ = try? c.query("UPDATE tasker_workers SET stopped = now() WHERE id = $1", [me]) }
+            if let c { try? QueueStore.markStopped(worker: me, c) }
         }
         done()
     }

@@ -67,10 +67,6 @@ final class JournalRecorder: EngineObserver {
             ephemeral[id] = (t, 0)
             return
         }
-        if id == times.count {
-            times.append(Times(added: t))
-            return
-        }
         times.extend(through: id)
         times[id].added = t
     }

@@ -18,14 +18,7 @@ extension Tasker {
         @Flag(name: .long, help: "Reload files loaded with tasker.use when they change.")
         var watch = false
 
-        @Option(name: .customLong("var"), help: ArgumentHelp("Set tasker.vars.KEY to VALUE.", valueName: "key=value"))
-        var vars: [String] = []
-
-        @Option(name: .long, help: "debug, info, warn or error.")
-        var logLevel: String = "info"
-
-        @Option(name: .long, help: "Log lines as logfmt (the default) or json (one object per line).")
-        var logFormat: String = "logfmt"
+        @OptionGroup var script: ScriptOptions
 
         @Option(name: .long, help: "Write one JSON object per event to this file ('-': stdout).")
         var events: String?
@@ -61,21 +54,6 @@ extension Tasker {
             guard concurrency >= 1 else {
                 throw ValidationError("--concurrency must be at least 1 (got \(concurrency))")
             }
-            for v in vars {
-                guard let eq = v.firstIndex(of: "=") else {
-                    // Never echo the value: it may be a secret given the wrong way.
-                    throw ValidationError("--var expects key=value (got an argument without '=')")
-                }
-                guard eq != v.startIndex else {
-                    throw ValidationError("--var expects key=value (the key is empty)")
-                }
-            }
-            guard ["debug", "info", "warn", "error"].contains(logLevel) else {
-                throw ValidationError("--log-level must be debug, info, warn or error (got '\(logLevel)')")
-            }
-            guard LineLogHandler.Format(rawValue: logFormat) != nil else {
-                throw ValidationError("--log-format must be logfmt or json (got '\(logFormat)')")
-            }
             if plan && !resume { throw ValidationError("--plan goes with --resume") }
             if noJournal && (resume || report != nil) {
                 throw ValidationError("--no-journal cannot go with \(resume ? "--resume" : "--report") (both read the journal)")
@@ -91,19 +69,9 @@ extension Tasker {
             options.concurrency = concurrency
             options.tearDown = false  // the process exits right after the run
             options.watch = watch
-            options.logLevel = switch logLevel {
-            case "debug": .debug
-            case "warn": .warning
-            case "error": .error
-            default: .info
-            }
             options.args = scriptArgs
-            for v in vars {
-                let parts = v.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                options.vars[String(parts[0])] = String(parts[1])
-            }
+            script.apply(to: &options)
             let status: StatusLine? = noProgress || !StatusLine.wanted ? nil : StatusLine()
-            options.logFormat = LineLogHandler.Format(rawValue: logFormat) ?? .logfmt
             if let status {
                 options.output = { status.write($0) }
                 options.diagnostics = { status.writeError($0 + "\n") }

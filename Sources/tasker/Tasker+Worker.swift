@@ -23,11 +23,7 @@ extension Tasker {
         @Option(name: .long, help: "Seconds of silence after which others take this worker's claims (it heartbeats 6 times per lease).")
         var lease: Double = 30
 
-        @Option(name: .customLong("var"), help: ArgumentHelp("Set tasker.vars.KEY to VALUE.", valueName: "key=value"))
-        var vars: [String] = []
-
-        @Option(name: .long, help: "debug, info, warn or error.")
-        var logLevel: String = "info"
+        @OptionGroup var script: ScriptOptions
 
         @Argument(help: "The file of definitions.")
         var file: String
@@ -38,7 +34,6 @@ extension Tasker {
         func validate() throws {
             guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1 (got \(concurrency))") }
             guard lease >= 0.5 else { throw ValidationError("--lease must be at least 0.5 seconds (got \(lease))") }
-            for v in vars where !v.contains("=") { throw ValidationError("--var expects key=value") }
         }
 
         func run() throws {
@@ -46,11 +41,7 @@ extension Tasker {
             options.concurrency = concurrency
             options.tearDown = false
             options.args = scriptArgs
-            options.logLevel = logLevel == "debug" ? .debug : logLevel == "warn" ? .warning : logLevel == "error" ? .error : .info
-            for v in vars {
-                let parts = v.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                options.vars[String(parts[0])] = String(parts[1])
-            }
+            script.apply(to: &options)
             let signals = WorkerSignals()
             var failure: String?
             var worker: QueueWorker?

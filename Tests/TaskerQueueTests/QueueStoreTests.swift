@@ -1,5 +1,6 @@
 import Foundation
 import PostgresTestServer
+import TaskerCore
 import Testing
 @testable import TaskerQueue
 
@@ -15,24 +16,24 @@ import Testing
         try db.sync { c in try QueueSchema.ensure(c) }
     }
 
-    func job(_ task: Int, priority: Int = 0, run: String = "r1") -> QueuedJob {
-        QueuedJob(run: run, task: task, attempt: 1, name: "work", args: "{\"n\":\(task)}", priority: priority, timeout: nil)
+    func job(_ task: Int, priority: Int = 0) -> RemoteAttempt {
+        RemoteAttempt(task: task, attempt: 1, name: "work", args: "{\"n\":\(task)}", priority: priority, timeout: nil)
     }
 
     @Test func claimsByPriorityThenAddOrder() throws {
-        try db.sync { c in try QueueStore.enqueue([job(1), job(2, priority: 5), job(3), job(4, priority: 5)], c) }
+        try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1), job(2, priority: 5), job(3), job(4, priority: 5)], c) }
         let first = try db.sync { c in try QueueStore.claim(worker: "w1", limit: 2, c) }
         #expect(Set(first.map(\.args)) == ["{\"n\":2}", "{\"n\":4}"])
         let next = try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }
         #expect(next.map(\.args).sorted() == ["{\"n\":1}", "{\"n\":3}"])
         #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }.isEmpty)
         // the same attempt handed over again (a resumed coordinator) is not queued twice
-        try db.sync { c in try QueueStore.enqueue([job(1)], c) }
+        try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1)], c) }
         #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }.isEmpty)
     }
 
     @Test func twoConnectionsNeverClaimTheSameJob() async throws {
-        try db.sync { c in try QueueStore.enqueue((1...200).map { job($0) }, c) }
+        try db.sync { c in try QueueStore.enqueue(run: "r1", (1...200).map { job($0) }, c) }
         let other = PGThread(url: url, name: "test2")
         defer { other.stop() }
         async let a: [ClaimedJob] = Self.drain(db, "a")
@@ -52,7 +53,7 @@ import Testing
     }
 
     @Test func aCompletionCountsOnlyForTheClaimThatMadeIt() throws {
-        try db.sync { c in try QueueStore.enqueue([job(1)], c) }
+        try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1)], c) }
         let j = try #require(try db.sync { c in try QueueStore.claim(worker: "w1", limit: 1, c) }.first)
         let wrongClaim = JobCompletion(id: j.id, claim: j.claim + 1, state: .succeeded, result: "[1]")
         #expect(try db.sync { c in try QueueStore.complete([wrongClaim], c) } == [j.id])
@@ -71,7 +72,7 @@ import Testing
             try QueueSchema.ensure(c)
             try QueueStore.register(worker: "dead", host: "h", pid: 1, lease: 0.2, c)
             try QueueStore.register(worker: "alive", host: "h", pid: 2, lease: 60, c)
-            try QueueStore.enqueue([job(1), job(2)], c)
+            try QueueStore.enqueue(run: "r1", [job(1), job(2)], c)
         }
         let a = try db.sync { c in try QueueStore.claim(worker: "dead", limit: 1, c) }
         let b = try db.sync { c in try QueueStore.claim(worker: "alive", limit: 1, c) }
@@ -94,7 +95,7 @@ import Testing
     @Test func cancelReachesTheRunningWorkerAtItsHeartbeat() throws {
         try db.sync { c in
             try QueueStore.register(worker: "w", host: "h", pid: 1, lease: 60, c)
-            try QueueStore.enqueue([job(1)], c)
+            try QueueStore.enqueue(run: "r1", [job(1)], c)
         }
         let j = try db.sync { c in try QueueStore.claim(worker: "w", limit: 1, c) }
         try db.sync { c in try QueueStore.cancel(run: "r1", task: 1, attempt: 1, c) }
@@ -106,7 +107,7 @@ import Testing
         let listener = PGListener(url: url, channels: [QueueStore.jobsChannel], tick: 30,
                                   onNotify: { _, _ in heard.signal() }, onTick: {})
         defer { listener.stop() }
-        try db.sync { c in try QueueStore.enqueue([job(9)], c) }
+        try db.sync { c in try QueueStore.enqueue(run: "r1", [job(9)], c) }
         #expect(heard.wait(timeout: .now() + 10) == .success)
     }
 
@@ -115,7 +116,7 @@ import Testing
         let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 30,
                                   onNotify: { _, p in payloads.add(p) }, onTick: {})
         defer { listener.stop() }
-        try db.sync { c in try QueueStore.enqueue([job(1), job(2)], c) }
+        try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1), job(2)], c) }
         let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 2, c) }
         _ = try db.sync { c in try QueueStore.complete(js.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[]") }, c) }
         let got = try #require(payloads.wait())
