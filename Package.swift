@@ -55,9 +55,12 @@ let package = Package(
         // The queue of defined tasks on PostgreSQL: the coordinator's side
         // and the worker's. libpq blocks, so each connection has a thread.
         .target(name: "TaskerQueue", dependencies: ["CPostgres", "TaskerCore"]),
+        // A cheap clock for timestamps that are only recorded (the CPU's
+        // counter; C, since Swift has no inline assembly).
+        .target(name: "CTicks"),
         .target(
             name: "TaskerCore",
-            dependencies: [.product(name: "Collections", package: "swift-collections")],
+            dependencies: ["CTicks", .product(name: "Collections", package: "swift-collections")],
             swiftSettings: hotPath
         ),
         // The HTTP client behind a small protocol (FoundationNetworking).
@@ -79,7 +82,7 @@ let package = Package(
         ),
         .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
         .testTarget(name: "TaskerHTTPTests", dependencies: ["TaskerHTTP"]),
-        .testTarget(name: "TaskerJournalTests", dependencies: ["TaskerJournal"]),
+        .testTarget(name: "TaskerJournalTests", dependencies: ["TaskerJournal", "TaskerCore"]),
         // A real PostgreSQL for the tests (initdb in a temp dir).
         .target(name: "PostgresTestServer", path: "Tests/PostgresTestServer"),
         .testTarget(name: "TaskerQueueTests", dependencies: ["TaskerQueue", "TaskerCore", "PostgresTestServer"]),

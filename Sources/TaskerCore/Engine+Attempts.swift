@@ -7,9 +7,7 @@ extension Engine {
         r.inSlot = true
         r.attempts += 1
         r.token = newToken()
-        if r.lifecycle.apply(.attemptStarted).contains(.announceStart) {
-            for o in observers { o.taskStarted(r.id, engine: self) }
-        }
+        announceStartOnce(r)
         let run = AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
         if let timeout = r.timeout { armTimeout(r, run, in: Monotonic.nanos(timeout)) }
         guard let body = r.body else {
@@ -17,6 +15,13 @@ extension Engine {
             return
         }
         body.startAttempt(run, engine: self)
+    }
+
+    /// Tells the observers the task started, at its first attempt only.
+    func announceStartOnce(_ r: TaskRecord) {
+        guard r.lifecycle.apply(.attemptStarted).contains(.announceStart) else { return }
+        if let stamps { r.startedAt = stamps.now() }
+        for o in observers { o.taskStarted(r.id, engine: self) }
     }
 
     func armTimeout(_ r: TaskRecord, _ run: AttemptRun, in nanos: UInt64) {

@@ -33,9 +33,7 @@ extension Engine {
     func startGroup(_ r: TaskRecord) {
         guard case .group(let g) = r.role else { return }
         r.attempts = 1
-        if r.lifecycle.apply(.attemptStarted).contains(.announceStart) {
-            for o in observers { o.taskStarted(r.id, engine: self) }
-        }
+        announceStartOnce(r)
         if g.members.isEmpty {
             finishWork(r, .succeeded(.group([])))
             return
@@ -98,9 +96,7 @@ extension Engine {
         guard case .schedule(let s) = r.role else { return }
         r.attempts = 1
         s.firstTick = loop.clock.now
-        if r.lifecycle.apply(.attemptStarted).contains(.announceStart) {
-            for o in observers { o.taskStarted(r.id, engine: self) }
-        }
+        announceStartOnce(r)
         tick(r, s)
     }
 

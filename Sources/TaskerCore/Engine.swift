@@ -18,6 +18,10 @@ public final class Engine {
         didSet { scheduleDispatch() }
     }
     public var observers: [EngineObserver] = []
+    /// Set by `keepTimes(_:)`: each task then keeps when it was added and
+    /// first started (see `times(_:)`); the journal reads them at the
+    /// finish, which is cheaper than an observer keeping a table of its own.
+    public private(set) var stamps: TickClock?
     /// The interceptor chain, in registration order (see `TaskInterceptor`).
     public internal(set) var interceptors: [TaskInterceptor] = []
     var batches: [ObjectIdentifier: HeldBatch] = [:]
@@ -116,6 +120,7 @@ public final class Engine {
         r.key = spec.key
         r.ownedByReaction = spec.ownedByReaction
         r.body = spec.body
+        if let stamps { r.addedAt = stamps.now() }
         records.append(r)
         unfinishedCount += 1
         return r
@@ -396,12 +401,18 @@ public struct TaskFacts: Sendable {
     /// An `every` run.
     public var isEphemeral = false
     public var hasDependencies = false
+    /// When it was added and first started (`Engine.stamps` readings; 0:
+    /// not started, or the engine does not keep times).
+    public var added: UInt64 = 0
+    public var started: UInt64 = 0
 }
 
 extension Engine {
     public func facts(_ id: TaskID) -> TaskFacts {
         guard let r = record(id) else { return TaskFacts() }
         var f = TaskFacts()
+        f.added = r.addedAt
+        f.started = r.startedAt
         f.hasExplicitName = r.explicitName != nil
         f.attempts = r.attempts
         switch r.role {
@@ -418,6 +429,19 @@ extension Engine {
 }
 
 extension Engine {
+    /// From now on each task keeps when it was added and first started,
+    /// read from `clock`.
+    public func keepTimes(_ clock: TickClock = TickClock()) {
+        stamps = clock
+    }
+
+    /// When the task was added and first started (`stamps` readings; 0 when
+    /// unknown or times are not kept).
+    public func times(_ id: TaskID) -> (added: UInt64, started: UInt64) {
+        guard let r = record(id) else { return (0, 0) }
+        return (r.addedAt, r.startedAt)
+    }
+
     /// Whether the task is an `every` instance (see `forgetFinished`).
     public func isEphemeral(_ id: TaskID) -> Bool { record(id)?.ephemeral ?? false }
 

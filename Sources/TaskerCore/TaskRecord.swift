@@ -67,6 +67,9 @@ final class TaskRecord {
     /// An `every` instance: nobody holds its handle, so once it has ended
     /// well its record can go (see `Engine.forgetFinished`).
     var ephemeral = false
+    /// `Engine.stamps` readings, kept only when the engine keeps times.
+    var addedAt: UInt64 = 0
+    var startedAt: UInt64 = 0
 
     // the handle
     /// Set only by `Engine.finishHandle`, with `finalState`.

@@ -1,3 +1,5 @@
+import TaskerCore
+
 /// A task as the run writes it: compact, so that recording costs the run
 /// little (no names or identities formatted on the run's thread). The
 /// reader turns entries back into `JournalTask`s.
@@ -127,7 +129,8 @@ public struct JournalEntry: Sendable {
 /// The common entry, with nothing that needs memory management: a task that
 /// ran (or is running) under its default name with a derived identity (or
 /// none), and no values to store beyond an empty list. The run's thread
-/// appends these to a plain array; the writer thread encodes them.
+/// appends these to a plain array; the writer thread encodes them. Times
+/// are raw `TickClock` readings (0: none), converted by the writer.
 public struct PlainEntry: Sendable {
     public var id: Int
     public var state: JournalEntry.State
@@ -135,14 +138,14 @@ public struct PlainEntry: Sendable {
     public var identityHash: UInt64
     /// 0 when the task has no identity.
     public var occurrence: Int
-    public var added: Double
-    public var started: Double
-    public var ended: Double
+    public var added: UInt64
+    public var started: UInt64
+    public var ended: UInt64
     /// Whether the stored values are `[]` (a succeeded task that returned nothing).
     public var emptyValue: Bool
 
     public init(id: Int, state: JournalEntry.State, attempts: Int, identityHash: UInt64, occurrence: Int,
-                added: Double, started: Double, ended: Double, emptyValue: Bool) {
+                added: UInt64, started: UInt64, ended: UInt64, emptyValue: Bool) {
         self.id = id
         self.state = state
         self.attempts = attempts
@@ -265,7 +268,7 @@ public enum JournalCodec {
     /// A plain entry, appended. `previous` is the derived identity of the
     /// plain entry before it in the same blob: tasks added in a loop repeat
     /// it one occurrence later, and then it takes no bytes.
-    static func encode(plain p: PlainEntry, previous: inout (UInt64, Int)?, into out: inout [UInt8]) {
+    static func encode(plain p: PlainEntry, scale: TickScale, previous: inout (UInt64, Int)?, into out: inout [UInt8]) {
         varint(UInt64(p.id), &out)
         var flags = p.state.rawValue
         var same = false
@@ -289,10 +292,11 @@ public enum JournalCodec {
             varint(UInt64(p.occurrence), &out)
         }
         varint(UInt64(p.attempts), &out)
-        time(p.added, &out)
+        let added = scale.seconds(p.added), started = scale.seconds(p.started), ended = scale.seconds(p.ended)
+        time(added, &out)
         out.append(0)  // held
-        if p.started > 0 { time(p.started - p.added, &out) }
-        if p.ended > 0 { time(p.ended - (p.started > 0 ? p.started : p.added), &out) }
+        if p.started > 0 { time(started - added, &out) }
+        if p.ended > 0 { time(ended - (p.started > 0 ? started : added), &out) }
         if p.emptyValue {
             out.append(2)
             out.append(UInt8(ascii: "["))

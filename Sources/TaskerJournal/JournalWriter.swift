@@ -1,5 +1,6 @@
 import CSQLite
 import Foundation
+import TaskerCore
 
 /// Writes one run's journal on its own thread. The run's thread encodes
 /// entries into a buffer of its own and hands it over (`submit`) every
@@ -38,7 +39,11 @@ public final class JournalWriter {
                             blob.removeAll(keepingCapacity: true)
                             blob.append(JournalCodec.version)
                             var previous: (UInt64, Int)?
-                            for p in batch.plain { JournalCodec.encode(plain: p, previous: &previous, into: &blob) }
+                            for part in batch.plain {
+                                for p in part.entries {
+                                    JournalCodec.encode(plain: p, scale: part.scale, previous: &previous, into: &blob)
+                                }
+                            }
                             blob.append(contentsOf: batch.encoded)
                             try log.append(encoded: blob)
                         }
@@ -47,7 +52,7 @@ public final class JournalWriter {
                         failure = "\(error)"
                     }
                 }
-                batch.plain.removeAll(keepingCapacity: true)
+                queue.recycle(&batch.plain)
                 batch.encoded.removeAll(keepingCapacity: true)
                 for f in flushed { f.signal() }
                 if closing { break }
@@ -66,10 +71,12 @@ public final class JournalWriter {
         queue.append(&encoded)
     }
 
-    /// Hands over plain entries; empties `plain` (keeping its storage).
-    public func submit(plain: inout [PlainEntry]) {
+    /// Hands over plain entries, whose times `scale` converts; `plain`
+    /// comes back empty, with the storage of a batch the thread has written
+    /// when there is one.
+    public func submit(plain: inout [PlainEntry], scale: TickScale) {
         guard !plain.isEmpty else { return }
-        queue.append(plain: &plain)
+        queue.append(plain: &plain, scale: scale)
     }
 
     /// Encodes and hands over one entry (tests, rare writes).
@@ -96,11 +103,17 @@ public final class JournalWriter {
     }
 }
 
-/// What the writer takes at once: plain entries and encoded ones.
+/// What the writer takes at once: plain entries (in the arrays they came
+/// in) and encoded ones.
 struct Batch {
-    var plain: [PlainEntry] = []
+    var plain: [PlainPart] = []
     var encoded: [UInt8] = []
     var isEmpty: Bool { plain.isEmpty && encoded.isEmpty }
+}
+
+struct PlainPart {
+    var entries: [PlainEntry]
+    var scale: TickScale
 }
 
 struct RunEnd: Sendable {
@@ -120,6 +133,8 @@ private final class WriteQueue: @unchecked Sendable {
         var closing = false
         var failure: String?
         var flushes: [DispatchSemaphore] = []
+        /// Emptied arrays of plain entries, for the run's thread to reuse.
+        var spare: [[PlainEntry]] = []
     }
     private let condition = NSCondition()
     private var state = State()
@@ -138,12 +153,28 @@ private final class WriteQueue: @unchecked Sendable {
     }
 
     /// Plain entries come in batches: the writer starts on one at once.
-    func append(plain: inout [PlainEntry]) {
+    /// The array itself is queued (no copy) and a spare one comes back.
+    func append(plain: inout [PlainEntry], scale: TickScale) {
         condition.lock()
-        Self.move(&plain, into: &state.pending.plain)
+        state.pending.plain.append(PlainPart(entries: plain, scale: scale))
+        plain = state.spare.popLast() ?? []
         condition.signal()
         condition.unlock()
     }
+
+    /// Arrays of plain entries the writer is done with; a few are kept.
+    func recycle(_ parts: inout [PlainPart]) {
+        while var part = parts.popLast()?.entries {  // popped: unique, emptied in place
+            part.removeAll(keepingCapacity: true)
+            condition.lock()
+            let kept = state.spare.count < Self.spareKept
+            if kept { state.spare.append(part) }
+            condition.unlock()
+            if !kept { break }
+        }
+        parts.removeAll(keepingCapacity: true)
+    }
+    static let spareKept = 4
 
     private static func move<T>(_ items: inout [T], into pending: inout [T]) {
         if pending.isEmpty {

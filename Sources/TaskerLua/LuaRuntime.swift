@@ -95,7 +95,8 @@ public final class LuaRuntime {
     lazy var taskBody = LuaTaskBody(runtime: self)
     var exitCode: Int32?
     /// Each task's identity across runs (see `TaskIdentities`).
-    lazy var identities = TaskIdentities(runtime: self)
+    /// (Not lazy: a lazy property's check showed in the cost per task.)
+    let identities = TaskIdentities()
     /// Modules that own their state (see `LuaModule`); kept as long as the
     /// state, since their functions hold them unretained.
     var modules: [LuaModule] = []
@@ -141,6 +142,7 @@ public final class LuaRuntime {
         self.L = L
         tasker_runtime_set_owner(crt, Unmanaged.passUnretained(self).toOpaque(), LuaRuntime.onInterrupt)
         engine.observers.append(self)
+        identities.runtime = self
         // A child that exits without reading what it is sent (a pipe to
         // `head`) must not kill the process: EPIPE is an ordinary error.
         signal(SIGPIPE, SIG_IGN)

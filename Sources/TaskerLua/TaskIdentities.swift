@@ -29,7 +29,8 @@ final class TaskIdentities {
     /// Tables whose content is bigger than this make a task unidentifiable.
     static let maxTableBytes = 64 << 10
 
-    private unowned let runtime: LuaRuntime
+    /// Set once, by the runtime that owns this.
+    unowned var runtime: LuaRuntime!
     /// Derived identities by task id (dense, like ids): the hash and the
     /// occurrence (0: none); explicit and missing ones apart (rare).
     private var hashes: [UInt64] = []
@@ -50,7 +51,6 @@ final class TaskIdentities {
     private var namesChecked = false
     private var loadedCount = -1
 
-    init(runtime: LuaRuntime) { self.runtime = runtime }
 
     subscript(id: TaskID) -> Entry? {
         if id < occurrences.count, occurrences[id] > 0 {
@@ -66,6 +66,11 @@ final class TaskIdentities {
 
     private func store(_ e: Entry, for id: TaskID) {
         if case .derived(let h) = e.identity {
+            if id == occurrences.count {  // the usual case: ids arrive in order
+                hashes.append(h)
+                occurrences.append(Int32(truncatingIfNeeded: e.occurrence))
+                return
+            }
             while occurrences.count <= id {
                 hashes.append(0)
                 occurrences.append(0)
@@ -147,7 +152,9 @@ final class TaskIdentities {
 
     /// A loop adds many tasks with one body and nothing else: the last such
     /// body (anchored in the registry, so its address cannot be reused) and
-    /// its identity, valid while the body captures nothing but `_ENV`.
+    /// its identity. Remembered only when the body captures nothing but
+    /// `_ENV` (a closure's upvalues are fixed when it is made, so the same
+    /// closure still does).
     private var lastBody: UnsafeRawPointer?
     private var lastBodyIdentity = TaskIdentity.derived(0)
     private var lastBodyRef: Int32 = LUA_NOREF
@@ -164,7 +171,7 @@ final class TaskIdentities {
     }
 
     private func sameBodyAsLast(_ L: OpaquePointer, _ f: Int32) -> TaskIdentity? {
-        guard let last = lastBody, lua_topointer(L, f) == last, capturesOnlyEnv(L, f) else { return nil }
+        guard let last = lastBody, lua_type(L, f) == LUA_TFUNCTION, lua_topointer(L, f) == last else { return nil }
         return lastBodyIdentity
     }
 

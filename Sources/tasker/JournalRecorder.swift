@@ -17,23 +17,17 @@ final class JournalRecorder: EngineObserver {
     /// runtime is alive whenever it is used (and a weak load per event
     /// costs more than the rest of the recording).
     unowned(unsafe) var runtime: LuaRuntime?
-    /// When each task was added, started and ended, by id (dense: ids
-    /// are, and arrive in order, so adding is an append).
-    private var times = ChunkedArray(filler: Times())
-    private struct Times {
-        var added = 0.0
-        var started = 0.0
-        var ended = 0.0
-    }
-    /// Schedule runs: by id, freed when they finish (a schedule that ticks
-    /// for days must not grow the arrays).
-    private var ephemeral: [TaskID: (added: Double, started: Double)] = [:]
     /// What few tasks have: held time, earlier attempts.
     private var extras: [TaskID: Extra] = [:]
     private var recentlyStarted: [TaskID] = []
     private var hosts: [String: JournalHostRequests] = [:]
-    /// The slowest tasks so far (for the summary), longest first.
-    private(set) var slowest: [(name: String, seconds: Double)] = []
+    /// The slowest tasks so far (for the summary), longest first, in ticks
+    /// of `clock`.
+    private var slowestTicks: [(name: String, ticks: UInt64)] = []
+    var slowest: [(name: String, seconds: Double)] {
+        let scale = clock.scale(origin: start)
+        return slowestTicks.map { ($0.name, Double(scale.nanos(ticks: $0.ticks)) / 1e9) }
+    }
     static let slowestKept = 5
     private var ticking = false
     /// Entries since the last tick (handed to the writer then): most as
@@ -55,25 +49,29 @@ final class JournalRecorder: EngineObserver {
     init(writer: JournalWriter, runID: String) {
         self.writer = writer
         self.runID = runID
-        times.append(Times())  // ids start at 1
         plain.reserveCapacity(Self.plainBatch)
     }
 
-    private var now: Double { Double(Monotonic.now() &- start) / 1e9 }
+    /// Starts recording `runtime`'s run. The engine keeps each task's add
+    /// and start times (no table here: the finish reads them).
+    func attach(_ runtime: LuaRuntime) {
+        self.runtime = runtime
+        runtime.engine.keepTimes(clock)
+        runtime.engine.observers.append(self)
+        runtime.observeRequests { self.request($0) }
+    }
 
-    func taskAdded(_ id: TaskID, engine: Engine) {
-        let t = now
-        if engine.isEphemeral(id) {
-            ephemeral[id] = (t, 0)
-            return
-        }
-        times.extend(through: id)
-        times[id].added = t
+    /// Task times, read by the engine (add, start) and here (end).
+    private let clock = TickClock()
+
+    private var now: Double { seconds(clock.now()) }
+
+    /// A reading of `clock` as seconds into the run (0 stays 0: unknown).
+    private func seconds(_ t: UInt64) -> Double {
+        t == 0 ? 0 : Double(Int64(bitPattern: clock.monotonic(t) &- start)) / 1e9
     }
 
     func taskStarted(_ id: TaskID, engine: Engine) {
-        let t = now
-        if !ephemeral.isEmpty, ephemeral[id] != nil { ephemeral[id]?.started = t } else if id < times.count { times[id].started = t }
         recentlyStarted.append(id)
         scheduleTick(engine)
     }
@@ -92,8 +90,8 @@ final class JournalRecorder: EngineObserver {
     /// last tick and are still running, then everything to the writer.
     private func tick(_ engine: Engine) {
         ticking = false
-        for id in recentlyStarted where (id >= times.count || times[id].ended == 0) && !engine.isFinished(id) {
-            var e = entry(id, engine, state: .running)
+        for id in recentlyStarted where !engine.isFinished(id) {
+            var e = entry(id, engine.facts(id), engine, state: .running)
             e.attempts = max(1, engine.attempts(id))
             JournalCodec.encode(e, into: &encoded)
         }
@@ -103,14 +101,15 @@ final class JournalRecorder: EngineObserver {
     }
 
     private func submitPlain() {
-        writer.submit(plain: &plain)
+        writer.submit(plain: &plain, scale: clock.scale(origin: start))
         plain.reserveCapacity(Self.plainBatch)
     }
 
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
         let t = now
         var x = extras[id] ?? Extra()
-        x.log.append(JournalAttempt(start: x.attemptStart ?? startTime(id) ?? t, end: t,
+        let started = engine.times(id).started
+        x.log.append(JournalAttempt(start: x.attemptStart ?? (started > 0 ? seconds(started) : t), end: t,
                                     error: failure.description, kind: failure.kind.rawValue))
         x.attemptStart = t + delay
         extras[id] = x
@@ -126,33 +125,24 @@ final class JournalRecorder: EngineObserver {
         extras[id]?.heldSince = nil
     }
 
-    private func startTime(_ id: TaskID) -> Double? {
-        let s = (ephemeral.isEmpty ? nil : ephemeral[id]?.started) ?? (id < times.count ? times[id].started : 0)
-        return s > 0 ? s : nil
-    }
-
     /// The common case as a plain value, or nil when the task needs more
     /// (a name, `spec.id`, tags, dependencies, values, a held time…).
-    private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ engine: Engine) -> PlainEntry? {
-        guard case .succeeded(.none) = outcome, let runtime, id < times.count,
-              extras.isEmpty || extras[id] == nil else { return nil }
+    private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64) -> PlainEntry? {
+        guard case .succeeded(.none) = outcome, let runtime, !f.hasExplicitName, !f.isReused, !f.isGroup,
+              !f.isSchedule, !f.isEphemeral, !f.hasDependencies, extras.isEmpty || extras[id] == nil else { return nil }
         let d = runtime.derivedIdentity(of: id)
-        guard d.occurrence > 0 else { return nil }
-        let f = engine.facts(id)
-        guard !f.hasExplicitName, !f.isReused, !f.isGroup, !f.isSchedule, !f.hasDependencies,
-              !runtime.hasTags(id) else { return nil }
-        let t = times[id]
+        guard d.occurrence > 0, !runtime.hasTags(id) else { return nil }
         return PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
-                          occurrence: d.occurrence, added: t.added, started: t.started, ended: t.ended,
+                          occurrence: d.occurrence, added: f.added, started: f.started, ended: ended,
                           emptyValue: true)
     }
 
     /// The parts every entry has.
-    private func entry(_ id: TaskID, _ engine: Engine, state: JournalEntry.State) -> JournalEntry {
+    private func entry(_ id: TaskID, _ f: TaskFacts, _ engine: Engine, state: JournalEntry.State) -> JournalEntry {
         var e = JournalEntry(id: id, state: state)
         e.name = engine.explicitName(id)
-        e.added = (ephemeral.isEmpty ? nil : ephemeral[id]?.added) ?? (id < times.count ? times[id].added : 0)
-        e.started = startTime(id)
+        e.added = seconds(f.added)
+        e.started = f.started > 0 ? seconds(f.started) : nil
         if let runtime {
             let identity = runtime.identityParts(of: id)
             if let s = identity.explicit {
@@ -166,28 +156,28 @@ final class JournalRecorder: EngineObserver {
     }
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        let t = now
+        let end = clock.now()
         let state: JournalEntry.State = switch outcome.state {
         case .succeeded: .succeeded
         case .failed: .failed
         default: .cancelled
         }
-        if let s = startTime(id) { noteDuration(id, t - s, engine) }
-        if id < times.count { times[id].ended = t }
-        if ephemeral.isEmpty || ephemeral[id] == nil, let p = plainEntry(id, outcome, engine) {
+        let f = engine.facts(id)
+        if f.started > 0 { noteDuration(id, ticks: end &- f.started, f, engine) }
+        if let p = plainEntry(id, outcome, f, ended: end) {
             plain.append(p)
             if plain.count >= Self.plainBatch { submitPlain() }
             scheduleTick(engine)
             return
         }
-        var e = entry(id, engine, state: state)
-        if !ephemeral.isEmpty { ephemeral[id] = nil }
+        var e = entry(id, f, engine, state: state)
+        let t = seconds(end)
         e.ended = t
-        e.attempts = engine.attempts(id)
-        if engine.isReused(id) {
+        e.attempts = f.attempts
+        if f.isReused {
             e.reused = true
-        } else if engine.isGroupOrSchedule(id) {
-            e.kind = engine.groupMembers(id) != nil ? .group : .schedule
+        } else if f.isGroup || f.isSchedule {
+            e.kind = f.isGroup ? .group : .schedule
         }
         let after = engine.dependencies(id)
         if !after.isEmpty { e.after = after }
@@ -218,12 +208,12 @@ final class JournalRecorder: EngineObserver {
 
     /// Keeps the slowest tasks (groups and schedules apart): one comparison
     /// for a task that is not among them.
-    private func noteDuration(_ id: TaskID, _ seconds: Double, _ engine: Engine) {
-        guard slowest.count < Self.slowestKept || seconds > slowest[slowest.count - 1].seconds,
-              !engine.isGroupOrSchedule(id) else { return }
-        slowest.append((engine.name(id), seconds))
-        slowest.sort { $0.seconds > $1.seconds }
-        if slowest.count > Self.slowestKept { slowest.removeLast() }
+    private func noteDuration(_ id: TaskID, ticks: UInt64, _ f: TaskFacts, _ engine: Engine) {
+        guard slowestTicks.count < Self.slowestKept || ticks > slowestTicks[slowestTicks.count - 1].ticks,
+              !f.isGroup, !f.isSchedule else { return }
+        slowestTicks.append((engine.name(id), ticks))
+        slowestTicks.sort { $0.ticks > $1.ticks }
+        if slowestTicks.count > Self.slowestKept { slowestTicks.removeLast() }
     }
 
     /// One HTTP attempt (from the runtime's request events).
@@ -242,7 +232,7 @@ final class JournalRecorder: EngineObserver {
     /// The run's end; the writer flushes and stops. Returns a write error,
     /// if the journal could not be written.
     func finish(_ result: RunResult, exitCode: Int32) -> String? {
-        writer.submit(plain: &plain)
+        writer.submit(plain: &plain, scale: clock.scale(origin: start))
         writer.submit(&encoded)
         var counts: [String: Int] = [:]
         for (state, n) in result.counts { counts[state.rawValue] = n }

@@ -129,11 +129,7 @@ extension Tasker {
             var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
-                if let recorder {
-                    recorder.runtime = runtime
-                    runtime.engine.observers.append(recorder)
-                    runtime.observeRequests { recorder.request($0) }
-                }
+                recorder?.attach(runtime)
                 if let events {
                     events.runtime = runtime
                     runtime.engine.observers.append(events)

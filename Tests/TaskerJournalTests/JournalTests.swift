@@ -1,4 +1,5 @@
 import Foundation
+import TaskerCore
 import Testing
 @testable import TaskerJournal
 
@@ -46,9 +47,9 @@ import Testing
         var previous: (UInt64, Int)?
         for i in 1...100 {
             let p = PlainEntry(id: i, state: .succeeded, attempts: 1, identityHash: 0xabcdef, occurrence: i,
-                               added: 0.001 * Double(i), started: 0.5 + 0.001 * Double(i), ended: 0.6 + 0.001 * Double(i),
-                               emptyValue: true)
-            JournalCodec.encode(plain: p, previous: &previous, into: &blob)
+                               added: UInt64(1_000_000 * i), started: UInt64(500_000_000 + 1_000_000 * i),
+                               ended: UInt64(600_000_000 + 1_000_000 * i), emptyValue: true)
+            JournalCodec.encode(plain: p, scale: .nanoseconds(), previous: &previous, into: &blob)
         }
         var other = JournalEntry(id: 101, state: .failed)
         other.error = "boom"

@@ -1,0 +1,44 @@
+import Testing
+@testable import TaskerCore
+
+@Suite struct TickClockTests {
+    /// A reading converts to a `Monotonic` time between the clock reads
+    /// around it (a microsecond of slack for the conversion's own error).
+    private func expectBetween(_ clock: TickClock, _ t: UInt64, _ before: UInt64, _ after: UInt64) {
+        let m = clock.monotonic(t)
+        #expect(m + 1_000 >= before && m <= after + 1_000, "\(m) not in \(before)...\(after)")
+    }
+
+    @Test func readingsConvertToTheMonotonicClock() {
+        let clock = TickClock()
+        var checked = 0
+        let end = Monotonic.now() + 20_000_000
+        // Readings taken over 20 ms, converted at once and again at the end
+        // (after later calibrations): each stays where it was read.
+        var readings: [(UInt64, UInt64, UInt64)] = []
+        while Monotonic.now() < end {
+            let before = Monotonic.now()
+            let t = clock.now()
+            let after = Monotonic.now()
+            expectBetween(clock, t, before, after)
+            readings.append((t, before, after))
+            checked += 1
+        }
+        for (t, before, after) in readings.suffix(100) { expectBetween(clock, t, before, after) }
+        #expect(checked > 100)
+        #expect(clock.monotonic(0) == 0)
+    }
+
+    @Test func aScaleConvertsReadingsOnAnotherThreadAndDurations() {
+        let clock = TickClock()
+        let origin = Monotonic.now()
+        let a = clock.now()
+        var b = clock.now()
+        while clock.monotonic(b) < clock.monotonic(a) + 5_000_000 { b = clock.now() }
+        let scale = clock.scale(origin: origin)
+        #expect(scale.seconds(0) == 0)
+        #expect(abs(scale.seconds(b) - Double(clock.monotonic(b) - origin) / 1e9) < 1e-6)
+        let d = Double(scale.nanos(ticks: b - a)) / 1e6
+        #expect(d >= 4.99 && d < 50, "\(d) ms")
+    }
+}
