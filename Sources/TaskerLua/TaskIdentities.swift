@@ -33,8 +33,11 @@ final class TaskIdentities {
     unowned var runtime: LuaRuntime!
     /// Derived identities by task id (dense, like ids): the hash and the
     /// occurrence (0: none); explicit and missing ones apart (rare).
-    private var hashes: [UInt64] = []
-    private var occurrences: [Int32] = []
+    private var derivedByID: [Derived] = []
+    private struct Derived {
+        var hash: UInt64
+        var occurrence: Int32
+    }
     private var special: [TaskID: Entry] = [:]
     private var derivedCounts: [UInt64: Int] = [:]
     /// The last identity counted, and its count (tasks added in a loop
@@ -53,30 +56,28 @@ final class TaskIdentities {
 
 
     subscript(id: TaskID) -> Entry? {
-        if id < occurrences.count, occurrences[id] > 0 {
-            return Entry(identity: .derived(hashes[id]), occurrence: Int(occurrences[id]))
+        if id < derivedByID.count, derivedByID[id].occurrence > 0 {
+            return Entry(identity: .derived(derivedByID[id].hash), occurrence: Int(derivedByID[id].occurrence))
         }
         return special.isEmpty ? nil : special[id]
     }
 
     /// The derived hash and occurrence of task `id` (occurrence 0: none).
     func derived(_ id: TaskID) -> (hash: UInt64, occurrence: Int) {
-        id < occurrences.count ? (hashes[id], Int(occurrences[id])) : (0, 0)
+        guard id < derivedByID.count else { return (0, 0) }
+        let d = derivedByID[id]
+        return (d.hash, Int(d.occurrence))
     }
 
     private func store(_ e: Entry, for id: TaskID) {
         if case .derived(let h) = e.identity {
-            if id == occurrences.count {  // the usual case: ids arrive in order
-                hashes.append(h)
-                occurrences.append(Int32(truncatingIfNeeded: e.occurrence))
+            let d = Derived(hash: h, occurrence: Int32(truncatingIfNeeded: e.occurrence))
+            if id == derivedByID.count {  // the usual case: ids arrive in order
+                derivedByID.append(d)
                 return
             }
-            while occurrences.count <= id {
-                hashes.append(0)
-                occurrences.append(0)
-            }
-            hashes[id] = h
-            occurrences[id] = Int32(truncatingIfNeeded: e.occurrence)
+            while derivedByID.count <= id { derivedByID.append(Derived(hash: 0, occurrence: 0)) }
+            derivedByID[id] = d
         } else {
             special[id] = e
         }
