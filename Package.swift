@@ -46,15 +46,14 @@ let package = Package(
         // The journal of runs: written on its own thread, read for history,
         // resume and the report. Knows nothing of Lua.
         .target(name: "TaskerJournal", dependencies: ["CSQLite", "TaskerCore"], swiftSettings: hotPath),
-        // PostgreSQL's client library from the system (Debian: libpq-dev).
-        .systemLibrary(
-            name: "CPostgres",
-            pkgConfig: "libpq",
-            providers: [.apt(["libpq-dev"])]
-        ),
+        // PostgreSQL's client library from the system (Debian: libpq-dev):
+        // its header here; the functions in CPostgresLoader, which loads
+        // libpq at the first connection instead of at every start.
+        .systemLibrary(name: "CPostgres"),
+        .target(name: "CPostgresLoader", dependencies: ["CPostgres"], linkerSettings: [.linkedLibrary("dl")]),
         // The queue of defined tasks on PostgreSQL: the coordinator's side
         // and the worker's. libpq blocks, so each connection has a thread.
-        .target(name: "TaskerQueue", dependencies: ["CPostgres", "TaskerCore"]),
+        .target(name: "TaskerQueue", dependencies: ["CPostgres", "CPostgresLoader", "TaskerCore"]),
         // A cheap clock for timestamps that are only recorded (the CPU's
         // counter; C, since Swift has no inline assembly).
         .target(name: "CTicks"),
@@ -63,8 +62,10 @@ let package = Package(
             dependencies: ["CTicks", .product(name: "Collections", package: "swift-collections")],
             swiftSettings: hotPath
         ),
+        // libcurl, loaded at the first request instead of at every start.
+        .target(name: "CCurlLoader", linkerSettings: [.linkedLibrary("dl")]),
         // The HTTP client behind a small protocol (FoundationNetworking).
-        .target(name: "TaskerHTTP"),
+        .target(name: "TaskerHTTP", dependencies: ["CCurlLoader"]),
         .target(
             name: "TaskerLua",
             dependencies: ["TaskerCore", "TaskerHTTP", "CLuaShim", "CLua",

@@ -1,3 +1,4 @@
+import CCurlLoader
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -14,7 +15,14 @@ public final class URLSessionTransport: HTTPTransport {
     private let session: URLSession
     private let router: ExchangeRouter
 
-    public init(connectionsPerHost: Int) {
+    /// Fails when libcurl, which FoundationNetworking needs and which is
+    /// loaded only now (see `CCurlLoader`), is not on the machine.
+    public init(connectionsPerHost: Int) throws(HTTPTransportError) {
+        var err = [CChar](repeating: 0, count: 512)
+        guard tasker_curl_load(&err, err.count) == 0 else {
+            let why = String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw HTTPTransportError(.other, "HTTP needs libcurl (Debian: libcurl4): \(why)")
+        }
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = max(1, connectionsPerHost)
         configuration.httpCookieStorage = nil

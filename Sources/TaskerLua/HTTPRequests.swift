@@ -79,7 +79,14 @@ extension HTTPModule {
             request = r
         }
         call.idempotent = request.isIdempotent
-        if transport == nil { transport = URLSessionTransport(connectionsPerHost: settings.concurrency) }
+        if transport == nil {
+            do {
+                transport = try URLSessionTransport(connectionsPerHost: settings.concurrency)
+            } catch {
+                engine.complete(run, with: .failure(TaskFailure(.http, error.message)))
+                return
+            }
+        }
         let loop = runtime.loop
         loop.beginActivity()  // until the transport's completion is back on the loop
         let target = LoopBound(self, loop: loop)

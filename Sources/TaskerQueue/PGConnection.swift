@@ -18,6 +18,12 @@ final class PGConnection {
 
     /// Connects to `url` (`postgres://user@host:port/db?...`).
     init(url: String) throws {
+        // libpq loads at the first connection, not at every start.
+        var err = [CChar](repeating: 0, count: 512)
+        guard tasker_pq_load(&err, err.count) == 0 else {
+            let why = String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            throw PGError(message: "--store needs libpq (Debian: libpq5): \(why)", sqlState: nil)
+        }
         guard let c = PQconnectdb(url) else { throw PGError(message: "out of memory", sqlState: nil) }
         guard PQstatus(c) == CONNECTION_OK else {
             let message = Self.trimmed(String(cString: PQerrorMessage(c)))

@@ -5,6 +5,7 @@ import TaskerLua
 extension Tasker {
     struct Check: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "check",
             abstract: "Compile pipelines without running them; print file:line: message per error."
         )
 

@@ -7,6 +7,7 @@ extension Tasker {
     /// `tasker runs [FILE] [--limit N] [--json]`, `tasker runs --prune --keep N`.
     struct Runs: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "runs",
             abstract: "List recorded runs, newest first (or prune old ones).")
 
         @Argument(help: "Only runs of this pipeline file.")
@@ -61,7 +62,7 @@ extension Tasker {
 
     /// `tasker show RUN|last [--json]`.
     struct Show: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Show one recorded run and its tasks.")
+        static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one recorded run and its tasks.")
 
         @Argument(help: ArgumentHelp("A run id, or 'last'.", valueName: "run"))
         var runID: String

@@ -8,6 +8,7 @@ import TaskerQueue
 extension Tasker {
     struct Run: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "run",
             abstract: "Run a pipeline.",
             discussion: "Options go before FILE; the words after FILE are the script's tasker.args."
         )

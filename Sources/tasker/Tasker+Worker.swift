@@ -10,6 +10,7 @@ extension Tasker {
     /// tasks a coordinator queues.
     struct Worker: ParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "worker",
             abstract: "Run the defined tasks queued in PostgreSQL (FILE: the module of tasker.define calls).",
             discussion: "SIGTERM or Ctrl-C: stop claiming and finish what runs; a second one hands the rest back and exits."
         )

@@ -379,6 +379,25 @@ import Testing
         #expect(!r.stderr.contains("running"))
         #expect(!r.stderr.contains("\u{1B}["))
     }
+
+    /// libpq loads at the first connection: a run without `--store` never
+    /// needs it, and one with it says what is missing instead of crashing.
+    @Test func aStoreWithoutAWorkingLibpqIsAClearError() async throws {
+        let s = try Scratch(["p.lua": "print('ran')\n"])
+        defer { s.cleanup() }
+        let broken = s.dir.appendingPathComponent("broken")
+        try FileManager.default.createDirectory(at: broken, withIntermediateDirectories: true)
+        try Data().write(to: broken.appendingPathComponent("libpq.so.5"))  // not a library
+        var env = ProcessInfo.processInfo.environment
+        env["LD_LIBRARY_PATH"] = broken.path
+        let plain = await collect(try launch(["run", "--no-progress", "p.lua"], in: s.dir, environment: env))
+        #expect(plain.status == 0 && plain.stdout == "ran\n")
+        let stored = await collect(try launch(["run", "--store", "postgres://127.0.0.1:1/x", "p.lua"], in: s.dir,
+                                              environment: env))
+        #expect(stored.status == 2)
+        #expect(stored.stderr.contains("--store needs libpq (Debian: libpq5):"), "\(stored.stderr)")
+        #expect(!stored.stdout.contains("ran"))
+    }
 }
 
 /// The ops recipes in examples/, run for real against temp dirs and processes.
