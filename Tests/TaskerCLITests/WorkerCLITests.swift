@@ -22,6 +22,7 @@ import Testing
         long = tasker.define("long", function(ctx, args)
           io.stdout:write("long started\\n"); flush()
           tasker.sleep(60)
+          io.stdout:write("long finished\\n"); flush()
         end)
         order = 0
         seq = tasker.define("seq", function(ctx, args)
@@ -122,6 +123,33 @@ import Testing
         #expect(result.stdout.contains("then 8"), "\(result.stdout)\(result.stderr)")
         // the coordinator's cancel or the worker's own copy of the timeout, whichever came first
         #expect(["cancelled:cancelled", "failed:timeout"].contains(sql("SELECT state || ':' || error_kind FROM tasker_jobs WHERE name = 'long'")))
+    }
+
+    @Test func aCancelInTheCoordinatorReachesTheRunningRemoteTask() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local h = long{}
+            -- the test creates "go" once the worker shows the task running
+            while not fs.exists("go") do tasker.sleep(0.02) end
+            h:cancel()
+            local ok, err = pcall(function() return h:await() end)
+            print("long: " .. h:state() .. " " .. err.kind)
+            -- the worker has one slot: this runs only if the cancel freed it
+            print("then " .. double{args = {n = 4}, timeout = 20}:await())
+            """])
+        defer { s.cleanup() }
+        let w = try worker(s, ["--concurrency", "1"])
+        async let run = tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        #expect(await w.waitFor("long started"))
+        try Data().write(to: s.dir.appendingPathComponent("go"))
+        let result = try await run
+        w.signal(SIGTERM)
+        let worker = await w.finish()
+        #expect(result.stdout.contains("long: cancelled cancelled"), "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("then 8"), "\(result.stdout)\(result.stderr)")
+        #expect(sql("SELECT state FROM tasker_jobs WHERE name = 'long'") == "cancelled")
+        // the body was stopped where it waited, not left to finish its minute
+        #expect(worker.status == 0 && !worker.stdout.contains("long finished"), "\(worker.stdout)\(worker.stderr)")
     }
 
     @Test func prioritiesOrderClaimsAndAKeyRunsOnce() async throws {
