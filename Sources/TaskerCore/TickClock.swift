@@ -5,11 +5,12 @@ import CTicks
 /// kernel trusts it (a few nanoseconds a read against ~25 for the clock),
 /// turned into `Monotonic` nanoseconds when recorded. Loop-confined.
 ///
-/// The counter's rate comes from pairs of readings of both clocks, taken
-/// again whenever a reading lies further past the last pair than that pair
-/// lies past the first (and at least every 100 ms): the error of a
-/// converted time stays about that of reading the two clocks (tens of
-/// nanoseconds), and the system clock's slewing cannot pile up.
+/// The counter's rate comes from pairs of readings of both clocks (a pair
+/// read while the thread was held up is dropped), taken again whenever a
+/// reading lies further past the last pair than that pair lies past the
+/// first (and at least every 100 ms): the error of a converted time stays
+/// about that of reading the two clocks (tens of nanoseconds), and the
+/// system clock's slewing cannot pile up.
 public final class TickClock {
     private let counter: Int32
     private var scale: TickScale
@@ -20,11 +21,30 @@ public final class TickClock {
 
     public init() {
         counter = tasker_ticks_are_counter()
-        let m0 = Monotonic.now()
-        let t0 = counter != 0 ? tasker_ticks(counter) : m0
+        guard counter != 0 else {
+            let m0 = Monotonic.now()
+            scale = TickScale(t0: m0, m0: m0, mult: 1 << 32)
+            t1 = m0
+            reach = .max  // the clock itself: 1 ns a tick
+            return
+        }
+        var pair = Self.pair(counter)
+        for _ in 0..<8 where pair == nil { pair = Self.pair(counter) }
+        let (t0, m0) = pair ?? (tasker_ticks(counter), Monotonic.now())
         scale = TickScale(t0: t0, m0: m0, mult: 1 << 32)
         t1 = t0
-        reach = counter != 0 ? 0 : .max  // the clock itself: 1 ns a tick
+        reach = 0
+    }
+
+    /// The counter and the clock read at one moment: the clock before and
+    /// after the counter, nil when the thread was held up in between (a
+    /// pair that far apart would skew the rate).
+    private static func pair(_ counter: Int32) -> (ticks: UInt64, nanos: UInt64)? {
+        let before = Monotonic.now()
+        let t = tasker_ticks(counter)
+        let after = Monotonic.now()
+        guard after &- before < 20_000 else { return nil }
+        return (t, before &+ (after &- before) / 2)
     }
 
     /// A reading (0 is never one).
@@ -48,8 +68,7 @@ public final class TickClock {
     }
 
     private func calibrate() {
-        let t = tasker_ticks(counter), m = Monotonic.now()
-        guard t > scale.t0, m > scale.m0 else { return }
+        guard let (t, m) = Self.pair(counter), t > scale.t0, m > scale.m0 else { return }
         let nanosPerTick = Double(m &- scale.m0) / Double(t &- scale.t0)
         scale.mult = UInt64(nanosPerTick * 4_294_967_296)
         t1 = t

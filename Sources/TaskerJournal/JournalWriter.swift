@@ -14,18 +14,24 @@ public final class JournalWriter {
 
     /// Starts the thread, which opens the journal in `directory`, records
     /// `run` and keeps the connection; errors come back from `close`.
-    public init(directory: String, run: JournalRun) throws {
+    public convenience init(directory: String, run: JournalRun) throws {
         // Only the directory here (a read-only home shows at once); SQLite
         // opens on the writer's thread, so a run does not wait for it.
         try Journal.prepare(directory: directory)
+        self.init(run: run) { try SQLiteJournalStore(directory: directory) }
+    }
+
+    /// Starts the thread, which opens the store with `open`, records `run`
+    /// and keeps the connection; errors come back from `close`.
+    public init(run: JournalRun, open: @escaping @Sendable () throws -> JournalStore) {
         let queue = self.queue, done = self.done
         let thread = Thread {
             var failure: String?
             var log: TaskLog?
             do {
-                let db = try Journal.open(directory: directory)
-                try RunRows(db).insert(run)
-                log = try TaskLog(db, run: run.id)
+                let store = try open()
+                try store.insert(run)
+                log = try TaskLog(store, run: run.id)
             } catch {
                 failure = "\(error)"
             }
@@ -226,66 +232,25 @@ private final class WriteQueue: @unchecked Sendable {
     }
 }
 
-/// The runs table.
-struct RunRows {
-    let db: SQLiteDatabase
-
-    init(_ db: SQLiteDatabase) { self.db = db }
-
-    func insert(_ r: JournalRun) throws {
-        let s = try db.prepare("""
-            INSERT OR REPLACE INTO runs(id, pipeline, args, vars, started, pid, resumed_from)
-            VALUES(?, ?, ?, ?, ?, ?, ?)
-            """)
-        s.bindAll([.text(r.id), .text(r.pipeline), .text(JSONText.strings(r.args)),
-                   .text(JSONText.map(r.vars)), .double(r.started), .int(r.pid), .text(r.resumedFrom)])
-        try s.run()
-    }
-}
-
 /// One run's task log: a row per batch of packed entries.
 final class TaskLog {
-    let db: SQLiteDatabase
+    let store: JournalStore
     let run: String
     private var seq: Int
-    private let insert: SQLiteStatement
 
-    init(_ db: SQLiteDatabase, run: String) throws {
-        self.db = db
+    init(_ store: JournalStore, run: String) throws {
+        self.store = store
         self.run = run
-        // It only appends: a small page cache keeps a long run's memory flat.
-        try db.execute("PRAGMA cache_size = -256")
-        let last = try db.prepare("SELECT COALESCE(MAX(seq), 0) FROM task_log WHERE run = ?")
-        last.bind(1, run)
-        seq = try last.next() ? last.int(0) : 0
-        last.reset()
-        insert = try db.prepare("INSERT INTO task_log(run, seq, data) VALUES(?, ?, ?)")
+        seq = try store.lastLogSeq(run: run)
     }
 
     /// Appends a blob: the version byte, then encoded entries.
     func append(encoded blob: [UInt8]) throws {
         seq += 1
-        insert.bind(1, run)
-        insert.bind(2, seq)
-        insert.bind(3, blob: blob)
-        try insert.run()
+        try store.appendLog(run: run, seq: seq, data: blob)
     }
 
     func end(_ e: RunEnd) throws {
-        try db.execute("BEGIN IMMEDIATE")
-        do {
-            let s = try db.prepare("UPDATE runs SET ended = ?, exit_code = ?, counts = ? WHERE id = ?")
-            s.bindAll([.double(e.ended), .int(e.exitCode), .text(JSONText.counts(e.counts)), .text(run)])
-            try s.run()
-            let r = try db.prepare("INSERT OR REPLACE INTO requests(run, host, requests, retries, failures) VALUES(?, ?, ?, ?, ?)")
-            for h in e.requests {
-                r.bindAll([.text(run), .text(h.host), .int(h.requests), .int(h.retries), .int(h.failures)])
-                try r.run()
-            }
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
-        }
+        try store.end(run: run, ended: e.ended, exitCode: e.exitCode, counts: e.counts, requests: e.requests)
     }
 }

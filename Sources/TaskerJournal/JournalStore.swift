@@ -1,0 +1,44 @@
+/// Where the journal's rows live: a SQLite file (`SQLiteJournalStore`, the
+/// default) or the PostgreSQL database a run shares with its workers
+/// (TaskerQueue's). One connection, used by one thread at a time. A run's
+/// tasks are log rows of what `JournalCodec` packs: the stores know nothing
+/// of tasks.
+public protocol JournalStore: AnyObject {
+    /// Records a run's start (replacing an earlier row with its id).
+    func insert(_ run: JournalRun) throws
+    /// The run's highest log sequence number (0: none yet).
+    func lastLogSeq(run: String) throws -> Int
+    func appendLog(run: String, seq: Int, data: [UInt8]) throws
+    /// The run's end and its HTTP requests per host, in one transaction.
+    func end(run: String, ended: Double, exitCode: Int, counts: [String: Int], requests: [JournalHostRequests]) throws
+    /// Runs newest first: the one with `id`, or those of `pipeline`, or
+    /// all; at most `limit`.
+    func runs(id: String?, pipeline: String?, limit: Int?) throws -> [JournalRun]
+    /// The run's log rows in order.
+    func logRows(run: String, _ each: (UnsafeRawBufferPointer) -> Void) throws
+    func requests(run: String) throws -> [JournalHostRequests]
+    /// The ids of all runs but the newest `keep`.
+    func runIDs(skippingNewest keep: Int) throws -> [String]
+    /// Deletes the runs and everything recorded of them.
+    func delete(runs: [String]) throws
+    /// Runs without an end: their process, and the host it ran on (nil:
+    /// this machine, the only one a file journal knows).
+    func unendedRuns() throws -> [UnendedRun]
+    /// Ends a run that died, unless it has an end by now: appends `lost`
+    /// (a log row) and records the end, in one transaction.
+    func settle(run: String, lost: [UInt8]?, ended: Double, counts: [String: Int]) throws
+}
+
+public struct UnendedRun: Sendable {
+    public var id: String
+    public var pid: Int
+    public var host: String?
+    public var started: Double
+
+    public init(id: String, pid: Int, host: String?, started: Double) {
+        self.id = id
+        self.pid = pid
+        self.host = host
+        self.started = started
+    }
+}

@@ -1,0 +1,148 @@
+/// The journal in a SQLite file (see `Journal` for where and how it opens).
+public final class SQLiteJournalStore: JournalStore {
+    let db: SQLiteDatabase
+    private var insertLog: SQLiteStatement?
+
+    /// Opens (and unless `create` is false, creates) the journal in `directory`.
+    public init(directory: String, create: Bool = true) throws {
+        db = try Journal.open(directory: directory, create: create)
+    }
+
+    private static let runColumns = "id, pipeline, args, vars, started, ended, exit_code, counts, pid, resumed_from"
+
+    public func insert(_ r: JournalRun) throws {
+        let s = try db.prepare("""
+            INSERT OR REPLACE INTO runs(id, pipeline, args, vars, started, pid, resumed_from)
+            VALUES(?, ?, ?, ?, ?, ?, ?)
+            """)
+        s.bindAll([.text(r.id), .text(r.pipeline), .text(JSONText.strings(r.args)),
+                   .text(JSONText.map(r.vars)), .double(r.started), .int(r.pid), .text(r.resumedFrom)])
+        try s.run()
+        // The writer only appends: a small page cache keeps a long run's memory flat.
+        try db.execute("PRAGMA cache_size = -256")
+    }
+
+    public func lastLogSeq(run: String) throws -> Int {
+        let last = try db.prepare("SELECT COALESCE(MAX(seq), 0) FROM task_log WHERE run = ?")
+        last.bind(1, run)
+        return try last.next() ? last.int(0) : 0
+    }
+
+    public func appendLog(run: String, seq: Int, data: [UInt8]) throws {
+        let s = try insertLog ?? db.prepare("INSERT INTO task_log(run, seq, data) VALUES(?, ?, ?)")
+        insertLog = s
+        s.bind(1, run)
+        s.bind(2, seq)
+        s.bind(3, blob: data)
+        try s.run()
+    }
+
+    public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
+                    requests: [JournalHostRequests]) throws {
+        try transaction {
+            let s = try db.prepare("UPDATE runs SET ended = ?, exit_code = ?, counts = ? WHERE id = ?")
+            s.bindAll([.double(ended), .int(exitCode), .text(JSONText.counts(counts)), .text(run)])
+            try s.run()
+            let r = try db.prepare("INSERT OR REPLACE INTO requests(run, host, requests, retries, failures) VALUES(?, ?, ?, ?, ?)")
+            for h in requests {
+                r.bindAll([.text(run), .text(h.host), .int(h.requests), .int(h.retries), .int(h.failures)])
+                try r.run()
+            }
+        }
+    }
+
+    public func runs(id: String?, pipeline: String?, limit: Int?) throws -> [JournalRun] {
+        var sql = "SELECT \(Self.runColumns) FROM runs"
+        if id != nil {
+            sql += " WHERE id = ?"
+        } else if pipeline != nil {
+            sql += " WHERE pipeline = ?"
+        }
+        sql += " ORDER BY id DESC"
+        if let limit { sql += " LIMIT \(max(0, limit))" }
+        let s = try db.prepare(sql)
+        if let key = id ?? pipeline { s.bind(1, key) }
+        var out: [JournalRun] = []
+        while try s.next() {
+            var r = JournalRun(id: s.text(0) ?? "", pipeline: s.text(1) ?? "", args: JSONText.decode(s.text(2)) ?? [],
+                               vars: JSONText.decode(s.text(3)) ?? [:], started: s.double(4), pid: s.int(8),
+                               resumedFrom: s.text(9))
+            r.ended = s.optionalDouble(5)
+            r.exitCode = s.optionalInt(6)
+            r.counts = JSONText.decode(s.text(7)) ?? [:]
+            out.append(r)
+        }
+        return out
+    }
+
+    public func logRows(run: String, _ each: (UnsafeRawBufferPointer) -> Void) throws {
+        let s = try db.prepare("SELECT data FROM task_log WHERE run = ? ORDER BY seq")
+        s.bind(1, run)
+        while try s.next() { s.withBlob(0, each) }
+    }
+
+    public func requests(run: String) throws -> [JournalHostRequests] {
+        let s = try db.prepare("SELECT host, requests, retries, failures FROM requests WHERE run = ? ORDER BY host")
+        s.bind(1, run)
+        var out: [JournalHostRequests] = []
+        while try s.next() {
+            out.append(JournalHostRequests(host: s.text(0) ?? "", requests: s.int(1), retries: s.int(2), failures: s.int(3)))
+        }
+        return out
+    }
+
+    public func runIDs(skippingNewest keep: Int) throws -> [String] {
+        let old = try db.prepare("SELECT id FROM runs ORDER BY id DESC LIMIT -1 OFFSET ?")
+        old.bind(1, max(0, keep))
+        var ids: [String] = []
+        while try old.next() { if let id = old.text(0) { ids.append(id) } }
+        return ids
+    }
+
+    public func delete(runs ids: [String]) throws {
+        guard !ids.isEmpty else { return }
+        try transaction {
+            for table in ["task_log", "requests", "runs"] {
+                let d = try db.prepare("DELETE FROM \(table) WHERE \(table == "runs" ? "id" : "run") = ?")
+                for id in ids {
+                    d.bind(1, id)
+                    try d.run()
+                }
+            }
+        }
+        try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    public func unendedRuns() throws -> [UnendedRun] {
+        let open = try db.prepare("SELECT id, pid, started FROM runs WHERE ended IS NULL")
+        var out: [UnendedRun] = []
+        while try open.next() {
+            if let id = open.text(0) { out.append(UnendedRun(id: id, pid: open.int(1), host: nil, started: open.double(2))) }
+        }
+        return out
+    }
+
+    public func settle(run: String, lost: [UInt8]?, ended: Double, counts: [String: Int]) throws {
+        try transaction {
+            let still = try db.prepare("SELECT 1 FROM runs WHERE id = ? AND ended IS NULL")
+            still.bind(1, run)
+            guard try still.next() else { return }
+            still.reset()
+            if let lost { try appendLog(run: run, seq: lastLogSeq(run: run) + 1, data: lost) }
+            let end = try db.prepare("UPDATE runs SET ended = ?, exit_code = -1, counts = ? WHERE id = ?")
+            end.bindAll([.double(ended), .text(JSONText.counts(counts)), .text(run)])
+            try end.run()
+        }
+    }
+
+    private func transaction(_ body: () throws -> Void) throws {
+        try db.execute("BEGIN IMMEDIATE")
+        do {
+            try body()
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+}
