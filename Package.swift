@@ -53,7 +53,7 @@ let package = Package(
         .target(name: "CPostgresLoader", dependencies: ["CPostgres"], linkerSettings: [.linkedLibrary("dl")]),
         // The queue of defined tasks on PostgreSQL: the coordinator's side
         // and the worker's. libpq blocks, so each connection has a thread.
-        .target(name: "TaskerQueue", dependencies: ["CPostgres", "CPostgresLoader", "TaskerCore"]),
+        .target(name: "TaskerQueue", dependencies: ["CPostgres", "CPostgresLoader", "TaskerCore", "TaskerJournal"]),
         // A cheap clock for timestamps that are only recorded (the CPU's
         // counter; C, since Swift has no inline assembly).
         .target(name: "CTicks"),

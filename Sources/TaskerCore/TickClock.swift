@@ -43,7 +43,7 @@ public final class TickClock {
         let before = Monotonic.now()
         let t = tasker_ticks(counter)
         let after = Monotonic.now()
-        guard after &- before < 20_000 else { return nil }
+        guard after &- before < 5_000 else { return nil }
         return (t, before &+ (after &- before) / 2)
     }
 

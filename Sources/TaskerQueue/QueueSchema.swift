@@ -1,4 +1,4 @@
-/// The queue's tables. One row per attempt of a defined task: the
+/// The queue's tables, and the run journal's (`PGJournalStore`). One row per attempt of a defined task: the
 /// coordinator inserts it, a worker claims it (`claim` is the fence: a
 /// completion counts only with the claim it was given). The coordinator
 /// reads finished rows by the ids their NOTIFY names, and every second by
@@ -39,6 +39,34 @@ enum QueueSchema {
           heartbeat timestamptz NOT NULL DEFAULT now(),
           started timestamptz NOT NULL DEFAULT now(),
           stopped timestamptz
+        );
+        CREATE TABLE IF NOT EXISTS tasker_runs (
+          id text PRIMARY KEY,
+          pipeline text NOT NULL,
+          args text NOT NULL,
+          vars text NOT NULL,
+          started double precision NOT NULL,
+          ended double precision,
+          exit_code int,
+          counts text,
+          pid int NOT NULL,
+          host text NOT NULL,
+          resumed_from text
+        );
+        CREATE INDEX IF NOT EXISTS tasker_runs_by_pipeline ON tasker_runs (pipeline, id);
+        CREATE TABLE IF NOT EXISTS tasker_task_log (
+          run text NOT NULL,
+          seq int NOT NULL,
+          data bytea NOT NULL,
+          PRIMARY KEY (run, seq)
+        );
+        CREATE TABLE IF NOT EXISTS tasker_requests (
+          run text NOT NULL,
+          host text NOT NULL,
+          requests int NOT NULL,
+          retries int NOT NULL,
+          failures int NOT NULL,
+          PRIMARY KEY (run, host)
         );
         """
 

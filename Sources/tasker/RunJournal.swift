@@ -6,10 +6,10 @@ import TaskerLua
 /// The journal side of `tasker run`: where it lives, what a resume reuses,
 /// the `--plan` listing, and the recorder for the new run.
 struct RunJournal {
-    let directory: String
+    let place: JournalPlace
 
-    init(state: String?) {
-        directory = Journal.directory(override: state, environment: ProcessInfo.processInfo.environment)
+    init(state: String?, store: String?) {
+        place = JournalPlace(state: state, store: store)
     }
 
     /// `--resume [RUN] FILE`: RUN is given when the first word is `last` or
@@ -26,7 +26,7 @@ struct RunJournal {
     func earlierRun(_ id: String?, pipeline: String) throws(RunJournalError) -> (JournalReader, JournalRun) {
         let reader: JournalReader
         do {
-            reader = try JournalReader(directory: directory)
+            reader = try place.reader()
         } catch {
             throw RunJournalError("cannot resume: \(error)")
         }

@@ -25,8 +25,7 @@ extension Tasker {
         @Option(name: .long, help: "With --prune: how many runs to keep.")
         var keep: Int?
 
-        @Option(name: .long, help: ArgumentHelp("The journal's directory.", valueName: "dir"))
-        var state: String?
+        @OptionGroup var journal: JournalOptions
 
         func validate() throws {
             if prune && keep == nil { throw ValidationError("--prune needs --keep N") }
@@ -35,7 +34,7 @@ extension Tasker {
         }
 
         func run() throws {
-            let reader = try History.open(state: state)
+            let reader = try journal.reader()
             if prune {
                 let n = try reader.prune(keep: keep ?? 0)
                 print("pruned \(n) run\(n == 1 ? "" : "s")")
@@ -70,11 +69,10 @@ extension Tasker {
         @Flag(name: .long, help: "One JSON object.")
         var json = false
 
-        @Option(name: .long, help: ArgumentHelp("The journal's directory.", valueName: "dir"))
-        var state: String?
+        @OptionGroup var journal: JournalOptions
 
         func run() throws {
-            let reader = try History.open(state: state)
+            let reader = try journal.reader()
             let r = try History.run(runID, in: reader)
             let tasks = try reader.tasks(of: r.id)
             if json {
@@ -100,16 +98,6 @@ extension Tasker {
 
 /// Shared by `runs`, `show` and `report`.
 enum History {
-    static func open(state: String?) throws -> JournalReader {
-        let directory = Journal.directory(override: state, environment: ProcessInfo.processInfo.environment)
-        do {
-            return try JournalReader(directory: directory)
-        } catch {
-            StandardError.write("tasker: error: \(error)\n")
-            throw ExitCode(2)
-        }
-    }
-
     /// The run `id` (or `last`), or exit 2 saying there is none.
     static func run(_ id: String, in reader: JournalReader) throws -> JournalRun {
         guard let r = try reader.run(id) else {

@@ -16,11 +16,10 @@ extension Tasker {
         @Option(name: .shortAndLong, help: ArgumentHelp("Where to write it (default: tasker-RUN.html).", valueName: "file.html"))
         var output: String?
 
-        @Option(name: .long, help: ArgumentHelp("The journal's directory.", valueName: "dir"))
-        var state: String?
+        @OptionGroup var journal: JournalOptions
 
         func run() throws {
-            let reader = try History.open(state: state)
+            let reader = try journal.reader()
             let r = try History.run(runID, in: reader)
             let path = output ?? "tasker-\(r.id).html"
             do {
@@ -36,8 +35,8 @@ extension Tasker {
 
 enum ReportCommand {
     /// `tasker run --report FILE`: the run just recorded.
-    static func write(runID: String, directory: String, to path: String) throws {
-        let reader = try JournalReader(directory: directory)
+    static func write(runID: String, place: JournalPlace, to path: String) throws {
+        let reader = try place.reader()
         guard let run = try reader.run(runID) else { throw RunJournalError("the run was not recorded") }
         try render(run, reader: reader, to: path)
     }

@@ -42,7 +42,7 @@ extension Tasker {
         @Option(name: .long, help: ArgumentHelp("Write an HTML report of the run to this file.", valueName: "file.html"))
         var report: String?
 
-        @Option(name: .long, help: ArgumentHelp("Queue the defined tasks in PostgreSQL for workers (tasker worker) to run.", valueName: "postgres://..."))
+        @Option(name: .long, help: ArgumentHelp("Queue the defined tasks in PostgreSQL for workers (tasker worker) to run; the run's journal goes there too.", valueName: "postgres://..."))
         var store: String?
 
         @Argument(help: "The pipeline file.")
@@ -64,7 +64,7 @@ extension Tasker {
         func run() throws {
             let (resumeRun, file, scriptArgs) = resume ? RunJournal.splitResume(file: file, args: scriptArgs)
                                                        : (nil, file, scriptArgs)
-            let journal = RunJournal(state: state)
+            let journal = RunJournal(state: state, store: store)
             let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
             var options = LuaRuntime.Options()
             options.concurrency = concurrency
@@ -107,7 +107,7 @@ extension Tasker {
                     let run = JournalRun(id: runID, pipeline: pipeline, args: scriptArgs,
                                          vars: RunJournal.redactedVars(options.vars),
                                          started: Date().timeIntervalSince1970, pid: Int(getpid()), resumedFrom: resumedFrom)
-                    recorder = JournalRecorder(writer: try JournalWriter(directory: journal.directory, run: run), runID: runID)
+                    recorder = JournalRecorder(writer: try journal.place.writer(run: run), runID: runID)
                     options.identify = true
                 } catch {
                     // The work matters more than its record: run without it.
@@ -155,7 +155,7 @@ extension Tasker {
             Summary(result: result, slowest: recorder?.slowest ?? []).print()
             if let report, let recorder {
                 do {
-                    try ReportCommand.write(runID: recorder.runID, directory: journal.directory, to: report)
+                    try ReportCommand.write(runID: recorder.runID, place: journal.place, to: report)
                 } catch {
                     StandardError.write("tasker: error: cannot write the report: \(error)\n")
                     if code < 2 { code = 2 }

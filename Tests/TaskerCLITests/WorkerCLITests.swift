@@ -206,6 +206,22 @@ import Testing
         #expect(resumed.stderr.contains("10 reused"), "\(resumed.stderr)")
         // the quick ones ran once in all
         #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'succeeded' AND args NOT LIKE '%100%'") == "10")
+        // Both runs are journaled in the store, none in a file here; the
+        // dead one was settled (its slow task lost) and reads like any run.
+        #expect(!FileManager.default.fileExists(atPath: s.dir.appendingPathComponent(".tasker-state/journal.db").path))
+        #expect(sql("SELECT count(*) FROM tasker_runs") == "2")
+        let dead = sql("SELECT id FROM tasker_runs ORDER BY id LIMIT 1")
+        let shown = try await tasker(["show", dead, "--store", url, "--json"], in: s.dir)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any])
+        #expect(object["exit_code"] as? Int == -1, "\(shown.stdout)\(shown.stderr)")
+        let states = (object["tasks"] as? [[String: Any]] ?? []).compactMap { $0["state"] as? String }
+        #expect(states.filter { $0 == "succeeded" }.count == 10 && states.filter { $0 == "failed" }.count == 1, "\(states)")
+        let runs = try await tasker(["runs", "--store", url, "--json"], in: s.dir)
+        #expect((try JSONSerialization.jsonObject(with: Data(runs.stdout.utf8)) as? [Any])?.count == 2)
+        let report = try await tasker(["report", "last", "--store", url, "-o", "r.html"], in: s.dir)
+        #expect(report.status == 0, "\(report.stderr)")
+        let html = try String(contentsOf: s.dir.appendingPathComponent("r.html"), encoding: .utf8)
+        #expect(html.contains(sql("SELECT id FROM tasker_runs ORDER BY id DESC LIMIT 1")), "the report of the resumed run")
     }
 
     @Test func sigtermLetsTheRunningTaskFinishAndASecondHandsItBack() async throws {

@@ -3,10 +3,11 @@ import Testing
 
 @Suite struct TickClockTests {
     /// A reading converts to a `Monotonic` time between the clock reads
-    /// around it (a microsecond of slack for the conversion's own error).
+    /// around it (slack for the conversion's own error, which is tens of
+    /// nanoseconds on a quiet machine and can be microseconds on a busy one).
     private func expectBetween(_ clock: TickClock, _ t: UInt64, _ before: UInt64, _ after: UInt64) {
         let m = clock.monotonic(t)
-        #expect(m + 1_000 >= before && m <= after + 1_000, "\(m) not in \(before)...\(after)")
+        #expect(m + 20_000 >= before && m <= after + 20_000, "\(m) not in \(before)...\(after)")
     }
 
     @Test func readingsConvertToTheMonotonicClock() {
@@ -40,7 +41,7 @@ import Testing
         #expect(abs(scale.seconds(b) - Double(clock.monotonic(b) - origin) / 1e9) < 1e-6)
         // a duration in ticks converts like the two readings it lies between
         let between = scale.monotonic(b) - scale.monotonic(a)
-        #expect(between >= 5_000_000)
+        #expect(between >= 4_900_000)  // the scale was calibrated again since the loop's check
         #expect(abs(Int64(scale.nanos(ticks: b - a)) - Int64(between)) < 1_000, "\(scale.nanos(ticks: b - a)) vs \(between)")
     }
 }

@@ -1,0 +1,172 @@
+import TaskerJournal
+
+/// The run journal in the PostgreSQL database of `--store`: the same rows
+/// as the file journal (`tasker_runs`, `tasker_task_log`, `tasker_requests`),
+/// so history, resume and the report work from any machine that reaches
+/// the database. One connection, on the thread that uses the store.
+public final class PGJournalStore: JournalStore {
+    private let db: PGConnection
+    private let host: String
+
+    public init(url: String) throws {
+        db = try PGConnection(url: url)
+        try QueueSchema.ensure(db)
+        host = JournalReader.hostName
+    }
+
+    private static let runColumns = "id, pipeline, args, vars, started, ended, exit_code, counts, pid, resumed_from"
+
+    public func insert(_ r: JournalRun) throws {
+        try db.query("""
+            INSERT INTO tasker_runs (id, pipeline, args, vars, started, pid, host, resumed_from)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+            ON CONFLICT (id) DO UPDATE SET pipeline = $2, args = $3, vars = $4, started = $5, pid = $6, host = $7,
+              resumed_from = $8, ended = NULL, exit_code = NULL, counts = NULL
+            """, [r.id, r.pipeline, JSONText.strings(r.args), JSONText.map(r.vars), String(r.started), String(r.pid),
+                  host, r.resumedFrom])
+    }
+
+    public func lastLogSeq(run: String) throws -> Int {
+        let rows = try db.query("SELECT COALESCE(MAX(seq), 0) FROM tasker_task_log WHERE run = $1", [run])
+        return rows.values.first?.first.flatMap { $0.flatMap { Int($0) } } ?? 0
+    }
+
+    public func appendLog(run: String, seq: Int, data: [UInt8]) throws {
+        try db.query("INSERT INTO tasker_task_log (run, seq, data) VALUES ($1, $2, $3)",
+                     [run, String(seq), Self.hex(data)])
+    }
+
+    public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
+                    requests: [JournalHostRequests]) throws {
+        try transaction {
+            try db.query("UPDATE tasker_runs SET ended = $1, exit_code = $2, counts = $3 WHERE id = $4",
+                         [String(ended), String(exitCode), JSONText.counts(counts), run])
+            for h in requests {
+                try db.query("""
+                    INSERT INTO tasker_requests (run, host, requests, retries, failures) VALUES ($1, $2, $3, $4, $5)
+                    ON CONFLICT (run, host) DO UPDATE SET requests = $3, retries = $4, failures = $5
+                    """, [run, h.host, String(h.requests), String(h.retries), String(h.failures)])
+            }
+        }
+    }
+
+    public func runs(id: String?, pipeline: String?, limit: Int?) throws -> [JournalRun] {
+        var sql = "SELECT \(Self.runColumns) FROM tasker_runs"
+        var params: [String?] = []
+        if let key = id ?? pipeline {
+            sql += id != nil ? " WHERE id = $1" : " WHERE pipeline = $1"
+            params.append(key)
+        }
+        sql += " ORDER BY id DESC"
+        if let limit { sql += " LIMIT \(max(0, limit))" }
+        return try db.query(sql, params).values.map { v in
+            var r = JournalRun(id: v[0] ?? "", pipeline: v[1] ?? "", args: JSONText.decode(v[2]) ?? [],
+                               vars: JSONText.decode(v[3]) ?? [:], started: v[4].flatMap { Double($0) } ?? 0,
+                               pid: v[8].flatMap { Int($0) } ?? 0, resumedFrom: v[9])
+            r.ended = v[5].flatMap { Double($0) }
+            r.exitCode = v[6].flatMap { Int($0) }
+            r.counts = JSONText.decode(v[7]) ?? [:]
+            return r
+        }
+    }
+
+    public func logRows(run: String, _ each: (UnsafeRawBufferPointer) -> Void) throws {
+        for row in try db.query("SELECT data FROM tasker_task_log WHERE run = $1 ORDER BY seq", [run]).values {
+            guard let text = row[0], let bytes = Self.unhex(text) else { continue }
+            bytes.withUnsafeBytes(each)
+        }
+    }
+
+    public func requests(run: String) throws -> [JournalHostRequests] {
+        try db.query("SELECT host, requests, retries, failures FROM tasker_requests WHERE run = $1 ORDER BY host", [run])
+            .values.map { v in
+                JournalHostRequests(host: v[0] ?? "", requests: v[1].flatMap { Int($0) } ?? 0,
+                                    retries: v[2].flatMap { Int($0) } ?? 0, failures: v[3].flatMap { Int($0) } ?? 0)
+            }
+    }
+
+    public func runIDs(skippingNewest keep: Int) throws -> [String] {
+        try db.query("SELECT id FROM tasker_runs ORDER BY id DESC OFFSET $1", [String(max(0, keep))])
+            .values.compactMap { $0[0] }
+    }
+
+    /// Also the queue's rows of those runs: all that is recorded of them.
+    public func delete(runs ids: [String]) throws {
+        guard !ids.isEmpty else { return }
+        let list = "{" + ids.map { "\"\($0)\"" }.joined(separator: ",") + "}"
+        try transaction {
+            for (table, column) in [("tasker_task_log", "run"), ("tasker_requests", "run"), ("tasker_jobs", "run"),
+                                    ("tasker_runs", "id")] {
+                try db.query("DELETE FROM \(table) WHERE \(column) = ANY($1::text[])", [list])
+            }
+        }
+    }
+
+    public func unendedRuns() throws -> [UnendedRun] {
+        try db.query("SELECT id, pid, host, started FROM tasker_runs WHERE ended IS NULL").values.compactMap { v in
+            guard let id = v[0] else { return nil }
+            return UnendedRun(id: id, pid: v[1].flatMap { Int($0) } ?? 0, host: v[2],
+                              started: v[3].flatMap { Double($0) } ?? 0)
+        }
+    }
+
+    public func settle(run: String, lost: [UInt8]?, ended: Double, counts: [String: Int]) throws {
+        try transaction {
+            let open = try db.query("SELECT 1 FROM tasker_runs WHERE id = $1 AND ended IS NULL FOR UPDATE", [run])
+            guard open.count > 0 else { return }
+            if let lost { try appendLog(run: run, seq: lastLogSeq(run: run) + 1, data: lost) }
+            try db.query("UPDATE tasker_runs SET ended = $1, exit_code = -1, counts = $2 WHERE id = $3",
+                         [String(ended), JSONText.counts(counts), run])
+        }
+    }
+
+    private func transaction(_ body: () throws -> Void) throws {
+        try db.execute("BEGIN")
+        do {
+            try body()
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    // MARK: bytea as text
+
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    /// `\x` and two hex digits a byte: bytea's text input.
+    static func hex(_ bytes: [UInt8]) -> String {
+        var out = [UInt8](repeating: 0, count: 2 + 2 * bytes.count)
+        out[0] = UInt8(ascii: "\\")
+        out[1] = UInt8(ascii: "x")
+        for (i, b) in bytes.enumerated() {
+            out[2 + 2 * i] = digits[Int(b >> 4)]
+            out[3 + 2 * i] = digits[Int(b & 15)]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// bytea's text output (hex format) back to bytes.
+    static func unhex(_ text: String) -> [UInt8]? {
+        let u = Array(text.utf8)
+        guard u.count >= 2, u[0] == UInt8(ascii: "\\"), u[1] == UInt8(ascii: "x"), u.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: c - 48
+            case 97...102: c - 87
+            case 65...70: c - 55
+            default: nil
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity((u.count - 2) / 2)
+        var i = 2
+        while i < u.count {
+            guard let hi = nibble(u[i]), let lo = nibble(u[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+}

@@ -1,0 +1,65 @@
+import ArgumentParser
+import Foundation
+import TaskerJournal
+import TaskerLua
+import TaskerQueue
+
+/// Where a command's journal is: the file in the state directory, or the
+/// PostgreSQL database of `--store` (a run with workers keeps its journal
+/// beside its queue, readable from any machine that reaches it).
+enum JournalPlace: CustomStringConvertible {
+    case directory(String)
+    case store(String)
+
+    init(state: String?, store: String?) {
+        if let store {
+            self = .store(store)
+        } else {
+            self = .directory(Journal.directory(override: state, environment: ProcessInfo.processInfo.environment))
+        }
+    }
+
+    func reader() throws -> JournalReader {
+        switch self {
+        case .directory(let d): try JournalReader(directory: d)
+        case .store(let url): try JournalReader(store: PGJournalStore(url: url))
+        }
+    }
+
+    /// The writer of a new run (it connects on its own thread).
+    func writer(run: JournalRun) throws -> JournalWriter {
+        switch self {
+        case .directory(let d): try JournalWriter(directory: d, run: run)
+        case .store(let url): JournalWriter(run: run) { try PGJournalStore(url: url) }
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .directory(let d): "the journal in \(d)"
+        case .store: "the journal in the store"
+        }
+    }
+}
+
+/// `--state` and `--store` of the commands that read the journal.
+struct JournalOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The journal's directory.", valueName: "dir"))
+    var state: String?
+
+    @Option(name: .long, help: ArgumentHelp("Read the journal in this PostgreSQL database (of runs with --store).",
+                                            valueName: "postgres-url"))
+    var store: String?
+
+    var place: JournalPlace { JournalPlace(state: state, store: store) }
+
+    /// The reader, or exit 2 saying why there is none.
+    func reader() throws -> JournalReader {
+        do {
+            return try place.reader()
+        } catch {
+            StandardError.write("tasker: error: \(error)\n")
+            throw ExitCode(2)
+        }
+    }
+}
