@@ -1,6 +1,7 @@
 /// The queue's tables, and the run journal's (`PGJournalStore`). One row per attempt of a defined task: the
 /// coordinator inserts it, a worker claims it (`claim` is the fence: a
-/// completion counts only with the claim it was given). The coordinator
+/// completion counts only with the claim it was given, and whatever ends a
+/// claim clears it). The coordinator
 /// reads finished rows by the ids their NOTIFY names, and every second by
 /// the attempts it still waits for: never by a high-water mark on
 /// `done_seq`, which would skip rows (two workers' commits land out of order).
@@ -30,7 +31,6 @@ enum QueueSchema {
         CREATE SEQUENCE IF NOT EXISTS tasker_claim_seq;
         CREATE SEQUENCE IF NOT EXISTS tasker_done_seq;
         CREATE INDEX IF NOT EXISTS tasker_jobs_queued ON tasker_jobs (priority DESC, id) WHERE state = 'queued';
-        CREATE INDEX IF NOT EXISTS tasker_jobs_running ON tasker_jobs (worker) WHERE state = 'running';
         CREATE TABLE IF NOT EXISTS tasker_workers (
           id text PRIMARY KEY,
           host text NOT NULL,

@@ -73,9 +73,10 @@ enum QueueStore {
     static func claim(worker: String, limit: Int, _ c: PGConnection) throws -> [ClaimedJob] {
         let rows = try c.query("""
             WITH c AS (SELECT id FROM tasker_jobs WHERE state = 'queued'
-                       ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED)
-            UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = nextval('tasker_claim_seq'), claimed_at = now()
-            FROM c WHERE j.id = c.id
+                       ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 k AS (SELECT nextval('tasker_claim_seq') AS claim)
+            UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = k.claim, claimed_at = now()
+            FROM c, k WHERE j.id = c.id
             RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout
             """, [worker, String(limit)])
         return rows.values.map { r in
@@ -93,7 +94,7 @@ enum QueueStore {
             return try complete(Array(done.prefix(5000)), c) + complete(Array(done.dropFirst(5000)), c)
         }
         var sql = "UPDATE tasker_jobs j SET state = v.state, result = v.result, error = v.error, error_kind = v.kind, "
-            + "done_seq = nextval('tasker_done_seq'), finished_at = now() FROM (VALUES "
+            + "claim = NULL, done_seq = nextval('tasker_done_seq'), finished_at = now() FROM (VALUES "
         var params: [String?] = []
         for (k, d) in done.enumerated() {
             let b = k * 6
@@ -104,7 +105,11 @@ enum QueueStore {
         // One statement, one round trip: the UPDATE and, per run, a NOTIFY
         // naming the finished ids (`run id,id,…`; just `run` when too long
         // for a payload: the coordinator then looks by what it waits for).
-        sql += ") v(id, claim, state, result, error, kind) WHERE j.id = v.id AND j.claim = v.claim AND j.state = 'running' "
+        // The claim alone is the fence: whatever ends a claim (this, a
+        // cancel, a rescue, a hand-back) clears it. (A state test here let
+        // the planner walk the partial index of running rows, dead entries
+        // and all, once per completion.)
+        sql += ") v(id, claim, state, result, error, kind) WHERE j.id = v.id AND j.claim = v.claim "
             + "RETURNING j.id, j.run), n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500 "
             + "THEN run || ' ' || string_agg(id::text, ',') ELSE run END) FROM u GROUP BY run) "
             + "SELECT id FROM u, (SELECT count(*) FROM n) notified"
@@ -148,7 +153,7 @@ enum QueueStore {
     static func cancel(run: String, task: Int, attempt: Int, _ c: PGConnection) throws {
         let rows = try c.query("""
             UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
-              finished_at = now() WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
+              claim = NULL, finished_at = now() WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
             RETURNING id, worker
             """, [run, String(task), String(attempt)])
         for r in rows.values where r[1] != nil {
@@ -188,7 +193,7 @@ enum QueueStore {
             let rows = try c.query("""
                 WITH dead AS (UPDATE tasker_workers SET stopped = now()
                               WHERE stopped IS NULL AND heartbeat < now() - make_interval(secs => lease) RETURNING id)
-                UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost',
+                UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost', claim = NULL,
                   error = 'worker ' || j.worker || ' stopped heartbeating: its claim was given up',
                   done_seq = nextval('tasker_done_seq'), finished_at = now()
                 FROM dead WHERE j.state = 'running' AND j.worker = dead.id
