@@ -93,7 +93,7 @@ public final class PGJournalStore: JournalStore {
     /// Also the queue's rows of those runs: all that is recorded of them.
     public func delete(runs ids: [String]) throws {
         guard !ids.isEmpty else { return }
-        let list = "{" + ids.map { "\"\($0)\"" }.joined(separator: ",") + "}"
+        let list = PGArray.text(ids)
         try transaction {
             for (table, column) in [("tasker_task_log", "run"), ("tasker_requests", "run"), ("tasker_jobs", "run"),
                                     ("tasker_runs", "id")] {

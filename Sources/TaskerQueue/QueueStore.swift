@@ -128,7 +128,7 @@ enum QueueStore {
         return try finishedRows(c.query("""
             SELECT task, attempt, state, result, error, error_kind, done_seq FROM tasker_jobs
             WHERE id = ANY($1::bigint[]) AND done_seq IS NOT NULL
-            """, ["{" + ids.map(String.init).joined(separator: ",") + "}"]))
+            """, [PGArray.integers(ids)]))
     }
 
     /// The finished attempts of `run` among `tasks` (the backstop: what a
@@ -138,7 +138,7 @@ enum QueueStore {
         return try finishedRows(c.query("""
             SELECT task, attempt, state, result, error, error_kind, done_seq FROM tasker_jobs
             WHERE run = $1 AND task = ANY($2::bigint[]) AND done_seq IS NOT NULL
-            """, [run, "{" + tasks.map(String.init).joined(separator: ",") + "}"]))
+            """, [run, PGArray.integers(tasks)]))
     }
 
     private static func finishedRows(_ rows: PGRows) -> [FinishedJob] {
@@ -177,7 +177,7 @@ enum QueueStore {
         let wasDead = rows.values.first?[0] == "t" || rows.count == 0
         var stop: [Int64] = []
         if !running.isEmpty {
-            let list = "{" + running.map(String.init).joined(separator: ",") + "}"
+            let list = PGArray.integers(running)
             let r = try c.query("SELECT id FROM tasker_jobs WHERE id = ANY($1::bigint[]) AND (state <> 'running' OR worker <> $2)",
                                 [list, worker])
             stop = r.values.map { Int64($0[0]!)! }
@@ -190,16 +190,23 @@ enum QueueStore {
     static func rescue(_ c: PGConnection) throws {
         try c.execute("BEGIN")
         do {
-            let rows = try c.query("""
-                WITH dead AS (UPDATE tasker_workers SET stopped = now()
-                              WHERE stopped IS NULL AND heartbeat < now() - make_interval(secs => lease) RETURNING id)
-                UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost', claim = NULL,
-                  error = 'worker ' || j.worker || ' stopped heartbeating: its claim was given up',
-                  done_seq = nextval('tasker_done_seq'), finished_at = now()
-                FROM dead WHERE j.state = 'running' AND j.worker = dead.id
-                RETURNING j.run
-                """)
-            try notifyDone(runs: Set(rows.values.map { $0[0]! }), c)
+            // Usually nobody is dead: then the jobs table is not touched
+            // (there is no index by worker; a dead worker is rare enough
+            // for a scan, and an index of running rows slowed every claim).
+            let dead = try c.query("""
+                UPDATE tasker_workers SET stopped = now()
+                WHERE stopped IS NULL AND heartbeat < now() - make_interval(secs => lease) RETURNING id
+                """).values.compactMap { $0[0] }
+            if !dead.isEmpty {
+                let rows = try c.query("""
+                    UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost', claim = NULL,
+                      error = 'worker ' || j.worker || ' stopped heartbeating: its claim was given up',
+                      done_seq = nextval('tasker_done_seq'), finished_at = now()
+                    WHERE j.state = 'running' AND j.worker = ANY($1::text[])
+                    RETURNING j.run
+                    """, [PGArray.text(dead)])
+                try notifyDone(runs: Set(rows.values.map { $0[0]! }), c)
+            }
             try c.execute("COMMIT")
         } catch {
             try? c.execute("ROLLBACK")

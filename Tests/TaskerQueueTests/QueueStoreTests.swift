@@ -67,6 +67,16 @@ import Testing
         #expect(try db.sync { c in try QueueStore.finished(ids: [j.id], c) }.map(\.result) == ["[2]"])
     }
 
+    @Test func arrayParametersKeepQuotesAndBackslashes() throws {
+        let values = ["plain", "with \"quotes\"", "back\\slash", "comma, {brace}"]
+        let rows = try db.sync { c in
+            try c.query("SELECT unnest($1::text[])", [PGArray.text(values)]).values.map { $0[0] }
+        }
+        #expect(rows == values)
+        let ints = try db.sync { c in try c.query("SELECT sum(x) FROM unnest($1::bigint[]) x", [PGArray.integers([1, 2, 40])]) }
+        #expect(ints.values.first?.first == "43")
+    }
+
     @Test func aSilentWorkerLosesItsClaims() throws {
         try db.sync { c in
             try QueueSchema.ensure(c)

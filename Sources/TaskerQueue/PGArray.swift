@@ -1,0 +1,19 @@
+/// Array parameters in PostgreSQL's text form (`{1,2}`, `{"a","b"}`), for
+/// `= ANY($1::bigint[])` and the like.
+enum PGArray {
+    static func integers<T: BinaryInteger>(_ values: some Sequence<T>) -> String {
+        "{" + values.map { String($0) }.joined(separator: ",") + "}"
+    }
+
+    /// Strings quoted, `"` and `\` escaped.
+    static func text(_ values: some Sequence<String>) -> String {
+        "{" + values.map { v in
+            var q = "\""
+            for ch in v.unicodeScalars {
+                if ch == "\"" || ch == "\\" { q.unicodeScalars.append("\\") }
+                q.unicodeScalars.append(ch)
+            }
+            return q + "\""
+        }.joined(separator: ",") + "}"
+    }
+}
