@@ -7,7 +7,7 @@
 
 #define PQ_FUNCTIONS(X) \
     X(PQclear) X(PQcmdTuples) X(PQconnectdb) X(PQconsumeInput) X(PQerrorMessage) X(PQescapeIdentifier) \
-    X(PQexec) X(PQexecParams) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) \
+    X(PQexec) X(PQexecParams) X(PQexecPrepared) X(PQprepare) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) \
     X(PQnotifies) X(PQntuples) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) \
     X(PQsetNoticeProcessor) X(PQsocket) X(PQstatus)
 
@@ -59,6 +59,15 @@ PGresult *PQexecParams(PGconn *c, const char *q, int n, const Oid *types, const 
                        const int *lengths, const int *formats, int resultFormat) {
     need();
     return real.PQexecParams(c, q, n, types, values, lengths, formats, resultFormat);
+}
+PGresult *PQexecPrepared(PGconn *c, const char *name, int n, const char *const *values, const int *lengths,
+                         const int *formats, int resultFormat) {
+    need();
+    return real.PQexecPrepared(c, name, n, values, lengths, formats, resultFormat);
+}
+PGresult *PQprepare(PGconn *c, const char *name, const char *query, int n, const Oid *types) {
+    need();
+    return real.PQprepare(c, name, query, n, types);
 }
 void PQfinish(PGconn *c) { need(); real.PQfinish(c); }
 void PQfreemem(void *p) { need(); real.PQfreemem(p); }

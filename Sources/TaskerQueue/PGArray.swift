@@ -7,13 +7,20 @@ enum PGArray {
 
     /// Strings quoted, `"` and `\` escaped.
     static func text(_ values: some Sequence<String>) -> String {
-        "{" + values.map { v in
-            var q = "\""
-            for ch in v.unicodeScalars {
-                if ch == "\"" || ch == "\\" { q.unicodeScalars.append("\\") }
-                q.unicodeScalars.append(ch)
-            }
-            return q + "\""
-        }.joined(separator: ",") + "}"
+        "{" + values.map(quoted).joined(separator: ",") + "}"
+    }
+
+    /// The same with NULLs (nil).
+    static func text(_ values: some Sequence<String?>) -> String {
+        "{" + values.map { $0.map(quoted) ?? "NULL" }.joined(separator: ",") + "}"
+    }
+
+    private static func quoted(_ v: String) -> String {
+        var q = "\""
+        for ch in v.unicodeScalars {
+            if ch == "\"" || ch == "\\" { q.unicodeScalars.append("\\") }
+            q.unicodeScalars.append(ch)
+        }
+        return q + "\""
     }
 }

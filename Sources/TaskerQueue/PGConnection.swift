@@ -43,16 +43,43 @@ final class PGConnection {
     var isBroken: Bool { PQstatus(conn) != CONNECTION_OK }
 
     /// Runs `sql` with text parameters ($1, $2, …; nil is NULL) and returns
-    /// the rows as text (nil for NULL).
+    /// the rows as text (nil for NULL). Statements are prepared on first use
+    /// and kept by their text (planning a claim cost about as much as
+    /// running it), so a statement's text must not vary with its data:
+    /// values go in parameters, lists in array parameters.
     @discardableResult
     func query(_ sql: String, _ params: [String?] = []) throws -> PGRows {
+        let name = try preparedName(sql, params.count)
         var cStrings: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
         defer { for p in cStrings { free(p) } }
         let result: OpaquePointer? = cStrings.withUnsafeMutableBufferPointer { buf in
             buf.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                PQexecParams(conn, sql, Int32(params.count), nil, values.baseAddress, nil, nil, 0)
+                if let name {
+                    PQexecPrepared(conn, name, Int32(params.count), values.baseAddress, nil, nil, 0)
+                } else {
+                    PQexecParams(conn, sql, Int32(params.count), nil, values.baseAddress, nil, nil, 0)
+                }
             }
         }
+        return try rows(of: result)
+    }
+
+    /// Names of the statements prepared on this connection, by their text.
+    private var prepared: [String: String] = [:]
+    /// More distinct statements than this means texts that vary: those are
+    /// run unprepared rather than kept forever.
+    static let preparedLimit = 64
+
+    private func preparedName(_ sql: String, _ count: Int) throws -> String? {
+        if let name = prepared[sql] { return name }
+        guard prepared.count < Self.preparedLimit else { return nil }
+        let name = "tasker\(prepared.count)"
+        _ = try rows(of: PQprepare(conn, name, sql, Int32(count), nil))
+        prepared[sql] = name
+        return name
+    }
+
+    private func rows(of result: OpaquePointer?) throws -> PGRows {
         guard let result else { throw PGError(message: Self.trimmed(String(cString: PQerrorMessage(conn))), sqlState: nil) }
         defer { PQclear(result) }
         switch PQresultStatus(result) {

@@ -77,6 +77,14 @@ public final class PGThread: @unchecked Sendable {
                         // bodies run at least once, a result counts once.
                         // Not waiting for each flush is worth ~2x here.
                         try c.execute("SET synchronous_commit TO off")
+                        // Every queue statement finds its rows by key (ids, a
+                        // run's tasks, the queued index walked in order), and
+                        // statements are prepared: a plan made while the table
+                        // was small must not stay a sequential scan once it is
+                        // large, nor a claim become a bitmap scan that reads and
+                        // sorts every queued row and dead entry (measured: each
+                        // made a 10,000-job run quadratic).
+                        try c.execute("SET enable_seqscan TO off; SET enable_bitmapscan TO off")
                         connection = c
                     } catch { failure = PGError(error) }
                 }

@@ -51,20 +51,16 @@ enum QueueStore {
     /// Inserts attempts of `run` (an attempt already there is left alone: a
     /// resumed coordinator may hand one over again) and wakes the workers.
     static func enqueue(run: String, _ attempts: [RemoteAttempt], _ c: PGConnection) throws {
-        for start in stride(from: 0, to: attempts.count, by: 1000) {
-            let part = attempts[start..<min(attempts.count, start + 1000)]
-            var sql = "WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout) VALUES "
-            var params: [String?] = []
-            params.reserveCapacity(part.count * 7)
-            for (k, a) in part.enumerated() {
-                let b = k * 7
-                if k > 0 { sql += "," }
-                sql += "($\(b + 1),$\(b + 2)::bigint,$\(b + 3)::int,$\(b + 4),$\(b + 5),$\(b + 6)::int,$\(b + 7)::float8)"
-                params += [run, String(a.task), String(a.attempt), a.name, a.args, String(a.priority), a.timeout.map { String($0) }]
-            }
-            sql += " ON CONFLICT (run, task, attempt) DO NOTHING RETURNING 1) SELECT pg_notify('\(jobsChannel)', count(*)::text) FROM ins"
-            try c.query(sql, params)
-        }
+        guard !attempts.isEmpty else { return }
+        try c.query("""
+            WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout)
+              SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[], $7::float8[])
+              ON CONFLICT (run, task, attempt) DO NOTHING RETURNING 1)
+            SELECT pg_notify('\(jobsChannel)', count(*)::text) FROM ins
+            """, [run, PGArray.integers(attempts.map(\.task)), PGArray.integers(attempts.map(\.attempt)),
+                  PGArray.text(attempts.map(\.name)), PGArray.text(attempts.map(\.args)),
+                  PGArray.integers(attempts.map(\.priority)),
+                  PGArray.text(attempts.map { a in a.timeout.map { String($0) } })])
     }
 
     /// Claims up to `limit` queued jobs for `worker`: highest priority
@@ -90,18 +86,6 @@ enum QueueStore {
     /// lost: the job was rescued, cancelled or handed back meanwhile).
     static func complete(_ done: [JobCompletion], _ c: PGConnection) throws -> [Int64] {
         guard !done.isEmpty else { return [] }
-        if done.count > 5000 {  // PostgreSQL takes at most 65,535 parameters
-            return try complete(Array(done.prefix(5000)), c) + complete(Array(done.dropFirst(5000)), c)
-        }
-        var sql = "UPDATE tasker_jobs j SET state = v.state, result = v.result, error = v.error, error_kind = v.kind, "
-            + "claim = NULL, done_seq = nextval('tasker_done_seq'), finished_at = now() FROM (VALUES "
-        var params: [String?] = []
-        for (k, d) in done.enumerated() {
-            let b = k * 6
-            if k > 0 { sql += "," }
-            sql += "($\(b + 1)::bigint,$\(b + 2)::bigint,$\(b + 3),$\(b + 4),$\(b + 5),$\(b + 6))"
-            params += [String(d.id), String(d.claim), d.state.rawValue, d.result, d.error, d.errorKind]
-        }
         // One statement, one round trip: the UPDATE and, per run, a NOTIFY
         // naming the finished ids (`run id,id,…`; just `run` when too long
         // for a payload: the coordinator then looks by what it waits for).
@@ -109,11 +93,19 @@ enum QueueStore {
         // cancel, a rescue, a hand-back) clears it. (A state test here let
         // the planner walk the partial index of running rows, dead entries
         // and all, once per completion.)
-        sql += ") v(id, claim, state, result, error, kind) WHERE j.id = v.id AND j.claim = v.claim "
-            + "RETURNING j.id, j.run), n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500 "
-            + "THEN run || ' ' || string_agg(id::text, ',') ELSE run END) FROM u GROUP BY run) "
-            + "SELECT id FROM u, (SELECT count(*) FROM n) notified"
-        let rows = try c.query("WITH u AS (" + sql, params)
+        let rows = try c.query("""
+            WITH u AS (UPDATE tasker_jobs j SET state = v.state, result = v.result, error = v.error, error_kind = v.kind,
+                         claim = NULL, done_seq = nextval('tasker_done_seq'), finished_at = now()
+                       FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+                         AS v(id, claim, state, result, error, kind)
+                       WHERE j.id = v.id AND j.claim = v.claim
+                       RETURNING j.id, j.run),
+                 n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500
+                         THEN run || ' ' || string_agg(id::text, ',') ELSE run END) FROM u GROUP BY run)
+            SELECT id FROM u, (SELECT count(*) FROM n) notified
+            """, [PGArray.integers(done.map(\.id)), PGArray.integers(done.map(\.claim)),
+                  PGArray.text(done.map(\.state.rawValue)), PGArray.text(done.map(\.result)),
+                  PGArray.text(done.map(\.error)), PGArray.text(done.map(\.errorKind))])
         let accepted = Set(rows.values.map { Int64($0[0]!)! })
         return done.map(\.id).filter { !accepted.contains($0) }
     }
