@@ -70,6 +70,22 @@ public final class PostgresTestServer: Sendable {
     /// The server; fails the calling test with why it could not start.
     public static func get() throws(StartError) -> PostgresTestServer { try shared.get() }
 
+    /// The same, and a new empty database, from an async test: the waiting
+    /// (seconds for the first start) happens on a thread of its own, not on
+    /// one of the few cooperative threads every other test needs to move.
+    public static func freshDatabase() async throws -> (server: PostgresTestServer, url: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                do {
+                    let server = try get()
+                    continuation.resume(returning: (server, server.freshDatabase()))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }.start()
+        }
+    }
+
     public func url(database: String = "postgres") -> String {
         "postgres://tasker@127.0.0.1:\(port)/\(database)"
     }

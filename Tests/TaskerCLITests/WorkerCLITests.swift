@@ -7,9 +7,8 @@ import Testing
     let server: PostgresTestServer
     let url: String
 
-    init() throws {
-        server = try PostgresTestServer.get()
-        url = server.freshDatabase()
+    init() async throws {
+        (server, url) = try await PostgresTestServer.freshDatabase()
     }
 
     static let defs = """

@@ -9,9 +9,8 @@ import Testing
     let url: String
     let db: PGThread
 
-    init() throws {
-        let server = try PostgresTestServer.get()
-        url = server.freshDatabase()
+    init() async throws {
+        url = try await PostgresTestServer.freshDatabase().url
         db = PGThread(url: url, name: "test")
         try db.sync { c in try QueueSchema.ensure(c) }
     }
