@@ -21,7 +21,7 @@ public final class Engine {
     /// Set by `keepTimes(_:)`: each task then keeps when it was added and
     /// first started (see `times(_:)`); the journal reads them at the
     /// finish, which is cheaper than an observer keeping a table of its own.
-    public private(set) var stamps: TickClock?
+    public private(set) var stamps: TickSource?
     /// The interceptor chain, in registration order (see `TaskInterceptor`).
     public internal(set) var interceptors: [TaskInterceptor] = []
     var batches: [ObjectIdentifier: HeldBatch] = [:]
@@ -432,7 +432,7 @@ extension Engine {
     /// From now on each task keeps when it was added and first started,
     /// read from `clock`.
     public func keepTimes(_ clock: TickClock = TickClock()) {
-        stamps = clock
+        stamps = clock.source
     }
 
     /// When the task was added and first started (`stamps` readings; 0 when

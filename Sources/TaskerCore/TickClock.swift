@@ -51,6 +51,10 @@ public final class TickClock {
     @inline(__always)
     public func now() -> UInt64 { tasker_ticks(counter) | 1 }
 
+    /// Reads this clock without holding it (a value: no reference to
+    /// count on a path taken per task).
+    public var source: TickSource { TickSource(counter: counter) }
+
     /// A reading as `Monotonic` nanoseconds (0 stays 0).
     @inline(__always)
     public func monotonic(_ t: UInt64) -> UInt64 {
@@ -74,6 +78,15 @@ public final class TickClock {
         t1 = t
         reach = min(t &- scale.t0, UInt64(100_000_000 / nanosPerTick))
     }
+}
+
+/// Reads a `TickClock`'s counter (see `TickClock.source`).
+public struct TickSource: Sendable {
+    let counter: Int32
+
+    /// A reading (0 is never one).
+    @inline(__always)
+    public func now() -> UInt64 { tasker_ticks(counter) | 1 }
 }
 
 /// Turns `TickClock` readings into `Monotonic` nanoseconds, or seconds

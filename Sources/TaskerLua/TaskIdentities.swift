@@ -90,6 +90,14 @@ final class TaskIdentities {
     /// from its explicit name, args and body (stack indices; 0 = absent).
     @discardableResult
     func record(_ id: TaskID, explicitID: String?, name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> Entry {
+        // A loop adding one body again and again: the last identity, one
+        // occurrence later, appended (nothing walked, nothing copied).
+        if explicitID == nil, name == nil, args == 0, body != 0, id == derivedByID.count,
+           case .derived(let h)? = sameBodyAsLast(L, body > 0 ? body : lua_absindex(L, body)) {
+            let occurrence = count(h)
+            derivedByID.append(Derived(hash: h, occurrence: Int32(truncatingIfNeeded: occurrence)))
+            return Entry(identity: .derived(h), occurrence: occurrence)
+        }
         let identity: TaskIdentity
         if let explicitID {
             explicitIDs.insert(explicitID)

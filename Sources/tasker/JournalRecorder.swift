@@ -49,6 +49,9 @@ final class JournalRecorder: EngineObserver {
     init(writer: JournalWriter, runID: String) {
         self.writer = writer
         self.runID = runID
+        let clock = TickClock()
+        self.clock = clock
+        source = clock.source
         plain.reserveCapacity(Self.plainBatch)
     }
 
@@ -61,8 +64,10 @@ final class JournalRecorder: EngineObserver {
         runtime.observeRequests { self.request($0) }
     }
 
-    /// Task times, read by the engine (add, start) and here (end).
-    private let clock = TickClock()
+    /// Task times, read by the engine (add, start) and here (end, from
+    /// `source`: a value, nothing to retain per task).
+    private let clock: TickClock
+    private let source: TickSource
 
     private var now: Double { seconds(clock.now()) }
 
@@ -156,7 +161,7 @@ final class JournalRecorder: EngineObserver {
     }
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        let end = clock.now()
+        let end = source.now()
         let state: JournalEntry.State = switch outcome.state {
         case .succeeded: .succeeded
         case .failed: .failed
