@@ -7,7 +7,7 @@ import TaskerQueue
 /// Where a command's journal is: the file in the state directory, or the
 /// PostgreSQL database of `--store` (a run with workers keeps its journal
 /// beside its queue, readable from any machine that reaches it).
-enum JournalPlace: CustomStringConvertible {
+enum JournalPlace {
     case directory(String)
     case store(String)
 
@@ -31,13 +31,6 @@ enum JournalPlace: CustomStringConvertible {
         switch self {
         case .directory(let d): try JournalWriter(directory: d, run: run)
         case .store(let url): JournalWriter(run: run) { try PGJournalStore(url: url) }
-        }
-    }
-
-    var description: String {
-        switch self {
-        case .directory(let d): "the journal in \(d)"
-        case .store: "the journal in the store"
         }
     }
 }
