@@ -197,7 +197,8 @@ public enum JournalCodec {
         static let ended: UInt8 = 1 << 7
     }
 
-    static func encode(_ entries: [JournalEntry], into out: inout [UInt8]) {
+    /// A whole log row: the version byte, then the entries.
+    public static func encode(_ entries: [JournalEntry], into out: inout [UInt8]) {
         out.append(version)
         for e in entries { encode(e, into: &out) }
     }
