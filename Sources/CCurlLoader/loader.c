@@ -70,32 +70,18 @@ int curl_global_init(long flags) { need(); return ((int (*)(long))real.curl_glob
 // The variadic ones take exactly one more argument: a long, a curl_off_t,
 // or a pointer (data or function), which the ABIs tasker builds for pass
 // alike in one integer register or stack slot.
-int curl_easy_setopt(ptr h, int option, ...) {
-    need();
-    va_list ap;
-    va_start(ap, option);
-    ptr arg = va_arg(ap, ptr);
-    va_end(ap);
-    return ((int (*)(ptr, int, ...))real.curl_easy_setopt)(h, option, arg);
-}
-
-int curl_easy_getinfo(ptr h, int info, ...) {
-    need();
-    va_list ap;
-    va_start(ap, info);
-    ptr arg = va_arg(ap, ptr);
-    va_end(ap);
-    return ((int (*)(ptr, int, ...))real.curl_easy_getinfo)(h, info, arg);
-}
-
-int curl_multi_setopt(ptr m, int option, ...) {
-    need();
-    va_list ap;
-    va_start(ap, option);
-    ptr arg = va_arg(ap, ptr);
-    va_end(ap);
-    return ((int (*)(ptr, int, ...))real.curl_multi_setopt)(m, option, arg);
-}
+#define FORWARD_ONE_MORE(name) \
+    int name(ptr handle, int what, ...) { \
+        need(); \
+        va_list ap; \
+        va_start(ap, what); \
+        ptr arg = va_arg(ap, ptr); \
+        va_end(ap); \
+        return ((int (*)(ptr, int, ...))real.name)(handle, what, arg); \
+    }
+FORWARD_ONE_MORE(curl_easy_setopt)
+FORWARD_ONE_MORE(curl_easy_getinfo)
+FORWARD_ONE_MORE(curl_multi_setopt)
 
 ptr curl_multi_init(void) { need(); return ((ptr (*)(void))real.curl_multi_init)(); }
 int curl_multi_cleanup(ptr m) { need(); return ((int (*)(ptr))real.curl_multi_cleanup)(m); }

@@ -19,7 +19,7 @@ public final class Engine {
     }
     public var observers: [EngineObserver] = []
     /// Set by `keepTimes(_:)`: each task then keeps when it was added and
-    /// first started (see `times(_:)`); the journal reads them at the
+    /// first started (in its `facts`); the journal reads them at the
     /// finish, which is cheaper than an observer keeping a table of its own.
     public private(set) var stamps: TickSource?
     /// The interceptor chain, in registration order (see `TaskInterceptor`).
@@ -429,17 +429,10 @@ extension Engine {
 }
 
 extension Engine {
-    /// From now on each task keeps when it was added and first started,
-    /// read from `clock`.
-    public func keepTimes(_ clock: TickClock = TickClock()) {
-        stamps = clock.source
-    }
-
-    /// When the task was added and first started (`stamps` readings; 0 when
-    /// unknown or times are not kept).
-    public func times(_ id: TaskID) -> (added: UInt64, started: UInt64) {
-        guard let r = record(id) else { return (0, 0) }
-        return (r.addedAt, r.startedAt)
+    /// From now on each task keeps when it was added and first started
+    /// (`TaskFacts.added`, `.started`), read from `source`.
+    public func keepTimes(_ source: TickSource) {
+        stamps = source
     }
 
     /// Whether the task is an `every` instance (see `forgetFinished`).

@@ -43,6 +43,19 @@ final class SQLiteDatabase {
         }
     }
 
+    /// Runs `body` in a write transaction (taken at once), rolled back
+    /// when it throws.
+    func transaction(_ body: () throws -> Void) throws {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            try body()
+            try execute("COMMIT")
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
     func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         var stmt: OpaquePointer?
         let rc = sqlite3_prepare_v2(handle, sql, -1, &stmt, nil)

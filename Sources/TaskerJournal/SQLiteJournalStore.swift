@@ -39,7 +39,7 @@ public final class SQLiteJournalStore: JournalStore {
 
     public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
                     requests: [JournalHostRequests]) throws {
-        try transaction {
+        try db.transaction {
             let s = try db.prepare("UPDATE runs SET ended = ?, exit_code = ?, counts = ? WHERE id = ?")
             s.bindAll([.double(ended), .int(exitCode), .text(JSONText.counts(counts)), .text(run)])
             try s.run()
@@ -101,7 +101,7 @@ public final class SQLiteJournalStore: JournalStore {
 
     public func delete(runs ids: [String]) throws {
         guard !ids.isEmpty else { return }
-        try transaction {
+        try db.transaction {
             for table in ["task_log", "requests", "runs"] {
                 let d = try db.prepare("DELETE FROM \(table) WHERE \(table == "runs" ? "id" : "run") = ?")
                 for id in ids {
@@ -123,7 +123,7 @@ public final class SQLiteJournalStore: JournalStore {
     }
 
     public func settle(run: String, lost: [UInt8]?, ended: Double, counts: [String: Int]) throws {
-        try transaction {
+        try db.transaction {
             let still = try db.prepare("SELECT 1 FROM runs WHERE id = ? AND ended IS NULL")
             still.bind(1, run)
             guard try still.next() else { return }
@@ -132,17 +132,6 @@ public final class SQLiteJournalStore: JournalStore {
             let end = try db.prepare("UPDATE runs SET ended = ?, exit_code = -1, counts = ? WHERE id = ?")
             end.bindAll([.double(ended), .text(JSONText.counts(counts)), .text(run)])
             try end.run()
-        }
-    }
-
-    private func transaction(_ body: () throws -> Void) throws {
-        try db.execute("BEGIN IMMEDIATE")
-        do {
-            try body()
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
         }
     }
 }

@@ -71,16 +71,20 @@ final class TaskIdentities {
 
     private func store(_ e: Entry, for id: TaskID) {
         if case .derived(let h) = e.identity {
-            let d = Derived(hash: h, occurrence: Int32(truncatingIfNeeded: e.occurrence))
-            if id == derivedByID.count {  // the usual case: ids arrive in order
-                derivedByID.append(d)
-                return
-            }
-            while derivedByID.count <= id { derivedByID.append(Derived(hash: 0, occurrence: 0)) }
-            derivedByID[id] = d
+            storeDerived(h, occurrence: e.occurrence, for: id)
         } else {
             special[id] = e
         }
+    }
+
+    private func storeDerived(_ h: UInt64, occurrence: Int, for id: TaskID) {
+        let d = Derived(hash: h, occurrence: Int32(truncatingIfNeeded: occurrence))
+        if id == derivedByID.count {  // the usual case: ids arrive in order
+            derivedByID.append(d)
+            return
+        }
+        while derivedByID.count <= id { derivedByID.append(Derived(hash: 0, occurrence: 0)) }
+        derivedByID[id] = d
     }
 
     /// Whether `id` was already used by `spec.id` in this run.
@@ -91,11 +95,10 @@ final class TaskIdentities {
     @discardableResult
     func record(_ id: TaskID, explicitID: String?, name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> Entry {
         // A loop adding one body again and again: the last identity, one
-        // occurrence later, appended (nothing walked, nothing copied).
-        if explicitID == nil, name == nil, args == 0, body != 0, id == derivedByID.count,
-           case .derived(let h)? = sameBodyAsLast(L, body > 0 ? body : lua_absindex(L, body)) {
+        // occurrence later (nothing walked, nothing copied).
+        if explicitID == nil, name == nil, args == 0, body != 0, let h = sameBodyAsLast(L, body) {
             let occurrence = count(h)
-            derivedByID.append(Derived(hash: h, occurrence: Int32(truncatingIfNeeded: occurrence)))
+            storeDerived(h, occurrence: occurrence, for: id)
             return Entry(identity: .derived(h), occurrence: occurrence)
         }
         let identity: TaskIdentity
@@ -129,8 +132,9 @@ final class TaskIdentities {
         store(Entry(identity: .unidentifiable(reason), occurrence: 1), for: id)
     }
 
-    func derive(name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> TaskIdentity {
-        if name == nil, args == 0, body != 0, let known = sameBodyAsLast(L, lua_absindex(L, body)) { return known }
+    /// A walk of the name, body and args (`record` first tries the body it
+    /// saw last).
+    private func derive(name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> TaskIdentity {
         namesChecked = false
         var h = IdentityHasher()
         var walk = reusableWalk
@@ -154,9 +158,9 @@ final class TaskIdentities {
         } catch {
             return .unidentifiable(error.reason)
         }
-        let identity = TaskIdentity.derived(h.finish())
-        if name == nil, args == 0, body != 0 { rememberBody(L, lua_absindex(L, body), identity) }
-        return identity
+        let hash = h.finish()
+        if name == nil, args == 0, body != 0 { rememberBody(L, lua_absindex(L, body), hash) }
+        return .derived(hash)
     }
 
     /// A loop adds many tasks with one body and nothing else: the last such
@@ -165,7 +169,7 @@ final class TaskIdentities {
     /// `_ENV` (a closure's upvalues are fixed when it is made, so the same
     /// closure still does).
     private var lastBody: UnsafeRawPointer?
-    private var lastBodyIdentity = TaskIdentity.derived(0)
+    private var lastBodyHash: UInt64 = 0
     private var lastBodyRef: Int32 = LUA_NOREF
     private var reusableWalk = Walk()
 
@@ -179,12 +183,15 @@ final class TaskIdentities {
         return false
     }
 
-    private func sameBodyAsLast(_ L: OpaquePointer, _ f: Int32) -> TaskIdentity? {
-        guard let last = lastBody, lua_type(L, f) == LUA_TFUNCTION, lua_topointer(L, f) == last else { return nil }
-        return lastBodyIdentity
+    /// The derived hash of the body at stack index `f`, if it is the last one remembered.
+    private func sameBodyAsLast(_ L: OpaquePointer, _ f: Int32) -> UInt64? {
+        guard let last = lastBody else { return nil }
+        let f = f > 0 ? f : lua_absindex(L, f)
+        guard lua_type(L, f) == LUA_TFUNCTION, lua_topointer(L, f) == last else { return nil }
+        return lastBodyHash
     }
 
-    private func rememberBody(_ L: OpaquePointer, _ f: Int32, _ identity: TaskIdentity) {
+    private func rememberBody(_ L: OpaquePointer, _ f: Int32, _ hash: UInt64) {
         guard capturesOnlyEnv(L, f) else { return }
         if lastBodyRef == LUA_NOREF {
             lua_pushvalue(L, f)
@@ -194,7 +201,7 @@ final class TaskIdentities {
             lua_rawseti(L, tasker_registryindex(), lua_Integer(lastBodyRef))
         }
         lastBody = lua_topointer(L, f)
-        lastBodyIdentity = identity
+        lastBodyHash = hash
     }
 
     // MARK: the walk

@@ -91,6 +91,18 @@ final class PGConnection {
         }
     }
 
+    /// Runs `body` in a transaction, rolled back when it throws.
+    func transaction(_ body: () throws -> Void) throws {
+        try execute("BEGIN")
+        do {
+            try body()
+            try execute("COMMIT")
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Runs several statements without parameters (schema set-up).
     func execute(_ sql: String) throws {
         guard let result = PQexec(conn, sql) else {

@@ -38,7 +38,7 @@ public final class PGJournalStore: JournalStore {
 
     public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
                     requests: [JournalHostRequests]) throws {
-        try transaction {
+        try db.transaction {
             try db.query("UPDATE tasker_runs SET ended = $1, exit_code = $2, counts = $3 WHERE id = $4",
                          [String(ended), String(exitCode), JSONText.counts(counts), run])
             for h in requests {
@@ -58,7 +58,10 @@ public final class PGJournalStore: JournalStore {
             params.append(key)
         }
         sql += " ORDER BY id DESC"
-        if let limit { sql += " LIMIT \(max(0, limit))" }
+        if let limit {  // a parameter: the statement's text must not vary (it is prepared)
+            params.append(String(max(0, limit)))
+            sql += " LIMIT $\(params.count)::bigint"
+        }
         return try db.query(sql, params).values.map { v in
             var r = JournalRun(id: v[0] ?? "", pipeline: v[1] ?? "", args: JSONText.decode(v[2]) ?? [],
                                vars: JSONText.decode(v[3]) ?? [:], started: v[4].flatMap { Double($0) } ?? 0,
@@ -94,7 +97,7 @@ public final class PGJournalStore: JournalStore {
     public func delete(runs ids: [String]) throws {
         guard !ids.isEmpty else { return }
         let list = PGArray.text(ids)
-        try transaction {
+        try db.transaction {
             for (table, column) in [("tasker_task_log", "run"), ("tasker_requests", "run"), ("tasker_jobs", "run"),
                                     ("tasker_runs", "id")] {
                 try db.query("DELETE FROM \(table) WHERE \(column) = ANY($1::text[])", [list])
@@ -111,23 +114,12 @@ public final class PGJournalStore: JournalStore {
     }
 
     public func settle(run: String, lost: [UInt8]?, ended: Double, counts: [String: Int]) throws {
-        try transaction {
+        try db.transaction {
             let open = try db.query("SELECT 1 FROM tasker_runs WHERE id = $1 AND ended IS NULL FOR UPDATE", [run])
             guard open.count > 0 else { return }
             if let lost { try appendLog(run: run, seq: lastLogSeq(run: run) + 1, data: lost) }
             try db.query("UPDATE tasker_runs SET ended = $1, exit_code = -1, counts = $2 WHERE id = $3",
                          [String(ended), JSONText.counts(counts), run])
-        }
-    }
-
-    private func transaction(_ body: () throws -> Void) throws {
-        try db.execute("BEGIN")
-        do {
-            try body()
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
         }
     }
 

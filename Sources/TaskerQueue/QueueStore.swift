@@ -180,8 +180,7 @@ enum QueueStore {
     /// Workers silent past their lease lose their claims: each running job
     /// of theirs becomes a failed attempt of kind `lost`.
     static func rescue(_ c: PGConnection) throws {
-        try c.execute("BEGIN")
-        do {
+        try c.transaction {
             // Usually nobody is dead: then the jobs table is not touched
             // (there is no index by worker; a dead worker is rare enough
             // for a scan, and an index of running rows slowed every claim).
@@ -189,20 +188,15 @@ enum QueueStore {
                 UPDATE tasker_workers SET stopped = now()
                 WHERE stopped IS NULL AND heartbeat < now() - make_interval(secs => lease) RETURNING id
                 """).values.compactMap { $0[0] }
-            if !dead.isEmpty {
-                let rows = try c.query("""
-                    UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost', claim = NULL,
-                      error = 'worker ' || j.worker || ' stopped heartbeating: its claim was given up',
-                      done_seq = nextval('tasker_done_seq'), finished_at = now()
-                    WHERE j.state = 'running' AND j.worker = ANY($1::text[])
-                    RETURNING j.run
-                    """, [PGArray.text(dead)])
-                try notifyDone(runs: Set(rows.values.map { $0[0]! }), c)
-            }
-            try c.execute("COMMIT")
-        } catch {
-            try? c.execute("ROLLBACK")
-            throw error
+            guard !dead.isEmpty else { return }
+            let rows = try c.query("""
+                UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost', claim = NULL,
+                  error = 'worker ' || j.worker || ' stopped heartbeating: its claim was given up',
+                  done_seq = nextval('tasker_done_seq'), finished_at = now()
+                WHERE j.state = 'running' AND j.worker = ANY($1::text[])
+                RETURNING j.run
+                """, [PGArray.text(dead)])
+            try notifyDone(runs: Set(rows.values.map { $0[0]! }), c)
         }
     }
 

@@ -59,7 +59,7 @@ final class JournalRecorder: EngineObserver {
     /// and start times (no table here: the finish reads them).
     func attach(_ runtime: LuaRuntime) {
         self.runtime = runtime
-        runtime.engine.keepTimes(clock)
+        runtime.engine.keepTimes(source)
         runtime.engine.observers.append(self)
         runtime.observeRequests { self.request($0) }
     }
@@ -69,7 +69,7 @@ final class JournalRecorder: EngineObserver {
     private let clock: TickClock
     private let source: TickSource
 
-    private var now: Double { seconds(clock.now()) }
+    private var now: Double { seconds(source.now()) }
 
     /// A reading of `clock` as seconds into the run (0 stays 0: unknown).
     private func seconds(_ t: UInt64) -> Double {
@@ -113,7 +113,7 @@ final class JournalRecorder: EngineObserver {
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
         let t = now
         var x = extras[id] ?? Extra()
-        let started = engine.times(id).started
+        let started = engine.facts(id).started
         x.log.append(JournalAttempt(start: x.attemptStart ?? (started > 0 ? seconds(started) : t), end: t,
                                     error: failure.description, kind: failure.kind.rawValue))
         x.attemptStart = t + delay
