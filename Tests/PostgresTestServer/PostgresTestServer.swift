@@ -117,14 +117,23 @@ public final class PostgresTestServer: Sendable {
         return Int(UInt16(bigEndian: addr.sin_port))
     }
 
-    /// Runs a command through /bin/sh and waits (system(3), not Foundation's
-    /// Process: the server pg_ctl starts inherits a descriptor Process
-    /// watches, and Process would wait for the server to end).
+    /// Runs a command through the shell and waits (system(3), not
+    /// Foundation's Process: the server pg_ctl starts inherits a descriptor
+    /// Process watches, and Process would wait for the server to end).
+    ///
+    /// The command keeps no descriptor of this process but 0-2. system(3)
+    /// forks with every descriptor open at that moment, and Foundation's
+    /// pipes are not close-on-exec: a pipe another test had just made for a
+    /// child's output would stay open in the server until the test process
+    /// ends, and that test would wait for its end forever. bash, not sh:
+    /// dash cannot name a descriptor above 9.
     @discardableResult
-    static func run(_ path: String, _ args: [String]) -> (Int32, String) {
+    public static func run(_ path: String, _ args: [String]) -> (Int32, String) {
         let file = NSTemporaryDirectory() + "tasker-pg-out-\(UUID().uuidString)"
         defer { try? FileManager.default.removeItem(atPath: file) }
-        let quoted = ([path] + args).map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+        let closeInherited = #"for f in /proc/$$/fd/*; do n=${f##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec "$@""#
+        let words = ["/bin/bash", "-c", closeInherited, "bash", path] + args
+        let quoted = words.map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }
         let status = system(quoted.joined(separator: " ") + " </dev/null >" + file + " 2>&1")
         let text = (try? String(contentsOfFile: file, encoding: .utf8)) ?? ""
         return (status == 0 ? 0 : max(1, status >> 8), text)

@@ -66,19 +66,43 @@ func shell(_ script: String, in cwd: URL) async throws -> CLIResult {
     return try await collect(launch(["-c", script], in: cwd, executable: URL(fileURLWithPath: "/bin/sh"), environment: env))
 }
 
-/// Reads both pipes to their end, then waits for the exit.
+/// Reads both pipes to their end and waits for the exit.
 func collect(_ started: (Process, out: Pipe, err: Pipe)) async -> CLIResult {
     let (p, out, err) = started
     return await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: drain(p, out: out, err: err)) }.start()
+    }
+}
+
+/// Blocks until `p` exits and its stdout and stderr end; `seen` is stdout
+/// read already. Both pipes are read at once (a child that fills one while
+/// the other is read would wait forever), and they get 30 s after the exit:
+/// a descendant still holding them fails the test instead of hanging the
+/// suite.
+func drain(_ p: Process, out: Pipe, err: Pipe, seen: String = "") -> CLIResult {
+    let texts = PipeTexts()
+    let ended = DispatchGroup()
+    for (handle, isErr) in [(out.fileHandleForReading, false), (err.fileHandleForReading, true)] {
+        ended.enter()
         Thread {
-            let o = out.fileHandleForReading.readDataToEndOfFile()
-            let e = err.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            continuation.resume(returning: CLIResult(status: p.terminationStatus,
-                                                     stdout: String(decoding: o, as: UTF8.self),
-                                                     stderr: String(decoding: e, as: UTF8.self)))
+            texts.set(String(decoding: handle.readDataToEndOfFile(), as: UTF8.self), isErr: isErr)
+            ended.leave()
         }.start()
     }
+    p.waitUntilExit()
+    let late = ended.wait(timeout: .now() + 30) == .timedOut
+    let (o, e) = texts.get()
+    return CLIResult(status: p.terminationStatus, stdout: seen + o,
+                     stderr: e + (late ? "\n[test harness: stdout or stderr still open 30 s after the exit]" : ""))
+}
+
+/// What the two readers of `drain` read.
+private final class PipeTexts: @unchecked Sendable {
+    // Safety: `out` and `err` are only touched with `lock` held.
+    private let lock = NSLock()
+    private var out = "", err = ""
+    func set(_ text: String, isErr: Bool) { lock.withLock { if isErr { err = text } else { out = text } } }
+    func get() -> (String, String) { lock.withLock { (out, err) } }
 }
 
 /// Starts tasker, waits until its stdout shows `marker`, sends `signals`
@@ -98,12 +122,7 @@ func taskerInterrupted(_ args: [String], in cwd: URL, markers: [String], signal 
                     kill(p.processIdentifier, sig)
                 }
             }
-            let rest = out.fileHandleForReading.readDataToEndOfFile()
-            let e = err.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            continuation.resume(returning: CLIResult(status: p.terminationStatus,
-                                                     stdout: seen + String(decoding: rest, as: UTF8.self),
-                                                     stderr: String(decoding: e, as: UTF8.self)))
+            continuation.resume(returning: drain(p, out: out, err: err, seen: seen))
         }.start()
     }
 }
@@ -164,14 +183,17 @@ final class Background: @unchecked Sendable {
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
 
-    /// Waits for the exit and both streams' end.
+    /// Waits for the exit and both streams' end (at most 30 s after the
+    /// exit, as `drain`).
     func finish() async -> CLIResult {
         await withCheckedContinuation { continuation in
             Thread { [self] in
                 process.waitUntilExit()
+                let deadline = Date(timeIntervalSinceNow: 30)
                 lock.lock()
-                while open > 0 { lock.wait() }
-                let result = CLIResult(status: process.terminationStatus, stdout: out, stderr: err)
+                while open > 0, lock.wait(until: deadline) {}
+                let late = open > 0 ? "\n[test harness: stdout or stderr still open 30 s after the exit]" : ""
+                let result = CLIResult(status: process.terminationStatus, stdout: out, stderr: err + late)
                 lock.unlock()
                 continuation.resume(returning: result)
             }.start()

@@ -365,11 +365,8 @@ func processAliveNow(_ pid: Int32) -> Bool {
                 usleep(600_000)
                 let during = seen
                 kill(p.processIdentifier, SIGUSR2)
-                let rest = out.fileHandleForReading.readDataToEndOfFile()
-                let e = err.fileHandleForReading.readDataToEndOfFile()
-                p.waitUntilExit()
-                continuation.resume(returning: (during + "|" + seen + String(decoding: rest, as: UTF8.self),
-                                                String(decoding: e, as: UTF8.self)))
+                let r = drain(p, out: out, err: err, seen: during + "|" + seen)
+                continuation.resume(returning: (r.stdout, r.stderr))
             }.start()
         }
         let parts = result.0.split(separator: "|", maxSplits: 1).map(String.init)
