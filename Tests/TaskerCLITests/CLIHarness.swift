@@ -93,8 +93,11 @@ func drain(_ p: Process, out: Pipe, err: Pipe, seen: String = "") -> CLIResult {
     let late = ended.wait(timeout: .now() + 30) == .timedOut
     let (o, e) = texts.get()
     return CLIResult(status: p.terminationStatus, stdout: seen + o,
-                     stderr: e + (late ? "\n[test harness: stdout or stderr still open 30 s after the exit]" : ""))
+                     stderr: e + (late ? pipesStillOpen : ""))
 }
+
+/// Added to stderr when a child's pipes outlive it (`drain`, `Background.finish`).
+let pipesStillOpen = "\n[test harness: stdout or stderr still open 30 s after the exit]"
 
 /// What the two readers of `drain` read.
 private final class PipeTexts: @unchecked Sendable {
@@ -192,7 +195,7 @@ final class Background: @unchecked Sendable {
                 let deadline = Date(timeIntervalSinceNow: 30)
                 lock.lock()
                 while open > 0, lock.wait(until: deadline) {}
-                let late = open > 0 ? "\n[test harness: stdout or stderr still open 30 s after the exit]" : ""
+                let late = open > 0 ? pipesStillOpen : ""
                 let result = CLIResult(status: process.terminationStatus, stdout: out, stderr: err + late)
                 lock.unlock()
                 continuation.resume(returning: result)
