@@ -60,6 +60,15 @@ final class SignalWatcher {
         }
     }
 
+    /// SIGWINCH redraws the status line for the terminal's new width.
+    func watchResize(_ status: StatusLine) {
+        signal(SIGWINCH, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGWINCH, queue: queue)
+        source.setEventHandler { status.resized() }
+        source.resume()
+        sources.append(source)
+    }
+
     func stop() {
         for s in sources { s.cancel() }
     }

@@ -22,7 +22,9 @@ final class StatusLine: EngineObserver, Sendable {
         var bars: [TaskID: (name: String, fraction: Double, message: String?)] = [:]
         /// Running tasks with their start, to name the longest-running ones.
         var runningSince: [TaskID: (name: String, since: UInt64)] = [:]
-        var drawnLines = 0
+        /// The display width of each line drawn now, to know how many rows
+        /// to erase if the window has narrowed since.
+        var drawnWidths: [Int] = []
         var finished = false
     }
 
@@ -42,6 +44,19 @@ final class StatusLine: EngineObserver, Sendable {
         }
         engine.observers.append(self)
         tick()
+    }
+
+    /// The window was resized (SIGWINCH): erase what was drawn for the old
+    /// width and draw again for the new one at once, rather than leaving
+    /// wrapped rows on screen until the next tick.
+    func resized() {
+        guard let loop = state.withLock({ $0.loop }) else { return }
+        loop.execute {
+            self.state.withLock { s in
+                guard !s.finished else { return }
+                self.draw(&s)
+            }
+        }
     }
 
     private func tick() {
@@ -84,7 +99,7 @@ final class StatusLine: EngineObserver, Sendable {
 
     func taskAdded(_ id: TaskID, engine: Engine) { state.withLock { $0.total += 1 } }
     func taskStarted(_ id: TaskID, engine: Engine) {
-        let name = engine.name(id), now = Monotonic.now()
+        let name = Self.visible(engine.name(id)), now = Monotonic.now()
         let named = !engine.isGroupOrSchedule(id)
         state.withLock { s in
             s.running += 1
@@ -93,7 +108,7 @@ final class StatusLine: EngineObserver, Sendable {
     }
 
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        let name = engine.name(id)
+        let name = Self.visible(engine.name(id)), message = message.map(Self.visible)
         state.withLock { $0.bars[id] = (name, fraction, message) }
     }
 
@@ -113,12 +128,14 @@ final class StatusLine: EngineObserver, Sendable {
     }
 
     private func draw(_ s: inout State) {
-        let width = Self.columns()
+        // Never the last column: a character there leaves the cursor waiting
+        // to wrap, and some terminals then wrap on the next write.
+        let width = max(Self.columns() - 1, 0)
         let elapsed = String(format: "%.1fs", Double(Monotonic.now() - start) / 1e9)
         let failedText = s.failed > 0 ? paint("failed \(s.failed)", "31") : "failed 0"
         var head = "tasker: running \(s.running) · done \(s.done)/\(s.total) · \(failedText) · \(elapsed)"
         if s.engine?.value.startsPaused == true { head += " · " + paint("PAUSED (SIGUSR2 resumes)", "33") }
-        head += Self.longestRunning(s.runningSince, room: width - head.count - (color && s.failed > 0 ? -9 : 0))
+        head += Self.longestRunning(s.runningSince, room: width - TerminalWidth.of(head))
         var lines = [head]
         for (_, bar) in s.bars.sorted(by: { $0.key < $1.key }).prefix(Self.maxBars) {
             let cells = 20
@@ -127,9 +144,9 @@ final class StatusLine: EngineObserver, Sendable {
             let percent = String(format: "%3d%%", Int((bar.fraction * 100).rounded()))
             lines.append("  \(bar.name) [\(meter)] \(percent) \(bar.message ?? "")")
         }
-        var out = Self.eraseSequence(s.drawnLines)
-        out += lines.map { String($0.prefix(width + (color ? 20 : 0))) }.joined(separator: "\n")
-        s.drawnLines = lines.count
+        lines = lines.map { TerminalWidth.clip($0, to: width) }
+        let out = eraseSequence(s) + lines.joined(separator: "\n")
+        s.drawnWidths = lines.map { TerminalWidth.of($0) }
         StandardError.write(out)
     }
 
@@ -145,7 +162,7 @@ final class StatusLine: EngineObserver, Sendable {
             let item = "\(t.name) \(String(format: "%.1fs", Double(now &- t.since) / 1e9))"
             let more = oldest.count - shown - 1
             let tail = more > 0 ? ", +\(more)" : ""
-            guard out.count + item.count + (shown > 0 ? 2 : 0) + tail.count <= room else { break }
+            guard TerminalWidth.of(out + item) + (shown > 0 ? 2 : 0) + tail.count <= room else { break }
             out += (shown > 0 ? ", " : "") + item
             shown += 1
         }
@@ -155,15 +172,30 @@ final class StatusLine: EngineObserver, Sendable {
     }
 
     private func erase(_ s: inout State) {
-        guard s.drawnLines > 0 else { return }
-        StandardError.write(Self.eraseSequence(s.drawnLines))
-        s.drawnLines = 0
+        guard !s.drawnWidths.isEmpty else { return }
+        StandardError.write(eraseSequence(s))
+        s.drawnWidths = []
     }
 
-    /// Moves to the start of the first drawn line and clears to the end.
-    private static func eraseSequence(_ drawnLines: Int) -> String {
-        guard drawnLines > 0 else { return "\r\u{1B}[2K" }
-        return (drawnLines > 1 ? "\u{1B}[\(drawnLines - 1)A" : "") + "\r\u{1B}[J"
+    /// Moves to the start of the first row drawn and clears to the end of
+    /// the screen. Rows, not lines: a window narrowed since the last draw
+    /// may have wrapped a line onto several rows.
+    private func eraseSequence(_ s: State) -> String {
+        guard !s.drawnWidths.isEmpty else { return "\r\u{1B}[2K" }
+        let rows = TerminalWidth.rows(of: s.drawnWidths, columns: Self.columns())
+        return (rows > 1 ? "\u{1B}[\(rows - 1)A" : "") + "\r\u{1B}[J"
+    }
+
+    /// A task name or progress message as one row of plain text: control
+    /// characters (a newline, an escape sequence) would move the cursor
+    /// and break the erase.
+    static func visible(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map { isControl($0) ? "?" : $0 }))
+    }
+
+    private static func isControl(_ c: Unicode.Scalar) -> Bool {
+        c.value < 0x20 || (0x7F...0x9F).contains(c.value)
     }
 
     private static func columns() -> Int {

@@ -138,7 +138,10 @@ extension Tasker {
                     runtime.observeRequests { events.request($0) }
                 }
                 signals.start(runtime)
-                status?.attach(runtime.engine)
+                if let status {
+                    status.attach(runtime.engine)
+                    signals.watchResize(status)
+                }
             }
             status?.finish()
             // Background children a script left behind (`sh -c "x &"`).
