@@ -143,11 +143,20 @@ extension Engine {
 
     /// Called when nothing else can happen: tasks that were never started
     /// can never start now, so they end cancelled (and their dependents with
-    /// them). Returns whether anything changed.
+    /// them); so do paused tasks, since nothing is left to resume them
+    /// (they are not stuck on each other: no deadlock). Returns whether
+    /// anything changed.
     @discardableResult
     public func settleIdle() -> Bool {
         if releaseAllHeld() { return true }
         var changed = false
+        for case let r? in records where r.finalState == nil && r.paused {
+            var failure = TaskFailure(.cancelled, "task '\(r.name)' was paused and nothing left in the run could resume it")
+            failure.summary = "paused, and never resumed"
+            cancel(r, failure)
+            changed = true
+        }
+        if changed { return true }
         for case let r? in records where r.finalState == nil && !r.startRequested && r.state == .waiting {
             var failure = TaskFailure(.cancelled, "task '\(r.name)' was never started")
             failure.summary = "never started"

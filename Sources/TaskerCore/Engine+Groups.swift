@@ -105,7 +105,8 @@ extension Engine {
         // The previous instance still runs only if its record is there and
         // not final (a finished instance's record may have been freed).
         let busy = s.current.flatMap { record($0) }.map { $0.finalState == nil } ?? false
-        if !busy {
+        // A paused schedule skips its ticks as a busy one does.
+        if !busy && !r.paused {
             s.count += 1
             var spec = s.makeInstance(s.count)
             spec.name = "\(r.name)#\(s.count)"

@@ -42,4 +42,16 @@ extension Engine {
     }
 
     public func isPaused(_ id: TaskID) -> Bool { record(id)?.paused ?? false }
+
+    /// What pausing task `id` pauses: the task itself and, for a group, its
+    /// members (nested groups' too), so `g:pause()` holds the work, not only
+    /// the group's state; for a schedule, its running instance.
+    public func pauseScope(_ id: TaskID) -> [TaskID] {
+        guard let r = record(id) else { return [] }
+        switch r.role {
+        case .group(let g): return [id] + g.members.flatMap { pauseScope($0) }
+        case .schedule(let s): return [id] + (s.current.map { pauseScope($0) } ?? [])
+        default: return [id]
+        }
+    }
 }

@@ -353,18 +353,22 @@ final class LuaTaskBody: TaskBody {
 extension LuaRuntime {
     /// `h:pause()`: the engine stops its timeout clock; a running body is
     /// held at its next wait and the process it waits on is stopped.
+    /// A group's members (and a schedule's instance) are paused with it.
     func pauseTask(_ id: TaskID) {
-        guard engine.pause(id) else { return }
-        fibersByTask[id]?.wait?.pause()
+        for t in engine.pauseScope(id) where engine.pause(t) {
+            fibersByTask[t]?.wait?.pause()
+        }
     }
 
-    /// `h:resume()`: back where it was.
+    /// `h:resume()`: back where it was, members too.
     func resumeTask(_ id: TaskID) {
-        guard engine.resume(id), let f = fibersByTask[id] else { return }
-        f.wait?.resume()
-        if let held = f.heldWhilePaused {
-            f.heldWhilePaused = nil
-            enqueue(.resume(f, held))
+        for t in engine.pauseScope(id) where engine.resume(t) {
+            guard let f = fibersByTask[t] else { continue }
+            f.wait?.resume()
+            if let held = f.heldWhilePaused {
+                f.heldWhilePaused = nil
+                enqueue(.resume(f, held))
+            }
         }
     }
 }

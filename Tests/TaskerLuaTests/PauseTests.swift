@@ -76,4 +76,47 @@ import Testing
             """)
         #expect(r.lines == ["pending\tfirst done", "first done,second ran"], "\(r.output)")
     }
+
+    @Test func pausingAGroupHoldsItsMembersAndResumingFinishesIt() async throws {
+        let r = try await runLua("""
+            local steps = {0, 0, 0}
+            local function member(k)
+              return function()
+                for i = 1, 10 do steps[k] = i; tasker.sleep(0.01) end
+                return k
+              end
+            end
+            -- two run at once, the third waits for a free place in the group
+            local g = tasker.parallel({member(1), member(2), member(3)}, {concurrency = 2})
+            local second = false
+            local s = tasker.serial({function() tasker.sleep(0.1) end, function() second = true end})
+            tasker.sleep(0.03)
+            g:pause(); s:pause()
+            local before = table.concat(steps, ",")
+            tasker.sleep(0.3)
+            print(g:state(), s:state(), table.concat(steps, ",") == before, steps[3] == 0, second)
+            g:resume(); s:resume()
+            print(table.concat(g:await(), ","), g:state(), s:state() ~= "paused")
+            s:await()
+            print(second)
+            """)
+        #expect(r.lines == ["paused\tpaused\ttrue\ttrue\tfalse", "1,2,3\tsucceeded\ttrue", "true"], "\(r.output)\(r.diagnostics)")
+        #expect(r.exitCode == 0)
+    }
+
+    @Test func aTaskLeftPausedIsCancelledAtTheEndNotADeadlock() async throws {
+        let r = try await runLua("""
+            local h = tasker.add{name = "forgotten", run = function() tasker.sleep(0.01); return 1 end}
+            h:pause()
+            local w = tasker.add{name = "waits", start = false, run = function() return 2 end}
+            w:pause()
+            w:start()
+            tasker.add(function() h:result() end)
+            """)
+        #expect(!r.diagnostics.contains("deadlock"), "\(r.diagnostics)")
+        #expect(r.result.cancelled.contains { $0.name == "forgotten" && $0.message.contains("paused, and never resumed") },
+                "\(r.result.cancelled)")
+        #expect(r.result.failed.isEmpty, "\(r.result.failed)")
+        #expect(r.exitCode == 0)
+    }
 }
