@@ -45,10 +45,10 @@ import Testing
         let d = try scratch()
         defer { try? FileManager.default.removeItem(atPath: d) }
         try "old".write(toFile: d + "/target.txt", atomically: false, encoding: .utf8)
-        // 64 MB take far longer to write and sync than the 20 ms the task has.
+        // 32 MB take far longer to write and sync than the 20 ms the task has.
         let r = try await runLua("""
             local d = "\(d)"
-            local data = string.rep("x", 64 << 20)
+            local data = string.rep("x", 32 << 20)
             local h = tasker.add{name = "w", timeout = 0.02, run = function()
               fs.write(d .. "/target.txt", data)
               print("written")

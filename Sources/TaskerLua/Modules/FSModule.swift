@@ -16,7 +16,11 @@ final class FSModule: LuaModule {
     unowned let runtime: LuaRuntime
     /// `fs.tempdir()` directories, removed at the end of the run.
     private var tempDirs: [String] = []
-    static let queue = DispatchQueue(label: "tasker.fs", attributes: .concurrent)
+    /// A queue per operation: a serial queue runs on libdispatch's
+    /// overcommitting pool, which adds a thread when the others wait, so
+    /// calls waiting on FIFOs never hold up an `fs.read` of a plain file (a
+    /// shared concurrent queue is limited to one thread per core).
+    static func queue() -> DispatchQueue { DispatchQueue(label: "tasker.fs") }
 
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
@@ -267,7 +271,7 @@ final class FileWait: FiberWait {
         let waiter = LoopBound(fiber, loop: runtime.loop)
         let me = LoopBound(self, loop: runtime.loop)
         let (op, token) = (self.op, self.token)
-        FSModule.queue.async {
+        FSModule.queue().async {
             let result = op.perform(token)
             target.loop.execute {
                 let runtime = target.value
