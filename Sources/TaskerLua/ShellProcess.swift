@@ -5,7 +5,6 @@ import TaskerCore
 enum ShellStatus: Sendable {
     case exited(Int32)
     case signaled(Int32)
-    case failed(String)
 
     /// From a waitpid(2) status (WIFEXITED / WEXITSTATUS / WTERMSIG, spelled out).
     init(waitStatus s: Int32) {

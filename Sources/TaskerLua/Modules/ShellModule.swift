@@ -147,10 +147,6 @@ extension ShellModule {
             lua_pushnil(co)
             s.push("signal")
             s.push(Int(sig))
-        case .failed(let why):
-            lua_pushnil(co)
-            s.push(why)
-            s.push(-1)
         }
         return 4
     }
