@@ -155,8 +155,10 @@ enum Files {
             let code = errno
             if code == EINTR { continue }
             // A FIFO nobody reads yet: wait for a reader, as a blocking open
-            // would, but cancellably.
-            guard code == ENXIO, flags & O_ACCMODE != O_RDONLY else { throw FSFailure(what, path, code) }
+            // would, but cancellably (a socket says ENXIO too: that fails).
+            var st = Glibc.stat()
+            guard code == ENXIO, flags & O_ACCMODE != O_RDONLY, statPath(path, &st) == 0,
+                  st.st_mode & S_IFMT == S_IFIFO else { throw FSFailure(what, path, code) }
             try cancel.wait(-1, 0, timeout: 50, path: path)
         }
         var st = Glibc.stat()
