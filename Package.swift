@@ -23,7 +23,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
-        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         // Tests only: the HTTP server the HTTP tests talk to.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
@@ -70,8 +69,7 @@ let package = Package(
             name: "TaskerLua",
             dependencies: ["TaskerCore", "TaskerHTTP", "CLuaShim", "CLua",
                            .product(name: "Collections", package: "swift-collections"),
-                           .product(name: "Logging", package: "swift-log"),
-                           .product(name: "Subprocess", package: "swift-subprocess")],
+                           .product(name: "Logging", package: "swift-log")],
             swiftSettings: hotPath
         ),
         .executableTarget(

@@ -29,22 +29,26 @@ enum FileOperation: Sendable {
         }
     }
 
-    func perform() -> Result<FileResult, FSFailure> {
+    /// Runs the operation; `cancel` stops it between chunks and while it
+    /// waits for a FIFO's peer. An atomic write comes back `.staged`: the
+    /// caller commits it (or discards it if its task is gone meanwhile).
+    func perform(_ cancel: FileCancel = FileCancel()) -> Result<FileResult, FSFailure> {
         do {
-            return .success(try run())
+            return .success(try run(cancel))
         } catch {
             return .failure(error)
         }
     }
 
-    private func run() throws(FSFailure) -> FileResult {
+    private func run(_ cancel: FileCancel) throws(FSFailure) -> FileResult {
         switch self {
-        case .read(let path): return .bytes(try Files.read(path))
+        case .read(let path): return .bytes(try Files.read(path, cancel))
         case .write(let path, let data, let mode, let atomic):
-            try atomic ? Files.writeAtomically(path, data, mode: mode) : Files.write(path, data, mode: mode)
+            if atomic { return .staged(try Files.stageAtomically(path, data, mode: mode, cancel)) }
+            try Files.write(path, data, mode: mode, cancel)
             return .nothing
         case .append(let path, let data):
-            try Files.append(path, data)
+            try Files.append(path, data, cancel)
             return .nothing
         case .list(let dir): return .names(try Files.list(dir))
         case .glob(let pattern): return .names(try Glob.match(pattern))
@@ -59,15 +63,37 @@ enum FileOperation: Sendable {
             try Files.remove(path, recursive: recursive)
             return .nothing
         case .rename(let from, let to):
+            // rename(2) onto the same file (a hard link, itself) leaves both
+            // names and the data as they are: never a truncation.
             guard Glibc.rename(from, to) == 0 else { throw FSFailure("cannot rename", from, errno, to: to) }
             return .nothing
         case .copy(let from, let to):
-            try Files.copy(from, to)
+            try Files.copy(from, to, cancel)
             return .nothing
         case .tempdir:
             return .path(try Files.makeTempDir())
         }
     }
+}
+
+/// An atomic write whose temp file is written and synced beside its
+/// target: `commit` renames it over the target, `discard` removes it. The
+/// loop commits only if the task that asked is still live, so a write whose
+/// task timed out or was cancelled leaves the old content.
+struct StagedWrite: Sendable {
+    let temp: String
+    let path: String
+
+    func commit() -> Result<FileResult, FSFailure> {
+        guard Glibc.rename(temp, path) == 0 else {
+            let failure = FSFailure("cannot replace", path, errno)
+            discard()
+            return .failure(failure)
+        }
+        return .success(.nothing)
+    }
+
+    func discard() { unlink(temp) }
 }
 
 /// stat(2), callable where a `stat` of our own is in scope.
@@ -85,6 +111,7 @@ enum FileResult: Sendable {
     case stat(FileStatus?)
     case flag(Bool)
     case path(String)
+    case staged(StagedWrite)
 }
 
 struct FileStatus: Sendable {
@@ -115,29 +142,91 @@ enum Files {
     /// What mkstemp/mkdtemp replace with a unique suffix.
     static let sixXs = String(repeating: "X", count: 6)
 
-    static func read(_ path: String) throws(FSFailure) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw FSFailure("cannot open", path, errno) }
-        defer { close(fd) }
+    /// Opens `path` without blocking on a FIFO that has no peer yet.
+    /// Regular files and directories come back in blocking mode (`streaming`
+    /// false); anything else (a FIFO, a device) stays non-blocking and is
+    /// read or written through `cancel`'s waits.
+    private static func open(_ path: String, _ flags: Int32, _ mode: mode_t = 0, _ cancel: FileCancel,
+                             what: String = "cannot open") throws(FSFailure) -> (fd: Int32, st: Glibc.stat, streaming: Bool) {
+        var fd: Int32
+        while true {
+            fd = Glibc.open(path, flags | O_CLOEXEC | O_NONBLOCK, mode)
+            if fd >= 0 { break }
+            let code = errno
+            if code == EINTR { continue }
+            // A FIFO nobody reads yet: wait for a reader, as a blocking open
+            // would, but cancellably (a socket says ENXIO too: that fails).
+            var st = Glibc.stat()
+            guard code == ENXIO, flags & O_ACCMODE != O_RDONLY, statPath(path, &st) == 0,
+                  st.st_mode & S_IFMT == S_IFIFO else { throw FSFailure(what, path, code) }
+            try cancel.wait(-1, 0, timeout: 50, path: path)
+        }
         var st = Glibc.stat()
-        if fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { throw FSFailure("cannot read", path, EISDIR) }
+        guard fstat(fd, &st) == 0 else {
+            let code = errno
+            close(fd)
+            throw FSFailure("cannot stat", path, code)
+        }
+        let kind = st.st_mode & S_IFMT
+        let streaming = kind != S_IFREG && kind != S_IFDIR
+        if !streaming { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) }
+        return (fd, st, streaming)
+    }
+
+    static func read(_ path: String, _ cancel: FileCancel) throws(FSFailure) -> [UInt8] {
+        let (fd, st, streaming) = try open(path, O_RDONLY, 0, cancel)
+        defer { close(fd) }
+        if st.st_mode & S_IFMT == S_IFDIR { throw FSFailure("cannot read", path, EISDIR) }
         var out: [UInt8] = []
         out.reserveCapacity(max(0, Int(st.st_size)))
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FSFailure("cannot read", path, errno)
-            }
-            if n == 0 { break }
-            out.append(contentsOf: chunk[0..<n])
-        }
+        try readChunks(fd, streaming, path, cancel) { out.append(contentsOf: $0) }
         return out
     }
 
-    private static func writeAll(_ fd: Int32, _ data: [UInt8], _ path: String) throws(FSFailure) {
-        if let reason = TaskerLua.writeAll(fd, data) { throw FSFailure(message: "cannot write '\(path)': \(reason)", path: path) }
+    /// Reads `fd` to its end, handing each chunk to `body`. A FIFO is read
+    /// only once poll(2) says so: before its first writer, read(2) on a
+    /// non-blocking FIFO says end of file.
+    private static func readChunks(_ fd: Int32, _ streaming: Bool, _ path: String, _ cancel: FileCancel,
+                                   _ body: (ArraySlice<UInt8>) throws(FSFailure) -> Void) throws(FSFailure) {
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var count = 0
+        while true {
+            if streaming {
+                try cancel.wait(fd, Int16(POLLIN), path: path)
+            } else if count & 15 == 0 {
+                try cancel.check(path)
+            }
+            count &+= 1
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                throw FSFailure("cannot read", path, errno)
+            }
+            if n == 0 { return }
+            try body(chunk[0..<n])
+        }
+    }
+
+    /// Writes all of `data`, a megabyte at a time so a cancel stops it soon;
+    /// a full FIFO is waited for through `cancel`.
+    private static func writeAll(_ fd: Int32, _ data: ArraySlice<UInt8>, _ path: String, _ cancel: FileCancel) throws(FSFailure) {
+        var offset = data.startIndex
+        while offset < data.endIndex {
+            try cancel.check(path)
+            let end = min(data.endIndex, offset + (1 << 20))
+            let n = data.withUnsafeBytes { raw in
+                Glibc.write(fd, raw.baseAddress! + (offset - data.startIndex), end - offset)
+            }
+            if n < 0 {
+                if errno == EINTR { continue }
+                if errno == EAGAIN {
+                    try cancel.wait(fd, Int16(POLLOUT), path: path)
+                    continue
+                }
+                throw FSFailure(message: "cannot write '\(path)': \(String(cString: strerror(errno)))", path: path)
+            }
+            offset += n
+        }
     }
 
     /// The mode a new file gets: 0666 less the umask.
@@ -147,17 +236,17 @@ enum Files {
         return 0o666 & ~mask
     }
 
-    static func write(_ path: String, _ data: [UInt8], mode: mode_t?) throws(FSFailure) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode ?? 0o666)
-        guard fd >= 0 else { throw FSFailure("cannot open", path, errno) }
+    static func write(_ path: String, _ data: [UInt8], mode: mode_t?, _ cancel: FileCancel) throws(FSFailure) {
+        let (fd, _, _) = try open(path, O_WRONLY | O_CREAT | O_TRUNC, mode ?? 0o666, cancel)
         defer { close(fd) }
-        try writeAll(fd, data, path)
+        try writeAll(fd, data[...], path, cancel)
         if let mode, fchmod(fd, mode) != 0 { throw FSFailure("cannot set the mode of", path, errno) }
     }
 
-    /// A temp file in the same directory, written, synced, then renamed
-    /// over `path`: readers see the old file or the new one, never half.
-    static func writeAtomically(_ path: String, _ data: [UInt8], mode: mode_t?) throws(FSFailure) {
+    /// Writes a temp file in the same directory and syncs it: renamed over
+    /// `path` by `StagedWrite.commit`, readers see the old file or the new
+    /// one, never half.
+    static func stageAtomically(_ path: String, _ data: [UInt8], mode: mode_t?, _ cancel: FileCancel) throws(FSFailure) -> StagedWrite {
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { String(path[..<$0]) } ?? "."
         let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
@@ -172,21 +261,21 @@ enum Files {
         }
         do {
             defer { close(fd) }
-            try writeAll(fd, data, path)
+            try writeAll(fd, data[...], path, cancel)
             var st = Glibc.stat()
             let keep: mode_t? = statPath(path, &st) == 0 ? st.st_mode & 0o7777 : nil
             guard fchmod(fd, mode ?? keep ?? defaultMode) == 0 else { throw FSFailure("cannot set the mode of", path, errno) }
+            try cancel.check(path)
             guard fsync(fd) == 0 else { throw FSFailure("cannot sync", path, errno) }
         }
-        guard Glibc.rename(temp, path) == 0 else { throw FSFailure("cannot replace", path, errno) }
         ok = true
+        return StagedWrite(temp: temp, path: path)
     }
 
-    static func append(_ path: String, _ data: [UInt8]) throws(FSFailure) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o666)
-        guard fd >= 0 else { throw FSFailure("cannot open", path, errno) }
+    static func append(_ path: String, _ data: [UInt8], _ cancel: FileCancel) throws(FSFailure) {
+        let (fd, _, _) = try open(path, O_WRONLY | O_CREAT | O_APPEND, 0o666, cancel)
         defer { close(fd) }
-        try writeAll(fd, data, path)
+        try writeAll(fd, data[...], path, cancel)
     }
 
     static func list(_ dir: String) throws(FSFailure) -> [String] {
@@ -250,27 +339,24 @@ enum Files {
         }
     }
 
-    static func copy(_ from: String, _ to: String) throws(FSFailure) {
-        let src = open(from, O_RDONLY | O_CLOEXEC)
-        guard src >= 0 else { throw FSFailure("cannot open", from, errno) }
+    /// Copies a file with its mode. The target is opened without
+    /// truncating and compared with the source first: a copy onto the same
+    /// file (itself, a symlink or a hard link to it) is an error, not a
+    /// truncation to nothing.
+    static func copy(_ from: String, _ to: String, _ cancel: FileCancel) throws(FSFailure) {
+        let (src, st, streaming) = try open(from, O_RDONLY, 0, cancel)
         defer { close(src) }
-        var st = Glibc.stat()
-        guard fstat(src, &st) == 0 else { throw FSFailure("cannot stat", from, errno) }
         if st.st_mode & S_IFMT == S_IFDIR { throw FSFailure("cannot copy", from, EISDIR) }
-        let dst = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, st.st_mode & 0o7777)
-        guard dst >= 0 else { throw FSFailure("cannot open", to, errno) }
+        let (dst, target, toStream) = try open(to, O_WRONLY | O_CREAT, st.st_mode & 0o7777, cancel)
         defer { close(dst) }
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(src, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FSFailure("cannot read", from, errno)
-            }
-            if n == 0 { break }
-            try writeAll(dst, Array(chunk[0..<n]), to)
+        if target.st_dev == st.st_dev && target.st_ino == st.st_ino {
+            throw FSFailure(message: "cannot copy '\(from)' to '\(to)': they are the same file", path: from)
         }
-        _ = fchmod(dst, st.st_mode & 0o7777)
+        if !toStream, ftruncate(dst, 0) != 0 { throw FSFailure("cannot truncate", to, errno) }
+        try readChunks(src, streaming, from, cancel) { (chunk) throws(FSFailure) in
+            try writeAll(dst, chunk, to, cancel)
+        }
+        if !toStream { _ = fchmod(dst, st.st_mode & 0o7777) }
     }
 
     static func makeTempDir() throws(FSFailure) -> String {
@@ -284,7 +370,7 @@ enum Files {
 
 /// `fs.glob`: `*`, `?` and `[…]` within a name (not matching a leading
 /// dot), `**` for any number of directories (at the end: everything
-/// below); results sorted.
+/// below; symlinks to directories are not entered); results sorted.
 enum Glob {
     static func match(_ pattern: String) throws(FSFailure) -> [String] {
         let absolute = pattern.hasPrefix("/")
@@ -311,8 +397,10 @@ enum Glob {
             for name in (try? Files.list(dir)) ?? [] where !name.hasPrefix(".") {
                 let path = join(name)
                 if rest.isEmpty { results.append(path) }
+                // lstat: a symlink to a directory is listed, not entered
+                // (a link to `..` would loop), as bash's globstar does.
                 var st = stat()
-                if statPath(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { walk(path, parts, into: &results) }
+                if lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { walk(path, parts, into: &results) }
             }
         } else if hasWildcard(part) {
             for name in (try? Files.list(dir)) ?? [] where fnmatch(part, name, FNM_PERIOD) == 0 {

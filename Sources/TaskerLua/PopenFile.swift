@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import TaskerCore
 
@@ -18,10 +17,12 @@ enum ReadValue {
 }
 
 /// The pipe end of an `io.popen` file, read or written without blocking the
-/// engine. Reading: a dispatch source fills a buffer on the loop (paused past
-/// `bufferLimit`, so `tail -f` into a slow reader does not grow memory);
-/// writing: a serial queue writes in order. Loop-confined except for what
-/// the queue and the source touch, which is handed over through `loop.execute`.
+/// engine: the process reactor serves the descriptor (`PipeReader`,
+/// `PipeWriter`) and hands chunks and write results to the loop. Reading
+/// fills a buffer one chunk per request, asked for while less than
+/// `bufferLimit` is buffered or while a reader waits for more (a `read("a")`
+/// of any size finishes; `tail -f` into a slow reader does not grow
+/// memory). Loop-confined.
 final class PopenFile {
     enum Mode { case read, write }
 
@@ -29,8 +30,7 @@ final class PopenFile {
 
     let mode: Mode
     let loop: EventLoop
-    private(set) var fd: Int32
-    var process: ShellProcess?
+    let process: ShellProcess
     /// Set when the process has ended.
     var status: ShellStatus?
     var closed = false
@@ -38,102 +38,80 @@ final class PopenFile {
     var closeWaiters: [(ShellStatus) -> Void] = []
 
     // read mode
+    private var reader: PipeReader?
     private var buffer: [UInt8] = []
     private var start = 0
     private(set) var eof = false
-    /// The reader thread's wake-up pipe and its permission to read more.
-    private var wake: [Int32] = [-1, -1]
-    private let demand = DispatchSemaphore(value: 1)
-    private var demandGranted = true
+    /// A chunk was asked for and has not come yet.
+    private var requested = false
     /// Who waits for more data (re-tried after each chunk).
     var dataWaiters: [() -> Void] = []
 
     // write mode
-    private let queue = DispatchQueue(label: "tasker.popen")
+    private var writer: PipeWriter?
 
-    init(mode: Mode, fd: Int32, loop: EventLoop) {
+    /// Serves `process`'s pipe end.
+    init(mode: Mode, process: ShellProcess, loop: EventLoop) {
         self.mode = mode
-        self.fd = fd
+        self.process = process
         self.loop = loop
-        if mode == .read { startReading() }
+        switch mode {
+        case .read:
+            // The reader holds the file until the end of the stream or
+            // `closeEnd()`, which let go of the reader in turn.
+            let target = LoopBound(self, loop: loop)
+            let reader = PipeReader(fd: process.pipe) { chunk in
+                target.loop.execute { target.value.received(chunk) }
+            }
+            self.reader = reader
+            ProcessReactor.shared.add(reader)
+            requestChunk()
+        case .write:
+            let writer = PipeWriter(fd: process.pipe)
+            self.writer = writer
+            ProcessReactor.shared.add(writer)
+        }
     }
 
     var pending: Int { buffer.count - start }
 
     // MARK: reading
 
-    /// While the pipe may still deliver, the loop is not idle.
-    private var reading = false
-
-    /// A thread of its own reads the pipe: it waits in poll(2) on the pipe
-    /// and on a wake-up pipe (a close interrupts it), reads a chunk, hands it
-    /// to the loop and waits for the loop to want more. It owns the fd and
-    /// closes it when it is done, so no other thread ever closes it under it.
-    private func startReading() {
-        reading = true
-        loop.beginActivity()
-        _ = pipe(&wake)
-        let (fd, wakeRead) = (self.fd, wake[0])
-        let target = LoopBound(self, loop: loop)
-        let demand = self.demand
-        let thread = Thread {
-            var chunk = [UInt8](repeating: 0, count: 64 << 10)
-            while true {
-                demand.wait()
-                var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                           pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-                let r = poll(&fds, 2, -1)
-                if r < 0 && errno == EINTR {
-                    demand.signal()
-                    continue
-                }
-                if fds[1].revents != 0 { break }  // closed by tasker
-                let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if n < 0 && errno == EINTR {
-                    demand.signal()
-                    continue
-                }
-                let bytes = n > 0 ? Array(chunk[..<n]) : []
-                target.loop.execute { target.value.received(bytes, eof: n <= 0) }
-                if n <= 0 { break }
-            }
-            close(fd)
-            close(wakeRead)
-        }
-        thread.stackSize = 256 << 10
-        thread.start()
-    }
-
-    private func received(_ bytes: [UInt8], eof atEnd: Bool) {
-        demandGranted = false
+    private func received(_ chunk: [UInt8]?) {
+        requested = false
         guard !closed else { return }
-        if atEnd {
-            eof = true
-            stopReading()
-        } else {
+        if let chunk {
             if start > 0 && start == buffer.count {
                 buffer.removeAll(keepingCapacity: true)
                 start = 0
+            } else if start >= 1 << 16 && start * 2 >= buffer.count {
+                // What was read goes, or a stream read line by line grows forever.
+                buffer.removeFirst(start)
+                start = 0
             }
-            buffer.append(contentsOf: bytes)
-            grantDemandIfWanted()
+            buffer.append(contentsOf: chunk)
+            if pending < Self.bufferLimit || !dataWaiters.isEmpty { requestChunk() }
+        } else {
+            eof = true
+            reader = nil
         }
         let waiters = dataWaiters
         dataWaiters = []
         for w in waiters { w() }
     }
 
-    private func stopReading() {
-        guard reading else { return }
-        reading = false
-        loop.endActivity()
+    /// Asks the reactor for one more chunk (at most one outstanding).
+    private func requestChunk() {
+        guard !requested, !eof, !closed, let reader else { return }
+        requested = true
+        reader.request()
     }
 
-    /// Lets the reader read another chunk unless enough is buffered.
-    private func grantDemandIfWanted() {
-        guard !demandGranted, !eof, !closed, pending < Self.bufferLimit else { return }
-        demandGranted = true
-        demand.signal()
+    /// `waiter` runs after the next chunk (or the end): a reader that could
+    /// not finish from the buffer gets more even past `bufferLimit`.
+    func waitForData(_ waiter: @escaping () -> Void) {
+        dataWaiters.append(waiter)
+        requestChunk()
     }
 
     /// Reads `formats` from the buffer if it holds enough (or the pipe is at
@@ -180,19 +158,19 @@ final class PopenFile {
             if case .fail = values.last { break }
         }
         start = pos
-        grantDemandIfWanted()
+        if pending < Self.bufferLimit { requestChunk() }
         return values
     }
 
     // MARK: writing
 
-    /// Writes on the queue, in order; `done` gets nil or the error (on the loop).
+    /// Writes in order; `done` gets nil or the error, on the loop (which
+    /// is busy meanwhile).
     func write(_ bytes: [UInt8], done: @escaping (String?) -> Void) {
-        let fd = self.fd
+        guard let writer else { return done("Bad file descriptor") }
         let target = LoopBound(done, loop: loop)
         loop.beginActivity()
-        queue.async {
-            let result = writeAll(fd, bytes)
+        writer.write(bytes) { result in
             target.loop.execute {
                 target.loop.endActivity()
                 target.value(result)
@@ -206,24 +184,13 @@ final class PopenFile {
     func closeEnd() {
         guard !closed else { return }
         closed = true
+        // A read waiting in another task learns that the file was closed.
+        let waiters = dataWaiters
         dataWaiters = []
-        switch mode {
-        case .read:
-            stopReading()
-            // Wake the reader (wherever it waits) so it closes the pipe: the
-            // command then gets EPIPE, as with Lua's own pclose.
-            var byte: UInt8 = 1
-            _ = Foundation.write(wake[1], &byte, 1)
-            close(wake[1])
-            if !demandGranted {
-                demandGranted = true
-                demand.signal()
-            }
-        case .write:
-            let fd = self.fd
-            queue.async { close(fd) }  // after the writes queued before
-        }
-        fd = -1
+        for w in waiters { w() }
+        reader?.close()
+        reader = nil
+        writer?.close()  // after the writes queued before
     }
 
     func processEnded(_ s: ShellStatus) {

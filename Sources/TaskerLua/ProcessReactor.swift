@@ -1,12 +1,13 @@
 import Foundation
 import Synchronization
 
-/// One thread that watches every running child of `exec`/`sh`: it polls
-/// their stdout and stderr pipes and their pidfds, collects the output (and
-/// hands complete lines to a sink when streaming), reaps the child when it
-/// exits, and reports once both pipes are drained. A thread per child, as
-/// a general process library uses, costs more than the child itself for
-/// short commands.
+/// One thread that watches every running child of `exec`/`sh`, `os.execute`
+/// and `io.popen`: it polls their stdout and stderr pipes and their pidfds,
+/// collects the output (and hands complete lines to a sink when streaming),
+/// reaps the child when it exits, and reports once both pipes are drained.
+/// It also reads and writes the pipes of popen'd files for the loop
+/// (`PipeReader`, `PipeWriter`). A thread per child, as a general process
+/// library uses, costs more than the child itself for short commands.
 final class ProcessReactor: Sendable {
     /// The result of one child: its status (`exited`/`signaled`) and output.
     struct Finished: Sendable {
@@ -14,6 +15,8 @@ final class ProcessReactor: Sendable {
         var stdout: [UInt8]
         var stderr: [UInt8]
         var overflow: Bool
+        /// The wait status as waitpid(2) gave it.
+        var status: Int32 = 0
     }
 
     final class Watch: @unchecked Sendable {
@@ -44,6 +47,7 @@ final class ProcessReactor: Sendable {
     static let outputLimit = 64 << 20
 
     private let incoming = Mutex<[Watch]>([])
+    private let incomingStreams = Mutex<[any ReactorStream]>([])
     private let wake: (read: Int32, write: Int32)
 
     private init() {
@@ -65,6 +69,18 @@ final class ProcessReactor: Sendable {
              done: @escaping @Sendable (Finished) -> Void) {
         for fd in [child.stdout, child.stderr] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         incoming.withLock { $0.append(Watch(child, prefix: prefix, lineSink: lineSink, done: done)) }
+        poke()
+    }
+
+    /// Reads or writes `stream` for the loop until it is finished.
+    func add(_ stream: any ReactorStream) {
+        incomingStreams.withLock { $0.append(stream) }
+        poke()
+    }
+
+    /// Makes the reactor look at its streams again (one wants data or
+    /// was given some to write, or is closing).
+    func poke() {
         var byte: UInt8 = 1
         _ = write(wake.write, &byte, 1)
     }
@@ -72,13 +88,30 @@ final class ProcessReactor: Sendable {
     private func run() {
         let wake = self.wake.read
         var watches: [Watch] = []
+        var streams: [any ReactorStream] = []
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             watches += incoming.withLock { list in
                 defer { list.removeAll() }
                 return list
             }
+            streams += incomingStreams.withLock { list in
+                defer { list.removeAll() }
+                return list
+            }
             var polls = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+            // Streams first (after the wake pipe): what they want now, and
+            // those that are done leave.
+            var polled: [any ReactorStream] = []
+            streams.removeAll { stream in
+                guard let events = stream.interest() else { return true }
+                if events != 0 {
+                    polls.append(pollfd(fd: stream.fd, events: events, revents: 0))
+                    polled.append(stream)
+                }
+                return false
+            }
+            let firstWatch = polls.count
             var owners: [(Watch, Int)] = []  // index into fds, or -1 for the pidfd
             for w in watches {
                 for (k, fd) in w.fds.enumerated() where fd >= 0 {
@@ -90,15 +123,20 @@ final class ProcessReactor: Sendable {
                     owners.append((w, -1))
                 }
             }
-            // Without pidfds, a child that closed its pipes is reaped by polling.
-            let timeout: Int32 = watches.contains { $0.pidfd < 0 && $0.status == nil } ? 10 : -1
+            // Without pidfds, a child that closed its pipes is reaped by
+            // polling; without a wake pipe (made when descriptors ran out),
+            // new work is noticed by polling.
+            let timeout: Int32 = wake < 0 || watches.contains { $0.pidfd < 0 && $0.status == nil } ? 10 : -1
             let n = poll(&polls, nfds_t(polls.count), timeout)
             if n < 0 && errno != EINTR { usleep(1000) }
             if polls[0].revents != 0 {
                 var sink = [UInt8](repeating: 0, count: 64)
                 while read(wake, &sink, sink.count) > 0 {}
             }
-            for (i, (w, k)) in owners.enumerated() where polls[i + 1].revents != 0 {
+            for (i, stream) in polled.enumerated() where polls[i + 1].revents != 0 {
+                stream.ready(polls[i + 1].revents, &buffer)
+            }
+            for (i, (w, k)) in owners.enumerated() where polls[i + firstWatch].revents != 0 {
                 if k < 0 {
                     Self.reap(w, blocking: true)
                 } else {
@@ -165,6 +203,6 @@ final class ProcessReactor: Sendable {
         let s = w.status ?? 0
         // WIFEXITED / WEXITSTATUS / WTERMSIG, spelled out (C macros).
         let code = (s & 0x7f) == 0 ? Int((s >> 8) & 0xff) : 128 + Int(s & 0x7f)
-        w.done(Finished(code: code, stdout: w.output[0], stderr: w.output[1], overflow: w.overflow))
+        w.done(Finished(code: code, stdout: w.output[0], stderr: w.output[1], overflow: w.overflow, status: s))
     }
 }

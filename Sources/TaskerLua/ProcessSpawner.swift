@@ -4,16 +4,33 @@ import Synchronization
 
 /// Starts a child with posix_spawn (vfork-speed on Linux): in its own process
 /// group, signals back to their defaults and none blocked, descriptors above
-/// 2 closed, stdout and stderr into pipes, stdin from a given descriptor or
-/// /dev/null. The program is found on PATH once and remembered, so a run of
-/// thousands of `exec{"true"}` does not probe every PATH entry each time.
+/// 2 closed. `exec` gives it stdout and stderr into pipes and stdin from a
+/// given descriptor or /dev/null; `os.execute` leaves it tasker's own three;
+/// `io.popen` pipes one of them. The program is found on PATH once and
+/// remembered, so a run of thousands of `exec{"true"}` does not probe every
+/// PATH entry each time. Every failure (out of descriptors or processes)
+/// is a `SpawnError` with the system's reason.
 enum ProcessSpawner {
     struct Child {
         let pid: pid_t
         /// Readable when the child exits (-1 where pidfds are missing).
         let pidfd: Int32
+        /// tasker's ends of the pipes (-1 where the child has no pipe).
+        var stdin: Int32 = -1
         let stdout: Int32
         let stderr: Int32
+    }
+
+    /// What one of the child's standard descriptors is.
+    enum Stream: Equatable {
+        /// tasker's own.
+        case inherit
+        /// A pipe whose other end tasker gets (in `Child`).
+        case pipe
+        /// This descriptor (stdin only), e.g. an unlinked temp file.
+        case fd(Int32)
+        /// /dev/null (stdin only).
+        case null
     }
 
     struct SpawnError: Error {
@@ -52,33 +69,47 @@ enum ProcessSpawner {
         return env.map { "\($0.key)=\($0.value)" }
     }
 
+    /// `exec`'s child: stdout and stderr into pipes, stdin from `stdin` or /dev/null.
     static func spawn(argv: [String], env: [String], cwd: String?, stdin: Int32?) throws(SpawnError) -> Child {
+        try spawn(argv: argv, env: env, cwd: cwd, stdin: stdin.map { .fd($0) } ?? .null, stdout: .pipe, stderr: .pipe)
+    }
+
+    static func spawn(argv: [String], env: [String], cwd: String?,
+                      stdin: Stream, stdout: Stream, stderr: Stream) throws(SpawnError) -> Child {
         let pathValue = env.first { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) }
         guard let program = resolve(argv[0], path: pathValue) else {
             throw SpawnError(message: "no such program on PATH")
         }
-        var out: [Int32] = [-1, -1], err: [Int32] = [-1, -1]
-        guard pipe(&out) == 0 else { throw SpawnError(message: "cannot make a pipe: \(String(cString: strerror(errno)))") }
-        guard pipe(&err) == 0 else {
-            close(out[0]); close(out[1])
-            throw SpawnError(message: "cannot make a pipe: \(String(cString: strerror(errno)))")
+        // pipes[k]: (child's end, tasker's end) for standard descriptor k.
+        var pipes: [(child: Int32, mine: Int32)?] = [nil, nil, nil]
+        func closeAll(mine: Bool) {
+            for p in pipes.compactMap({ $0 }) {
+                close(p.child)
+                if mine { close(p.mine) }
+            }
         }
-        // Not inherited by other children (the child's own ends are dup2'ed).
-        for fd in out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        defer {
-            close(out[1])
-            close(err[1])
+        for (k, stream) in [stdin, stdout, stderr].enumerated() where stream == .pipe {
+            var ends: [Int32] = [-1, -1]
+            guard pipe(&ends) == 0 else {
+                let reason = String(cString: strerror(errno))
+                closeAll(mine: true)
+                throw SpawnError(message: "cannot make a pipe: \(reason)")
+            }
+            // Not inherited by other children (the child's own end is dup2'ed).
+            for fd in ends { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            pipes[k] = k == 0 ? (ends[0], ends[1]) : (ends[1], ends[0])
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        if let stdin {
-            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        for (k, stream) in [stdin, stdout, stderr].enumerated() {
+            switch stream {
+            case .inherit: break
+            case .pipe: posix_spawn_file_actions_adddup2(&actions, pipes[k]!.child, Int32(k))
+            case .fd(let fd): posix_spawn_file_actions_adddup2(&actions, fd, Int32(k))
+            case .null: posix_spawn_file_actions_addopen(&actions, Int32(k), "/dev/null", k == 0 ? O_RDONLY : O_WRONLY, 0)
+            }
         }
-        posix_spawn_file_actions_adddup2(&actions, out[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, err[1], 2)
         // Descriptors a script opened (io.open) must not leak into children.
         tasker_spawn_closefrom(&actions, 3)
         if let cwd { tasker_spawn_chdir(&actions, cwd) }
@@ -102,10 +133,12 @@ enum ProcessSpawner {
             }
         }
         guard rc == 0 else {
-            close(out[0]); close(err[0])
+            closeAll(mine: true)
             throw SpawnError(message: String(cString: strerror(rc)))
         }
-        return Child(pid: pid, pidfd: tasker_pidfd_open(pid), stdout: out[0], stderr: err[0])
+        closeAll(mine: false)
+        return Child(pid: pid, pidfd: tasker_pidfd_open(pid), stdin: pipes[0]?.mine ?? -1,
+                     stdout: pipes[1]?.mine ?? -1, stderr: pipes[2]?.mine ?? -1)
     }
 
     /// A NULL-terminated array of C strings, valid inside `body`.

@@ -1,65 +1,75 @@
 import Foundation
-import Subprocess
 import TaskerCore
-#if canImport(System)
-import System
-#else
-import SystemPackage
-#endif
 
 /// How a shell command ended, as Lua's `os.execute` and `pclose` report it.
 enum ShellStatus: Sendable {
     case exited(Int32)
     case signaled(Int32)
-    case failed(String)
+
+    /// From a waitpid(2) status (WIFEXITED / WEXITSTATUS / WTERMSIG, spelled out).
+    init(waitStatus s: Int32) {
+        self = (s & 0x7f) == 0 ? .exited((s >> 8) & 0xff) : .signaled(s & 0x7f)
+    }
 }
 
-/// `/bin/sh -c command` for `os.execute` and `io.popen`: its own process
-/// group (so a cancel reaches the shell's children), stdin and stdout
-/// either tasker's own or the given pipe ends, stderr tasker's. Runs in a
-/// Swift task; `cancel()` sends SIGTERM to the group, then SIGKILL after 2 s.
-final class ShellProcess: Sendable {
-    private let task: Task<Void, Never>
+/// `/bin/sh -c command` for `os.execute` and `io.popen`, started the way
+/// `exec` starts its children (`ProcessSpawner`: its own process group, so a
+/// cancel reaches the shell's children) and watched by the same
+/// `ProcessReactor`. stdin and stdout are tasker's own or a pipe (`pipe`
+/// holds tasker's end), stderr tasker's. Loop-confined; the loop is busy
+/// while the command runs. `cancel()` sends SIGTERM to the group, then
+/// SIGKILL 2 s later if it is still there.
+final class ShellProcess {
+    let pid: pid_t
+    /// tasker's end of the pipe (`io.popen`), or -1.
+    let pipe: Int32
+    private(set) var exited = false
+    private let loop: EventLoop
+    private var killTimer: LoopTimer?
 
-    /// `stdin`/`stdout`: a pipe end the child gets (closed here after the
-    /// spawn), or nil for tasker's own. `done` runs once, on any thread.
-    init(command: String, stdin: Int32?, stdout: Int32?, groups: ProcessGroups,
-         done: @escaping @Sendable (ShellStatus) -> Void) {
-        task = Task {
-            done(await ShellProcess.run(command, stdin: stdin, stdout: stdout, groups: groups))
+    /// Starts the command; `done` runs once, on the loop, when it has
+    /// exited. Throws when it cannot start (out of descriptors or processes).
+    init(command: String, stdin: ProcessSpawner.Stream = .inherit, stdout: ProcessSpawner.Stream = .inherit,
+         runtime: LuaRuntime, done: @escaping (ShellStatus) -> Void) throws(ProcessSpawner.SpawnError) {
+        let groups = runtime.processGroups
+        groups.willSpawn()
+        fflush(nil)  // what Lua printed so far comes before the command's output
+        let child = try ProcessSpawner.spawn(argv: ["/bin/sh", "-c", command], env: ProcessSpawner.environment([:]),
+                                             cwd: nil, stdin: stdin, stdout: stdout, stderr: .inherit)
+        pid = child.pid
+        pipe = stdin == .pipe ? child.stdin : child.stdout
+        loop = runtime.loop
+        groups.started(child.pid)
+        loop.beginActivity()
+        let me = LoopBound(self, loop: loop)
+        let done = LoopBound(done, loop: loop)
+        // The reactor reaps it; the pipe, if any, is the popen file's.
+        let watched = ProcessSpawner.Child(pid: child.pid, pidfd: child.pidfd, stdout: -1, stderr: -1)
+        ProcessReactor.shared.add(watched) { finished in
+            me.loop.execute {
+                let process = me.value
+                process.exited = true
+                process.killTimer?.cancel()
+                process.killTimer = nil
+                process.loop.endActivity()
+                groups.leaderExited(child.pid)
+                done.value(ShellStatus(waitStatus: finished.status))
+            }
         }
     }
 
-    func cancel() { task.cancel() }
-
-    private static func run(_ command: String, stdin: Int32?, stdout: Int32?, groups: ProcessGroups) async -> ShellStatus {
-        var platform = PlatformOptions()
-        platform.processGroupID = 0
-        platform.teardownSequence = [.gracefulShutDown(toProcessGroup: true, allowedDurationToNextStep: .seconds(2))]
-        let configuration = Configuration(executable: .path(FilePath("/bin/sh")), arguments: Arguments(["-c", command]),
-                                          environment: .inherit, platformOptions: platform)
-        // tasker's own stdin/stdout/stderr go to the child as duplicates that
-        // the library may close and register as it likes: handing it fd 1
-        // itself broke later pipes when fd 1 was a pipe.
-        let input: FileDescriptorInput = .fileDescriptor(FileDescriptor(rawValue: stdin ?? dup(0)), closeAfterSpawningProcess: true)
-        let output: FileDescriptorOutput = .fileDescriptor(FileDescriptor(rawValue: stdout ?? dup(1)), closeAfterSpawningProcess: true)
-        let errors: FileDescriptorOutput = .fileDescriptor(FileDescriptor(rawValue: dup(2)), closeAfterSpawningProcess: true)
-        var leader: pid_t = 0
-        groups.willSpawn()
-        defer { if leader != 0 { groups.leaderExited(leader) } }
-        do {
-            let result = try await Subprocess.run(configuration, input: input, output: output, error: errors) { execution in
-                leader = execution.processIdentifier.value
-                groups.started(leader)
-            }
-            switch result.terminationStatus {
-            case .exited(let c): return .exited(Int32(c))
-            case .signaled(let s): return .signaled(Int32(s))
-            }
-        } catch is CancellationError {
-            return .signaled(SIGTERM)
-        } catch {
-            return .failed("\(error)")
+    /// SIGTERM to the group (continued, should a pause have stopped it),
+    /// SIGKILL 2 s later if the command has not exited by then.
+    func cancel() {
+        guard !exited, killTimer == nil else { return }
+        killpg(pid, SIGTERM)
+        killpg(pid, SIGCONT)
+        let group = pid
+        // The reactor's callback holds this object until the exit, so a
+        // process that is gone here has exited.
+        killTimer = loop.schedule(after: 2) { [weak self] in
+            guard let self, !self.exited else { return }
+            killpg(group, SIGKILL)
         }
     }
 }

@@ -145,6 +145,9 @@ final class ExecWait: FiberWait {
     private var answered = false
     private var timedOut = false
     private var timer: LoopTimer?
+    /// The SIGKILL 2 s after a SIGTERM, cancelled when the child exits
+    /// (else the run would wait for it).
+    private var killTimer: LoopTimer?
     private weak var runtime: LuaRuntime?
     private var fiber: Fiber?
 
@@ -180,6 +183,8 @@ final class ExecWait: FiberWait {
             me.loop.execute {
                 let wait = me.value
                 wait.exited = true
+                wait.killTimer?.cancel()
+                wait.killTimer = nil
                 wait.runtime?.loop.endActivity()
                 groups.leaderExited(child.pid)
                 if wait.timedOut {
@@ -218,11 +223,11 @@ final class ExecWait: FiberWait {
     /// SIGTERM to the child's group (continued, if a pause stopped it),
     /// SIGKILL 2 s later if it is still there.
     private func terminate() {
-        guard pid != 0, !exited, let runtime else { return }
+        guard pid != 0, !exited, killTimer == nil, let runtime else { return }
         killpg(pid, SIGTERM)
         killpg(pid, SIGCONT)
         let group = pid
-        runtime.loop.schedule(after: 2) { [weak self] in
+        killTimer = runtime.loop.schedule(after: 2) { [weak self] in
             if self?.exited != true { killpg(group, SIGKILL) }
         }
     }

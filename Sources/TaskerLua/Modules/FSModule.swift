@@ -16,7 +16,11 @@ final class FSModule: LuaModule {
     unowned let runtime: LuaRuntime
     /// `fs.tempdir()` directories, removed at the end of the run.
     private var tempDirs: [String] = []
-    static let queue = DispatchQueue(label: "tasker.fs", attributes: .concurrent)
+    /// A queue per operation: a serial queue runs on libdispatch's
+    /// overcommitting pool, which adds a thread when the others wait, so
+    /// calls waiting on FIFOs never hold up an `fs.read` of a plain file (a
+    /// shared concurrent queue is limited to one thread per core).
+    static func queue() -> DispatchQueue { DispatchQueue(label: "tasker.fs") }
 
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
@@ -182,7 +186,8 @@ final class FSModule: LuaModule {
         if op.mayBlock, runtime.current != nil, lua_isyieldable(L) != 0 {
             return runtime.suspend(L, .wait(FileWait(op, keep: keep, position: position)))
         }
-        let result = op.perform()
+        var result = op.perform()
+        if case .success(.staged(let staged)) = result { result = staged.commit() }
         if case .failure(let f) = result {
             pushFailure(L, f, position: position)
             return TASKER_RAISE
@@ -197,7 +202,7 @@ final class FSModule: LuaModule {
         case .failure(let f):
             pushFailure(L, f, position: nil)
             return TASKER_RAISE
-        case .success(.nothing):
+        case .success(.nothing), .success(.staged):
             return 0
         case .success(.bytes(let b)):
             b.withUnsafeBytes { _ = lua_pushlstring(L, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
@@ -241,11 +246,17 @@ final class FSModule: LuaModule {
 }
 
 /// An `fs` operation on the fs thread; the caller resumes with its values
-/// (`true, …`) or its failure (`false, err`).
+/// (`true, …`) or its failure (`false, err`). A cancel (the task timed out,
+/// was cancelled, the run interrupted) stops the operation at its next
+/// chunk or wait; the loop stays busy until the thread has let go, so an
+/// atomic write's temp file is always removed. That write's rename happens
+/// here, on the loop, and only while the caller is still live: a write
+/// whose task is gone leaves the old content.
 final class FileWait: FiberWait {
     let op: FileOperation
     let keep: Bool
     let position: String
+    private let token = FileCancel()
     private var cancelled = false
 
     init(_ op: FileOperation, keep: Bool, position: String) {
@@ -259,35 +270,57 @@ final class FileWait: FiberWait {
         let target = LoopBound(runtime, loop: runtime.loop)
         let waiter = LoopBound(fiber, loop: runtime.loop)
         let me = LoopBound(self, loop: runtime.loop)
-        let op = self.op
-        FSModule.queue.async {
-            let result = op.perform()
+        let (op, token) = (self.op, self.token)
+        FSModule.queue().async {
+            let result = op.perform(token)
             target.loop.execute {
                 let runtime = target.value
                 runtime.loop.endActivity()
-                let wait = me.value
-                let module = runtime.module(FSModule.self)
-                if wait.cancelled {
-                    // The caller is gone; a temp dir it made is still the run's.
-                    if case .success(.path(let p)) = result, !wait.keep { module.adopt(tempDir: p) }
-                    return
-                }
-                runtime.finishWait(waiter.value, .push { [unowned module] co in
-                    switch result {
-                    case .failure(let f):
-                        lua_pushboolean(co, 0)
-                        module.pushFailure(co, f, position: wait.position)
-                        return 2
-                    case .success:
-                        lua_pushboolean(co, 1)
-                        return 1 + module.push(co, result, keep: wait.keep)
-                    }
-                })
+                me.value.finish(result, waiter.value, runtime)
             }
         }
     }
 
-    func cancel() { cancelled = true }
+    private func finish(_ outcome: Result<FileResult, FSFailure>, _ fiber: Fiber, _ runtime: LuaRuntime) {
+        var result = outcome
+        let module = runtime.module(FSModule.self)
+        if cancelled || fiber.finished {
+            // The caller is gone: nothing is committed; a temp dir it made
+            // is still the run's.
+            switch result {
+            case .success(.staged(let staged)): staged.discard()
+            case .success(.path(let p)) where !keep: module.adopt(tempDir: p)
+            default: break
+            }
+            return
+        }
+        if case .success(.staged(let staged)) = result {
+            if let reason = runtime.stopReason(for: fiber) {
+                // Past its deadline or interrupted, its close not yet run.
+                staged.discard()
+                runtime.finishWait(fiber, .failure(reason))
+                return
+            }
+            result = staged.commit()
+        }
+        let position = self.position, keep = self.keep
+        runtime.finishWait(fiber, .push { [unowned module] co in
+            switch result {
+            case .failure(let f):
+                lua_pushboolean(co, 0)
+                module.pushFailure(co, f, position: position)
+                return 2
+            case .success:
+                lua_pushboolean(co, 1)
+                return 1 + module.push(co, result, keep: keep)
+            }
+        })
+    }
+
+    func cancel() {
+        cancelled = true
+        token.cancel()
+    }
 }
 
 extension FSModule {

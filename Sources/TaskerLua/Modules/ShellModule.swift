@@ -131,8 +131,7 @@ extension ShellModule {
         guard let command = s.string(1) else { return runtime.argError(L, "os.execute", 1, "string") }
         guard !command.utf8.contains(0) else { return runtime.usage(L, "bad argument #1 to 'os.execute' (it contains a NUL byte)") }
         if let status = runtime.cannotWait(L, "os.execute") { return status }
-        fflush(nil)  // what Lua printed so far comes before the command's output
-        return runtime.suspend(L, .wait(ShellCommandWait(command: command)))
+        return runtime.suspend(L, .wait(ShellCommandWait(command: command, position: s.whereString(level: 1))))
     }
 
     /// Lua's result for a finished command: true|nil, "exit"|"signal", code.
@@ -148,10 +147,6 @@ extension ShellModule {
             lua_pushnil(co)
             s.push("signal")
             s.push(Int(sig))
-        case .failed(let why):
-            lua_pushnil(co)
-            s.push(why)
-            s.push(-1)
         }
         return 4
     }
@@ -167,28 +162,21 @@ extension ShellModule {
         guard modeText == "r" || modeText == "w" else {
             return runtime.usage(L, "bad argument #2 to 'io.popen' (invalid mode '\(modeText)': \"r\" or \"w\" expected)")
         }
-        var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else {
-            lua_pushnil(L)
-            s.push("\(command): \(String(cString: strerror(errno)))")
-            lua_pushinteger(L, lua_Integer(errno))
-            return 3
-        }
-        _ = fcntl(ends[0], F_SETFD, FD_CLOEXEC)
-        _ = fcntl(ends[1], F_SETFD, FD_CLOEXEC)
         let reading = modeText == "r"
-        let file = PopenFile(mode: reading ? .read : .write, fd: reading ? ends[0] : ends[1], loop: runtime.loop)
-        fflush(nil)
-        runtime.loop.beginActivity()
-        let target = LoopBound(file, loop: runtime.loop)
-        let process = ShellProcess(command: command, stdin: reading ? nil : ends[0], stdout: reading ? ends[1] : nil,
-                                   groups: runtime.processGroups) { status in
-            target.loop.execute {
-                target.loop.endActivity()
-                target.value.processEnded(status)
-            }
+        // The file is made once the process is: its end reports to it.
+        var made: PopenFile?
+        let process: ShellProcess
+        do {
+            process = try ShellProcess(command: command, stdin: reading ? .inherit : .pipe, stdout: reading ? .pipe : .inherit,
+                                       runtime: runtime) { status in made?.processEnded(status) }
+        } catch {
+            // Out of descriptors or processes: the task fails, the run goes on.
+            runtime.pushErrorTable(L, kind: "exec", message: "cannot run '\(command)': \(error.message)",
+                                   where: s.whereString(level: 1))
+            return TASKER_RAISE
         }
-        file.process = process
+        let file = PopenFile(mode: reading ? .read : .write, process: process, loop: runtime.loop)
+        made = file
         runtime.current?.processes.append(process)
         pushFile(file, in: L)
         return 1
@@ -338,32 +326,43 @@ extension ShellModule {
 }
 
 /// `os.execute(command)`: the command with tasker's own stdin, stdout and
-/// stderr; a cancel terminates its process group.
+/// stderr; a cancel terminates its process group. A command that cannot
+/// start (out of descriptors or processes) raises kind `exec`.
 final class ShellCommandWait: FiberWait {
     let command: String
+    let position: String
     private var process: ShellProcess?
 
-    init(command: String) { self.command = command }
+    init(command: String, position: String) {
+        self.command = command
+        self.position = position
+    }
 
     func start(_ fiber: Fiber, in runtime: LuaRuntime) {
-        let target = LoopBound(runtime, loop: runtime.loop)
-        let waiter = LoopBound(fiber, loop: runtime.loop)
-        runtime.loop.beginActivity()
-        process = ShellProcess(command: command, stdin: nil, stdout: nil, groups: runtime.processGroups) { status in
-            target.loop.execute {
-                target.value.loop.endActivity()
-                target.value.finishWait(waiter.value, .push { co in ShellModule.pushStatus(co, status) })
+        do {
+            process = try ShellProcess(command: command, runtime: runtime) { [unowned runtime] status in
+                runtime.finishWait(fiber, .push { co in ShellModule.pushStatus(co, status) })
             }
+        } catch {
+            let message = "cannot run '\(command)': \(error.message)", position = self.position
+            runtime.finishWait(fiber, .push { [unowned runtime] co in
+                lua_pushboolean(co, 0)
+                runtime.pushErrorTable(co, kind: "exec", message: message, where: position)
+                return 2
+            })
         }
     }
 
     func cancel() { process?.cancel() }
 }
 
-/// `f:read(...)` on a popen'd file: tried again after every chunk.
+/// `f:read(...)` on a popen'd file: tried again after every chunk. The loop
+/// stays busy while it waits (a grandchild may hold the pipe after the
+/// command exited); a cancel lets go.
 final class PopenReadWait: FiberWait {
     let file: PopenFile
     let formats: [ReadFormat]
+    private var loop: EventLoop?
 
     init(file: PopenFile, formats: [ReadFormat]) {
         self.file = file
@@ -371,20 +370,31 @@ final class PopenReadWait: FiberWait {
     }
 
     func start(_ fiber: Fiber, in runtime: LuaRuntime) {
-        guard !fiber.finished else { return }
+        guard !fiber.finished else { return idle() }
         if file.closed {
+            idle()
             runtime.finishWait(fiber, .failure(TaskFailure(.usage, "the file was closed while a read waited")))
         } else if let values = file.tryRead(formats) {
+            idle()
             runtime.finishWait(fiber, .push { co in
                 lua_pushboolean(co, 1)
                 return 1 + ShellModule.push(co, values)
             })
         } else {
-            file.dataWaiters.append { [unowned runtime] in self.start(fiber, in: runtime) }
+            if loop == nil {
+                loop = runtime.loop
+                runtime.loop.beginActivity()
+            }
+            file.waitForData { [unowned runtime] in self.start(fiber, in: runtime) }
         }
     }
 
-    func cancel() {}  // a late chunk finds the fiber finished
+    private func idle() {
+        loop?.endActivity()
+        loop = nil
+    }
+
+    func cancel() { idle() }  // a late chunk finds the fiber finished
 }
 
 /// `f:write(...)` on a popen'd file: the file, or nil, message, errno.

@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+
+/// fs and io.popen under faults: a copy onto the file itself, a write whose
+/// task is gone before it finished, a symlink loop under `**`, a reader
+/// that stops reading. (Faults that could hang a run are tested from the
+/// CLI, where a watchdog bounds them.)
+@Suite struct FileAndPopenFaultTests {
+    func scratch() throws -> String {
+        let d = NSTemporaryDirectory() + "fsf-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+        return d
+    }
+
+    @Test func aCopyOntoTheSameFileIsAnErrorAndNeverATruncation() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        try "hello\n".write(toFile: d + "/data.txt", atomically: false, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: d + "/link", withDestinationPath: "data.txt")
+        try FileManager.default.linkItem(atPath: d + "/data.txt", toPath: d + "/hard")
+        let r = try await runLua("""
+            local d = "\(d)"
+            for _, to in ipairs{"data.txt", "link", "hard", "./data.txt"} do
+              local ok, e = pcall(fs.copy, d .. "/data.txt", d .. "/" .. to)
+              print(to, ok, e.kind, e.message:match("they are the same file") ~= nil, #fs.read(d .. "/data.txt"))
+            end
+            -- rename onto itself or a hard link of itself keeps the data
+            fs.rename(d .. "/data.txt", d .. "/data.txt")
+            fs.rename(d .. "/data.txt", d .. "/hard")
+            print(fs.read(d .. "/data.txt") == "hello\\n", fs.read(d .. "/hard") == "hello\\n")
+            fs.copy(d .. "/data.txt", d .. "/other.txt")
+            print(fs.read(d .. "/other.txt") == "hello\\n")
+            """)
+        #expect(r.lines == [
+            "data.txt\tfalse\tfs\ttrue\t6",
+            "link\tfalse\tfs\ttrue\t6",
+            "hard\tfalse\tfs\ttrue\t6",
+            "./data.txt\tfalse\tfs\ttrue\t6",
+            "true\ttrue",
+            "true",
+        ], "\(r.output)\(r.diagnostics)")
+    }
+
+    @Test func anAtomicWriteWhoseTaskTimedOutLeavesTheOldContentAndNoTempFile() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        try "old".write(toFile: d + "/target.txt", atomically: false, encoding: .utf8)
+        // 32 MB take far longer to write and sync than the 20 ms the task has.
+        let r = try await runLua("""
+            local d = "\(d)"
+            local data = string.rep("x", 32 << 20)
+            local h = tasker.add{name = "w", timeout = 0.02, run = function()
+              fs.write(d .. "/target.txt", data)
+              print("written")
+            end}
+            local ok, e = h:result()
+            print(ok, e.kind)
+            """)
+        let content = try String(contentsOfFile: d + "/target.txt", encoding: .utf8)
+        #expect(r.lines == ["false\ttimeout"], "\(r.output)\(r.diagnostics)")
+        #expect(content == "old")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: d) == ["target.txt"])
+    }
+
+    @Test func globStarDoesNotFollowASymlinkLoop() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        try FileManager.default.createDirectory(atPath: d + "/g/d", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: d + "/g/d/up", withDestinationPath: "..")
+        try "x".write(toFile: d + "/g/d/f", atomically: false, encoding: .utf8)
+        let r = try await runLua("""
+            local d = "\(d)"
+            local function rel(list) for i, p in ipairs(list) do list[i] = p:sub(#d + 2) end return table.concat(list, ",") end
+            print(rel(fs.glob(d .. "/g/**")))
+            print(rel(fs.glob(d .. "/g/**/f")))
+            """)
+        #expect(r.lines == ["g/d,g/d/f,g/d/up", "g/d/f"], "\(r.output)\(r.diagnostics)")
+    }
+
+    @Test func aPopenNobodyReadsStopsAtTheBufferLimit() async throws {
+        // The command writes as fast as it can; tasker reads ahead only up
+        // to its buffer limit (1 MiB), so the command soon blocks on a full
+        // pipe: what it wrote stays within the limit, the pipe and a chunk.
+        let r = try await runLua("""
+            local f = io.popen("echo $$; exec yes")
+            local pid = f:read("l")
+            tasker.sleep(0.3)
+            local io_ = io.open("/proc/" .. pid .. "/io"):read("a")
+            local written = tonumber(io_:match("wchar: (%d+)"))
+            print(written > 0, written < 4 << 20, f:read("l"))
+            print(f:close())  -- the command gets EPIPE
+            """)
+        #expect(r.lines == ["true\ttrue\ty", "nil\tsignal\t13"], "\(r.output)\(r.diagnostics)")
+    }
+
+    @Test func aTimedOutCommandDoesNotHoldTheRunForItsKillGrace() async throws {
+        // SIGTERM ends `sleep` at once: the SIGKILL meant for 2 s later
+        // must not keep the run going.
+        let r = try await runLua("""
+            local h = tasker.add{name = "exec", run = function() tasker.exec{"sleep", "10", timeout = 0.1} end}
+            local h2 = tasker.add{name = "execute", timeout = 0.1, run = function() os.execute("exec sleep 10") end}
+            print(select(2, h:result()).kind, select(2, h2:result()).kind)
+            """)
+        #expect(r.lines == ["timeout\ttimeout"], "\(r.output)\(r.diagnostics)")
+        #expect(r.result.seconds < 1.5)
+    }
+}
