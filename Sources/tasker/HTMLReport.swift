@@ -252,7 +252,7 @@ struct HTMLReport {
             a.value.count != b.value.count ? a.value.count > b.value.count : a.value.first < b.value.first
         }
         for (error, g) in groups {
-            s += "<tr><td>\(g.count)</td><td><span class=\"pill \(esc(g.state))\">\(esc(g.state))</span></td><td class=\"error\">\(esc(error))</td><td>\(esc(short(g.example, 200)))</td></tr>"
+            s += "<tr><td>\(g.count)</td><td><span class=\"pill \(esc(g.state))\">\(esc(g.state))</span></td><td class=\"error\">\(error.isEmpty ? "(no message)" : esc(error))</td><td>\(esc(short(g.example, 200)))</td></tr>"
         }
         if summary.ungrouped > 0 {
             s += "<tr><td>\(summary.ungrouped)</td><td></td><td class=\"error\">(other errors)</td><td></td></tr>"
