@@ -32,18 +32,37 @@ public final class JournalReader {
         try entries(of: run).map(\.task)
     }
 
+    /// Calls `each` with the run's tasks in add order, each as last
+    /// recorded, made one at a time: a run of any size costs its compact
+    /// entries, never an array of tasks (history and the report of runs of
+    /// 100,000s of tasks). An error `each` throws stops it.
+    public func forEachTask(of run: String, _ each: (JournalTask) throws -> Void) throws {
+        for e in try entries(of: run) { try each(e.task) }
+    }
+
     /// The latest entry of each task of the run, in id order.
     func entries(of run: String) throws -> [JournalEntry] {
-        var latest: [Int: JournalEntry] = [:]
+        // One slot per task, found through a small index: a dictionary of
+        // whole entries would take twice the memory at 100,000s of tasks.
+        var latest: [JournalEntry] = []
+        var slot: [Int: Int] = [:]
         try store.logRows(run: run) { row in
             guard let list = JournalCodec.decode(row) else { return }
             // The latest entry wins, except that a task seen running never
             // undoes a final state (the two may share a batch in any order).
-            for e in list where e.state != .running || latest[e.id].map({ $0.state == .running }) ?? true {
-                latest[e.id] = e
+            for e in list {
+                if let i = slot[e.id] {
+                    if e.state != .running || latest[i].state == .running { latest[i] = e }
+                } else {
+                    slot[e.id] = latest.count
+                    latest.append(e)
+                }
             }
         }
-        return latest.values.sorted { $0.id < $1.id }
+        slot = [:]
+        // Usually in order already (tasks finish roughly as they were added).
+        if zip(latest, latest.dropFirst()).contains(where: { $0.id > $1.id }) { latest.sort { $0.id < $1.id } }
+        return latest
     }
 
     public func requests(of run: String) throws -> [JournalHostRequests] {

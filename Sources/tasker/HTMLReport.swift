@@ -2,18 +2,16 @@ import Foundation
 import TaskerJournal
 
 /// One recorded run as a self-contained HTML page (inline CSS and SVG, no
-/// script, no network): the summary, a timeline of every task's attempts
+/// script, no network): the summary, a timeline of the tasks' attempts
 /// (retry gaps, held time, reuse), the dependency graph, the tasks with
-/// errors and the slowest ones, and HTTP requests per host. Past
-/// `timelineRows` tasks the timeline shows the ones worth seeing (failed,
-/// slowest, retried) and a concurrency chart of them all.
+/// errors and the slowest ones, and HTTP requests per host. It draws a
+/// `ReportSummary`, so its size does not grow with the run: past
+/// `ReportSummary.timelineRows` tasks the timeline shows the ones worth
+/// seeing and a concurrency chart of them all, and says so.
 struct HTMLReport {
     let run: JournalRun
-    let tasks: [JournalTask]
+    let summary: ReportSummary
     let requests: [JournalHostRequests]
-
-    static let timelineRows = 250
-    static let graphNodes = 150
 
     var html: String {
         var out = """
@@ -33,15 +31,13 @@ struct HTMLReport {
     }
 
     private var fileName: String { (run.pipeline as NSString).lastPathComponent }
-    private var work: [JournalTask] { tasks.filter { $0.kind == "task" } }
-    private var end: Double {
-        max(run.duration ?? 0, tasks.map { $0.ended ?? $0.started ?? $0.added }.max() ?? 0, 0.001)
-    }
+    /// The run's length, or the last moment a task was seen (a run still
+    /// going, or one whose clock went wrong); never 0, it divides.
+    private var end: Double { max(run.duration ?? 0, summary.lastMoment, 0.001) }
 
     // MARK: summary
 
     private var header: String {
-        let counts = Dictionary(grouping: work, by: { $0.reused ? "reused" : $0.state }).mapValues(\.count)
         let exit = run.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running"
         let ok = run.exitCode == 0
         var s = "<header><h1>\(esc(fileName)) <span class=\"run\">run \(esc(run.id))</span></h1>"
@@ -51,12 +47,12 @@ struct HTMLReport {
         s += "</p><div class=\"cards\">"
         s += card("exit code", exit, ok ? "good" : "bad")
         s += card("duration", run.duration.map(History.seconds) ?? "-", "")
-        s += card("tasks", String(work.count), "")
-        for (state, style) in [("succeeded", "good"), ("reused", "reuse"), ("failed", "bad"), ("cancelled", "warn")] {
-            if let n = counts[state], n > 0 { s += card(state, String(n), style) }
+        s += card("tasks", String(summary.workCount), "")
+        for (state, style) in [("succeeded", "good"), ("reused", "reuse"), ("failed", "bad"), ("cancelled", "warn"),
+                               ("running", "")] {
+            if let n = summary.counts[state], n > 0 { s += card(state, String(n), style) }
         }
-        let retried = work.filter { $0.attempts > 1 }.count
-        if retried > 0 { s += card("retried", String(retried), "warn") }
+        if summary.retried > 0 { s += card("retried", String(summary.retried), "warn") }
         return s + "</div></header>"
     }
 
@@ -67,22 +63,17 @@ struct HTMLReport {
     // MARK: timeline
 
     private var timeline: String {
-        var shown = work
+        let shown = summary.timelineTasks
         var note = ""
-        if shown.count > Self.timelineRows {
-            // The tasks worth a row: failed, retried, held, then the slowest.
-            let ran = shown.filter { !$0.reused }
-            let interesting = ran.filter { $0.state != "succeeded" || $0.attempts > 1 || $0.held > 0 }
-            let slowest = ran.filter { $0.state == "succeeded" && $0.attempts <= 1 && $0.held == 0 }
-                .sorted { ($0.duration ?? 0) > ($1.duration ?? 0) }
-            shown = Array((interesting + slowest).prefix(Self.timelineRows)).sorted { $0.id < $1.id }
-            let reused = work.count - ran.count
-            note = "<p class=\"note\">\(work.count) tasks\(reused > 0 ? " (\(reused) reused from an earlier run, not drawn)" : ""): showing \(shown.count) (failed, retried and held first, then the slowest); the chart above counts them all.</p>"
+        if summary.isSampled {
+            let reused = summary.counts["reused"] ?? 0
+            note = "<p class=\"note\">\(summary.workCount) tasks\(reused > 0 ? " (\(reused) reused from an earlier run, not drawn)" : ""): showing \(shown.count) (failed, retried, held and unfinished first, then the slowest); the chart above counts them all.</p>"
         }
         let width = 1000.0, label = 220.0, row = 18.0
         let scale = (width - label - 40) / end
         var s = "<section><h2>Timeline</h2>" + concurrencyChart(width: width, label: label) + note
         s += "<div class=\"legend\"><span class=\"k ok\"></span>succeeded <span class=\"k fail\"></span>failed attempt <span class=\"k cancel\"></span>cancelled <span class=\"k held\"></span>held <span class=\"k reuse\"></span>reused <span class=\"k gap\"></span>retry gap</div>"
+        if shown.isEmpty { return s + "<p class=\"note\">No tasks.</p></section>" }
         let height = Double(shown.count) * row + 30
         s += "<svg class=\"timeline\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"timeline\">"
         s += axis(width: width, label: label, scale: scale, y: height - 22, height: height)
@@ -96,18 +87,22 @@ struct HTMLReport {
             if t.held > 0, let start = t.started {
                 s += "<rect x=\"\(f(label + (start - t.held) * scale))\" y=\"\(f(y + 6))\" width=\"\(f(max(1, t.held * scale)))\" height=\"6\" class=\"held\"><title>held \(History.seconds(t.held))</title></rect>"
             }
-            let attempts = t.allAttempts
+            var attempts = t.allAttempts
             if attempts.isEmpty {
                 s += "<text x=\"\(f(label + 4))\" y=\"\(f(y + 12))\" class=\"notrun\">did not run (\(esc(t.state)))</text>"
             }
+            // A task still running: its bar reaches the last moment seen.
+            if t.state == "running", t.ended == nil, let last = attempts.indices.last { attempts[last].end = end }
             for (k, a) in attempts.enumerated() {
                 if k > 0 {
                     let prev = attempts[k - 1].end
                     s += "<line x1=\"\(f(label + prev * scale))\" x2=\"\(f(label + a.start * scale))\" y1=\"\(f(y + 9))\" y2=\"\(f(y + 9))\" class=\"gap\"/>"
                 }
                 let last = k == attempts.count - 1
-                let style = !last || t.state == "failed" ? "fail" : (t.state == "cancelled" ? "cancel" : "ok")
-                let tip = "\(t.name): attempt \(k + 1), \(History.seconds(a.end - a.start))" + (a.error.map { " — \($0)" } ?? "")
+                let style = !last || t.state == "failed" ? "fail"
+                    : (t.state == "cancelled" ? "cancel" : (t.state == "running" ? "running" : "ok"))
+                let tip = "\(t.name): attempt \(k + 1), \(History.seconds(a.end - a.start))" + (t.state == "running" && last ? " so far" : "")
+                    + (a.error.map { " — \($0)" } ?? "")
                 s += "<rect x=\"\(f(label + a.start * scale))\" y=\"\(f(y + 3))\" width=\"\(f(max(1.5, (a.end - a.start) * scale)))\" height=\"12\" rx=\"2\" class=\"\(style)\"><title>\(esc(short(tip, 300)))</title></rect>"
             }
         }
@@ -118,12 +113,23 @@ struct HTMLReport {
     /// tasks, however many; a task counts in every slice it touches).
     private func concurrencyChart(width: Double, label: Double) -> String {
         let buckets = 200
+        // +1 where a task starts, -1 after the slice where it ends; the
+        // running sum is the count per slice (linear in tasks, not slices).
+        var delta = [Int](repeating: 0, count: buckets + 1)
+        let spans = summary.spans
+        var k = 0
+        while k + 1 < spans.count {
+            let a = spans[k], b = spans[k + 1] < 0 ? end : spans[k + 1]
+            k += 2
+            let i = bucket(a, buckets), j = max(i, bucket(b, buckets))
+            delta[i] += 1
+            delta[j + 1] -= 1
+        }
         var running = [Int](repeating: 0, count: buckets)
-        for t in work where !t.reused {
-            guard let a = t.started, let b = t.ended else { continue }
-            let i = min(buckets - 1, Int(a / end * Double(buckets)))
-            let j = min(buckets - 1, Int(b / end * Double(buckets)))
-            for k in i...max(i, j) { running[k] += 1 }
+        var sum = 0
+        for i in 0..<buckets {
+            sum += delta[i]
+            running[i] = sum
         }
         let peak = max(1, running.max() ?? 1)
         let h = 60.0, w = (width - label - 40) / Double(buckets)
@@ -134,6 +140,13 @@ struct HTMLReport {
             s += "<rect x=\"\(f(label + Double(k) * w))\" y=\"\(f(h - bh))\" width=\"\(f(w + 0.3))\" height=\"\(f(bh))\" class=\"bar\"/>"
         }
         return s + "</svg>"
+    }
+
+    /// The slice of moment `t` (clamped: a bad time stays on the chart).
+    private func bucket(_ t: Double, _ buckets: Int) -> Int {
+        let x = t / end * Double(buckets)
+        guard x.isFinite, x > 0 else { return 0 }
+        return x >= Double(buckets - 1) ? buckets - 1 : Int(x)
     }
 
     private func axis(width: Double, label: Double, scale: Double, y: Double, height: Double) -> String {
@@ -159,28 +172,22 @@ struct HTMLReport {
     // MARK: dependency graph
 
     private var graph: String {
-        let byID = Dictionary(uniqueKeysWithValues: tasks.map { ($0.id, $0) })
-        let linked = Set(tasks.flatMap { t in t.after.isEmpty ? [] : [t.id] + t.after })
-        guard !linked.isEmpty else {
+        guard !summary.linked.isEmpty else {
             return "<section><h2>Dependencies</h2><p class=\"note\">No task waits on another (no <code>after</code>).</p></section>"
         }
-        var nodes = tasks.filter { linked.contains($0.id) }
+        let nodes = summary.graphNodes
         var note = ""
-        if nodes.count > Self.graphNodes {
-            note = "<p class=\"note\">\(nodes.count) tasks have dependencies: showing the first \(Self.graphNodes).</p>"
-            nodes = Array(nodes.prefix(Self.graphNodes))
+        if summary.linked.count > nodes.count {
+            note = "<p class=\"note\">\(summary.linked.count) tasks have dependencies: showing the first \(nodes.count).</p>"
         }
-        let shown = Set(nodes.map(\.id))
-        // Layer = the longest chain of dependencies before the task.
+        let byID = Dictionary(nodes.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        // Layer = the longest chain of dependencies before the task. Ids
+        // only point back (a task waits on tasks added before it), so one
+        // pass in id order settles every layer.
         var layer: [Int: Int] = [:]
-        func depth(_ id: Int, _ seen: Set<Int>) -> Int {
-            if let d = layer[id] { return d }
-            guard let t = byID[id], !seen.contains(id) else { return 0 }
-            let d = t.after.filter(shown.contains).map { depth($0, seen.union([id])) + 1 }.max() ?? 0
-            layer[id] = d
-            return d
+        for t in nodes.sorted(by: { $0.id < $1.id }) {
+            layer[t.id] = t.after.compactMap { byID[$0] == nil || $0 >= t.id ? nil : layer[$0].map { $0 + 1 } }.max() ?? 0
         }
-        for n in nodes { _ = depth(n.id, []) }
         let columns = Dictionary(grouping: nodes, by: { layer[$0.id] ?? 0 })
         let colWidth = 190.0, rowHeight = 34.0, boxW = 160.0, boxH = 24.0
         let maxRows = columns.values.map(\.count).max() ?? 1
@@ -202,7 +209,7 @@ struct HTMLReport {
         for t in nodes {
             guard let (x, y) = position[t.id] else { continue }
             let style = t.reused ? "reuse" : (t.state == "succeeded" ? "ok" : (t.state == "failed" ? "fail" : "cancel"))
-            s += "<g><rect x=\"\(f(x))\" y=\"\(f(y))\" width=\"\(f(boxW))\" height=\"\(f(boxH))\" rx=\"5\" class=\"node \(style)\"><title>\(esc(t.name)): \(t.reused ? "reused" : t.state)</title></rect>"
+            s += "<g><rect x=\"\(f(x))\" y=\"\(f(y))\" width=\"\(f(boxW))\" height=\"\(f(boxH))\" rx=\"5\" class=\"node \(style)\"><title>\(esc(t.name)): \(esc(t.reused ? "reused" : t.state))</title></rect>"
             s += "<text x=\"\(f(x + boxW / 2))\" y=\"\(f(y + 16))\" text-anchor=\"middle\" class=\"nodelabel\">\(esc(short(t.name, 22)))</text></g>"
         }
         return s + "</svg></div></section>"
@@ -212,23 +219,45 @@ struct HTMLReport {
 
     private var taskTables: String {
         var s = "<section><h2>Tasks with errors</h2>"
-        let bad = work.filter { $0.state != "succeeded" }
+        let bad = summary.failures
         if bad.isEmpty {
-            s += "<p class=\"note\">None: every task succeeded.</p>"
+            let running = summary.counts["running"] ?? 0
+            s += "<p class=\"note\">None: every task \(running > 0 ? "that finished " : "")succeeded.</p>"
         } else {
             s += "<table><thead><tr><th>task</th><th>state</th><th>attempts</th><th>duration</th><th>error</th></tr></thead><tbody>"
-            for t in bad.prefix(200) {
+            for t in bad {
                 let state = t.errorKind == "lost" ? "lost" : t.state
-                s += "<tr class=\"\(t.state)\"><td>\(esc(t.name))</td><td><span class=\"pill \(t.state)\">\(esc(state))</span></td><td>\(t.attempts)</td><td>\(t.duration.map(History.seconds) ?? "-")</td><td class=\"error\">\(esc(short(t.error ?? "", 400)))</td></tr>"
+                s += "<tr class=\"\(esc(t.state))\"><td>\(esc(short(t.name, 200)))</td><td><span class=\"pill \(esc(t.state))\">\(esc(state))</span></td><td>\(t.attempts)</td><td>\(t.duration.map(History.seconds) ?? "-")</td><td class=\"error\">\(esc(short(t.error ?? "", 400)))</td></tr>"
             }
             s += "</tbody></table>"
-            if bad.count > 200 { s += "<p class=\"note\">… and \(bad.count - 200) more.</p>" }
+            if summary.failureCount > bad.count {
+                s += "<p class=\"note\">… and \(summary.failureCount - bad.count) more tasks with errors (\(summary.failureCount) in all): every one is counted by its error below.</p>"
+                s += errorGroups
+            }
         }
-        s += "</section><section><h2>Slowest tasks</h2><table><thead><tr><th>task</th><th>state</th><th>attempts</th><th>duration</th><th>held</th></tr></thead><tbody>"
-        for t in work.filter({ !$0.reused }).sorted(by: { ($0.duration ?? 0) > ($1.duration ?? 0) }).prefix(15) {
-            s += "<tr><td>\(esc(t.name))</td><td><span class=\"pill \(t.state)\">\(esc(t.state))</span></td><td>\(t.attempts)</td><td>\(t.duration.map(History.seconds) ?? "-")</td><td>\(t.held > 0 ? History.seconds(t.held) : "-")</td></tr>"
+        s += "</section><section><h2>Slowest tasks</h2>"
+        let slowest = summary.slowest
+        if slowest.isEmpty { return s + "<p class=\"note\">No task ran.</p></section>" }
+        s += "<table><thead><tr><th>task</th><th>state</th><th>attempts</th><th>duration</th><th>held</th></tr></thead><tbody>"
+        for t in slowest {
+            s += "<tr><td>\(esc(short(t.name, 200)))</td><td><span class=\"pill \(esc(t.state))\">\(esc(t.state))</span></td><td>\(t.attempts)</td><td>\(t.duration.map(History.seconds) ?? "-")</td><td>\(t.held > 0 ? History.seconds(t.held) : "-")</td></tr>"
         }
         return s + "</tbody></table></section>"
+    }
+
+    /// Every failed and cancelled task, counted by the first line of its error.
+    private var errorGroups: String {
+        var s = "<h3>By error</h3><table><thead><tr><th>tasks</th><th>state</th><th>error (first line)</th><th>first task</th></tr></thead><tbody>"
+        let groups = summary.groups.sorted { a, b in
+            a.value.count != b.value.count ? a.value.count > b.value.count : a.value.first < b.value.first
+        }
+        for (error, g) in groups {
+            s += "<tr><td>\(g.count)</td><td><span class=\"pill \(esc(g.state))\">\(esc(g.state))</span></td><td class=\"error\">\(error.isEmpty ? "(no message)" : esc(error))</td><td>\(esc(short(g.example, 200)))</td></tr>"
+        }
+        if summary.ungrouped > 0 {
+            s += "<tr><td>\(summary.ungrouped)</td><td></td><td class=\"error\">(other errors)</td><td></td></tr>"
+        }
+        return s + "</tbody></table>"
     }
 
     private var http: String {
@@ -244,8 +273,14 @@ struct HTMLReport {
 
     private func f(_ x: Double) -> String { String(format: "%.1f", x) }
 
-    private func short(_ s: String, _ n: Int) -> String { s.count > n ? String(s.prefix(n - 1)) + "…" : s }
+    private func short(_ s: String, _ n: Int) -> String {
+        guard s.utf8.count > n else { return s }
+        let p = s.prefix(n)
+        return p.endIndex == s.endIndex ? s : String(s.prefix(n - 1)) + "…"
+    }
 
+    /// Text for HTML: markup characters as entities, and control characters
+    /// (which HTML does not allow) as their visible pictures (␛ for ESC).
     func esc(_ s: String) -> String {
         var out = ""
         out.reserveCapacity(s.utf8.count)
@@ -256,6 +291,9 @@ struct HTMLReport {
             case ">": out += "&gt;"
             case "\"": out += "&quot;"
             case "'": out += "&#39;"
+            case "\t", "\n", "\r": out.unicodeScalars.append(c)
+            case "\u{0}"..."\u{1F}": out.unicodeScalars.append(Unicode.Scalar(0x2400 + c.value) ?? "?")
+            case "\u{7F}": out += "\u{2421}"
             default: out.unicodeScalars.append(c)
             }
         }
@@ -273,7 +311,7 @@ struct HTMLReport {
         section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin:18px 0;overflow-x:auto}
         .note{color:var(--muted);margin:6px 0}.legend{color:var(--muted);font-size:12px;margin:6px 0 8px}.legend .k{display:inline-block;width:12px;height:10px;border-radius:2px;margin:0 4px 0 12px;vertical-align:middle}
         .k.ok,rect.ok{fill:var(--ok);background:var(--ok)}.k.fail,rect.fail{fill:var(--fail);background:var(--fail)}.k.cancel,rect.cancel{fill:var(--warn);background:var(--warn)}
-        .k.held,rect.held{fill:var(--held);background:var(--held)}.k.reuse,rect.reuse{fill:var(--reuse);background:var(--reuse)}.k.gap{border-top:2px dashed var(--fail);height:0}
+        .k.held,rect.held{fill:var(--held);background:var(--held)}rect.running{fill:#8fb3e8}h3{font-size:14px;margin:14px 0 6px}.k.reuse,rect.reuse{fill:var(--reuse);background:var(--reuse)}.k.gap{border-top:2px dashed var(--fail);height:0}
         line.gap{stroke:var(--fail);stroke-width:1.5;stroke-dasharray:3 3}line.grid{stroke:var(--line)}text.tick{fill:var(--muted);font-size:10px}
         text.name{fill:var(--fg);font-size:11px}text.notrun{fill:var(--muted);font-size:10px;font-style:italic}rect.bar{fill:#8fb3e8}svg{display:block}
         rect.node{stroke-width:1.5;fill-opacity:.14}rect.node.ok{stroke:var(--ok)}rect.node.fail{stroke:var(--fail)}rect.node.cancel{stroke:var(--warn)}rect.node.reuse{stroke:var(--reuse)}

@@ -26,6 +26,31 @@ final class OutputFile {
         file = f
     }
 
+    /// Writes `text` into `path` in place, as a whole (created 0644 or
+    /// truncated): like `init(path:)`, a symlink, a FIFO or a device stays
+    /// what it is, where a temp file and rename would replace it.
+    static func write(_ text: String, to path: String) throws(OutputError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw OutputError(path: path, reason: String(cString: strerror(errno))) }
+        var failure: Int32 = 0
+        var text = text
+        text.withUTF8 { bytes in
+            var done = 0
+            while done < bytes.count {
+                let n = Glibc.write(fd, bytes.baseAddress! + done, bytes.count - done)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else {
+                    failure = n < 0 ? errno : EIO
+                    return
+                }
+                done += n
+            }
+        }
+        // close reports what a network or full file system deferred.
+        if close(fd) != 0 && failure == 0 && errno != EINTR { failure = errno }
+        if failure != 0 { throw OutputError(path: path, reason: String(cString: strerror(failure))) }
+    }
+
     /// Writes `line` and a newline, then flushes (a reader sees each event
     /// as it happens). After a failure nothing more is written.
     func writeLine(_ line: String) {
@@ -37,6 +62,38 @@ final class OutputFile {
         if ok { ok = fflush(file) == 0 }
         if !ok { error = "cannot write to '\(path)': \(String(cString: strerror(errno)))" }
     }
+}
+
+/// Text for stdout made in pieces and written in chunks: a long listing
+/// goes out as it is made, never held whole. The first write error stops
+/// it (a reader that went away: `tasker show last | head`).
+struct StdoutChunks {
+    private var buffer = ""
+    static let chunk = 1 << 16
+
+    mutating func write(_ s: String) throws(StdoutError) {
+        buffer += s
+        if buffer.utf8.count >= Self.chunk { try flush() }
+    }
+
+    mutating func line(_ s: String) throws(StdoutError) {
+        buffer += s
+        buffer += "\n"
+        if buffer.utf8.count >= Self.chunk { try flush() }
+    }
+
+    mutating func flush() throws(StdoutError) {
+        let out = luaStandardOutput()
+        let written = buffer.withUTF8 { b in b.isEmpty ? 0 : fwrite(b.baseAddress, 1, b.count, out) }
+        let ok = written == buffer.utf8.count && fflush(out) == 0
+        buffer.removeAll(keepingCapacity: true)
+        if !ok { throw StdoutError(reason: String(cString: strerror(errno))) }
+    }
+}
+
+struct StdoutError: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "cannot write to stdout: \(reason)" }
 }
 
 struct OutputError: Error, CustomStringConvertible {

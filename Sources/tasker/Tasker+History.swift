@@ -74,23 +74,38 @@ extension Tasker {
         func run() throws {
             let reader = try journal.reader()
             let r = try History.run(runID, in: reader)
-            let tasks = try reader.tasks(of: r.id)
-            if json {
-                var object = History.runObject(r)
-                object["tasks"] = tasks.map(History.taskObject)
-                print(History.json(object))
-                return
-            }
-            print("run \(r.id)  \(r.pipeline)")
-            print("started \(History.localTime(r.started))  duration \(r.duration.map(History.seconds) ?? "-")  exit \(r.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running")  \(History.counts(r.counts))")
-            if let from = r.resumedFrom { print("resumed from \(from)") }
-            print(History.pad(["ID", "STATE", "ATTEMPTS", "DURATION", "HELD", "NAME", "ERROR"], [5, 10, 8, 9, 7, 24]))
-            for t in tasks {
-                let state = t.reused ? "reused" : (t.errorKind == "lost" ? "lost" : t.state)
-                print(History.pad([String(t.id), state, String(t.attempts), t.duration.map(History.seconds) ?? "-",
-                                   t.held > 0 ? History.seconds(t.held) : "-", t.name,
-                                   t.error.map { String($0.split(separator: "\n").first ?? "") } ?? ""],
-                                  [5, 10, 8, 9, 7, 24]))
+            // Each task is written as it is read: a run of 100,000s of
+            // tasks streams out in little memory.
+            var out = StdoutChunks()
+            do {
+                if json {
+                    try out.write(HistoryJSON.opening(History.runObject(r)))
+                    var first = true
+                    var line = ""
+                    try reader.forEachTask(of: r.id) { t in
+                        line = first ? "\n    " : ",\n    "
+                        first = false
+                        HistoryJSON.task(t, into: &line)
+                        try out.write(line)
+                    }
+                    try out.write(first ? "]\n}\n" : "\n  ]\n}\n")
+                } else {
+                    try out.line("run \(r.id)  \(r.pipeline)")
+                    try out.line("started \(History.localTime(r.started))  duration \(r.duration.map(History.seconds) ?? "-")  exit \(r.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running")  \(History.counts(r.counts))")
+                    if let from = r.resumedFrom { try out.line("resumed from \(from)") }
+                    try out.line(History.pad(["ID", "STATE", "ATTEMPTS", "DURATION", "HELD", "NAME", "ERROR"], [5, 10, 8, 9, 7, 24]))
+                    try reader.forEachTask(of: r.id) { t in
+                        let state = t.reused ? "reused" : (t.errorKind == "lost" ? "lost" : t.state)
+                        try out.line(History.pad([String(t.id), state, String(t.attempts), t.duration.map(History.seconds) ?? "-",
+                                                  t.held > 0 ? History.seconds(t.held) : "-", t.name,
+                                                  t.error.map { String($0.split(separator: "\n").first ?? "") } ?? ""],
+                                                 [5, 10, 8, 9, 7, 24]))
+                    }
+                }
+                try out.flush()
+            } catch let e as StdoutError {
+                StandardError.write("tasker: error: \(e)\n")
+                throw ExitCode(1)
             }
         }
     }
@@ -113,19 +128,6 @@ enum History {
         o["duration"] = r.duration ?? NSNull()
         o["exit_code"] = r.exitCode.map { $0 as Any } ?? NSNull()
         if let from = r.resumedFrom { o["resumed_from"] = from }
-        return o
-    }
-
-    static func taskObject(_ t: JournalTask) -> [String: Any] {
-        var o: [String: Any] = ["id": t.id, "name": t.name, "state": t.state, "attempts": t.attempts,
-                                "reused": t.reused, "kind": t.kind, "held": t.held]
-        o["identity"] = t.identity ?? NSNull()
-        o["duration"] = t.duration ?? NSNull()
-        o["error"] = t.error ?? NSNull()
-        if let k = t.errorKind { o["error_kind"] = k }
-        if let why = t.notResumable { o["not_resumable"] = why }
-        if !t.after.isEmpty { o["after"] = t.after }
-        if !t.tags.isEmpty { o["tags"] = t.tags }
         return o
     }
 
@@ -166,7 +168,10 @@ enum History {
         var out = ""
         for (i, c) in cells.enumerated() {
             if i < widths.count {
-                out += c.padding(toLength: max(widths[i], c.count), withPad: " ", startingAt: 0) + "  "
+                out += c
+                let n = c.count
+                if n < widths[i] { out += String(repeating: " ", count: widths[i] - n) }
+                out += "  "
             } else {
                 out += c
             }

@@ -24,8 +24,11 @@ extension Tasker {
             let path = output ?? "tasker-\(r.id).html"
             do {
                 try ReportCommand.render(r, reader: reader, to: path)
+            } catch let e as OutputError {
+                StandardError.write("tasker: error: \(ReportCommand.message(e))\n")
+                throw ExitCode(1)
             } catch {
-                StandardError.write("tasker: error: cannot write \(path): \(error)\n")
+                StandardError.write("tasker: error: cannot read run \(r.id): \(error)\n")
                 throw ExitCode(2)
             }
             print(path)
@@ -41,8 +44,21 @@ enum ReportCommand {
         try render(run, reader: reader, to: path)
     }
 
+    /// Reads the run (twice when it has dependencies: the graph's few
+    /// nodes are picked once all are known), then writes the page into
+    /// `path` in place: a symlink's target or a FIFO's reader gets it, and
+    /// nothing is touched unless the page is ready.
     static func render(_ run: JournalRun, reader: JournalReader, to path: String) throws {
-        let report = HTMLReport(run: run, tasks: try reader.tasks(of: run.id), requests: try reader.requests(of: run.id))
-        try report.html.write(toFile: path, atomically: true, encoding: .utf8)
+        var summary = ReportSummary()
+        try reader.forEachTask(of: run.id) { summary.add($0) }
+        if !summary.linked.isEmpty {
+            let ids = summary.graphIDs
+            try reader.forEachTask(of: run.id) { summary.addGraphNode($0, of: ids) }
+        }
+        let report = HTMLReport(run: run, summary: summary, requests: try reader.requests(of: run.id))
+        try OutputFile.write(report.html, to: path)
     }
+
+    /// What a report that could not be written says (after `tasker: error: `).
+    static func message(_ e: OutputError) -> String { "cannot write report '\(e.path)': \(e.reason)" }
 }

@@ -159,9 +159,11 @@ extension Tasker {
             if let report, let recorder {
                 do {
                     try ReportCommand.write(runID: recorder.runID, place: journal.place, to: report)
+                } catch let e as OutputError {
+                    // The exit code stays the run's: the report is about it.
+                    StandardError.write("tasker: error: \(ReportCommand.message(e))\n")
                 } catch {
                     StandardError.write("tasker: error: cannot write the report: \(error)\n")
-                    if code < 2 { code = 2 }
                 }
             }
             for e in [stdoutError, events?.error].compactMap({ $0 }) {

@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+
+/// `tasker show`: tasks written as they are read (JSON one task a line).
+@Suite struct HistoryCLITests {
+    @Test func showJsonKeepsEveryCharacterOfNamesAndErrors() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.add{name = "q\\"b\\\\s\\ttab\\27[31m é 🎉", run = function() error("line1\\nline2\\0nul\\1", 0) end}
+            local a = tasker.add{name = "plain", tags = {"x", "y\\""}, run = function() end}
+            tasker.add{name = "after", after = a, run = function() end}
+            """])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        #expect(show.status == 0, "\(show.stderr)")
+        let run = try #require(JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        for key in ["id", "pipeline", "started", "duration", "exit_code", "counts", "args"] { #expect(run[key] != nil, "no \(key)") }
+        #expect(run["exit_code"] as? Int == 1)
+        let tasks = try #require(run["tasks"] as? [[String: Any]])
+        #expect(tasks.count == 3)
+        #expect(tasks[0]["name"] as? String == "q\"b\\s\ttab\u{1B}[31m é 🎉")
+        #expect(tasks[0]["error"] as? String == "line1\nline2\u{0}nul\u{1}")
+        #expect(tasks[0]["state"] as? String == "failed" && tasks[0]["attempts"] as? Int == 1)
+        #expect(tasks[1]["tags"] as? [String] == ["x", "y\""] && tasks[1]["error"] is NSNull)
+        #expect(tasks[2]["after"] as? [Int] == [2] && tasks[2]["reused"] as? Bool == false)
+        for t in tasks {
+            for key in ["id", "identity", "name", "state", "attempts", "duration", "reused", "error", "kind", "held"] {
+                #expect(t[key] != nil, "task lacks \(key)")
+            }
+        }
+        // one task per line
+        #expect(show.stdout.split(separator: "\n").filter { $0.hasPrefix("    {\"") }.count == 3)
+    }
+
+    @Test func showOfARunWithoutTasksIsValid() async throws {
+        let s = try Scratch(["e.lua": "-- nothing\n"])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "e.lua"], in: s.dir)
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        let run = try #require(JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        #expect((run["tasks"] as? [Any])?.isEmpty == true)
+        let text = try await tasker(["show", "last"], in: s.dir)
+        #expect(text.status == 0 && text.stdout.contains("no tasks"))
+    }
+
+    /// Output that cannot be written is an error, not a listing lost quietly.
+    @Test func showSaysWhenStdoutCannotBeWritten() async throws {
+        let s = try Scratch(["p.lua": "for i = 1, 3000 do tasker.add(function() end) end\n"])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        for args in ["show last", "show last --json"] {
+            let full = try await shell("\"$TASKER\" \(args) > /dev/full", in: s.dir)
+            #expect(full.status == 1, "\(args): \(full.stderr)")
+            #expect(full.stderr == "tasker: error: cannot write to stdout: No space left on device\n")
+        }
+        let head = try await shell("\"$TASKER\" show last | head -3", in: s.dir)
+        #expect(head.stdout.split(separator: "\n").count == 3)
+    }
+}
