@@ -234,6 +234,9 @@ final class JournalRecorder: EngineObserver {
         hosts[host] = h
     }
 
+    /// Stops `finish` waiting for the journal (callable from any thread).
+    var abandoner: @Sendable () -> Void { writer.abandoner }
+
     /// The run's end; the writer flushes and stops. Returns a write error,
     /// if the journal could not be written.
     func finish(_ result: RunResult, exitCode: Int32) -> String? {

@@ -33,6 +33,10 @@ final class SignalWatcher {
                     groups.killAll(grace: 0)
                     exit(128 + first)
                 }
+                if let late = count.late.withLock({ $0 }) {
+                    late(sig)
+                    return
+                }
                 target.loop.execute { target.value.interrupt(signal: sig) }
             }
             source.resume()
@@ -60,6 +64,11 @@ final class SignalWatcher {
         }
     }
 
+    /// After the run: a first signal calls `handler` (the loop is done).
+    func afterRun(_ handler: @escaping @Sendable (Int32) -> Void) {
+        count.late.withLock { $0 = handler }
+    }
+
     func stop() {
         for s in sources { s.cancel() }
     }
@@ -68,4 +77,13 @@ final class SignalWatcher {
 /// How many of the signals arrived (handlers run on a dispatch queue).
 final class SignalCount: Sendable {
     let n = Atomic<Int>(0)
+    /// What a signal does once the run has ended.
+    let late = Mutex<(@Sendable (Int32) -> Void)?>(nil)
+}
+
+/// The signal that arrived after the run ended (0: none).
+final class LateSignal: Sendable {
+    private let value = Atomic<Int32>(0)
+    func set(_ sig: Int32) { value.store(sig, ordering: .relaxed) }
+    var signal: Int32 { value.load(ordering: .relaxed) }
 }
