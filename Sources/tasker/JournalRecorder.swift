@@ -193,7 +193,7 @@ final class JournalRecorder: EngineObserver {
         if let runtime {
             if runtime.hasTags(id) { e.tags = runtime.tags(of: id) }
             if state == .succeeded, e.notResumable == nil {
-                switch runtime.storableValues(of: id) {
+                switch runtime.storableValues(of: id, warn: true) {
                 case .json(let text): e.value = text
                 case .notStorable(let why): e.notResumable = why
                 }
