@@ -143,6 +143,10 @@ private struct PendingRows {
     /// The journal cannot be written (it cannot be opened, or too much
     /// waits): waiting is pointless.
     var hopeless = false
+    /// After a failure that is not a lock (a full disk), the next try
+    /// waits a little: each try rewrites everything that waits.
+    var nextTry = 0.0
+    static let retryDelay = 1.0
     /// Beyond this much waiting in memory, recording stops for good (a
     /// gap would break the dependency order of the log).
     static let maxBytes = 64 << 20
@@ -185,7 +189,8 @@ private struct PendingRows {
     /// Writes what it can, in order; a failure leaves the rest for the
     /// next try.
     mutating func write() {
-        guard !hopeless else { return }
+        let now = Date().timeIntervalSinceReferenceDate
+        guard !hopeless, now >= nextTry else { return }
         do {
             if log == nil {
                 let store: JournalStore
@@ -211,7 +216,12 @@ private struct PendingRows {
                 endRecorded = true
             }
         } catch {
-            reason = Self.isLock(error) ? "the journal is locked by another process: \(error)" : "\(error)"
+            if Self.isLock(error) {
+                reason = "the journal is locked by another process: \(error)"
+            } else {
+                reason = "\(error)"
+                nextTry = now + Self.retryDelay
+            }
         }
     }
 

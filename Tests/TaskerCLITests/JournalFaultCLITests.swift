@@ -298,5 +298,24 @@ import Testing
         #expect(!third.stdout.contains("ran values"))
         #expect(dumped(third.stdout) == dumped(first.stdout))
     }
+
+    @Test func aFullDiskLeavesAnHonestlyIncompleteRunNotADeadOne() async throws {
+        let s = try Scratch(["big.lua": """
+            for i = 1, 300 do tasker.add{name = "t" .. i, run = function() return string.rep("v", 4000) .. i end} end
+            """])
+        defer { s.cleanup() }
+        let full = s.dir.appendingPathComponent("full")
+        try FileManager.default.createDirectory(at: full, withIntermediateDirectories: true)
+        // A 1 MiB file system for the journal: only where this may mount one.
+        let mount = try await shell("mount -t tmpfs -o size=1m tmpfs full 2>/dev/null", in: s.dir)
+        guard mount.status == 0 else { return }
+        defer { _ = umount2(full.path, Int32(MNT_DETACH)) }
+        let r = try await tasker(["run", "--no-progress", "--state", "full", "big.lua"], in: s.dir)
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("journal entries could not be recorded (database or disk is full)"), "\(r.stderr)")
+        let runs = try await tasker(["runs", "--state", "full"], in: s.dir)
+        #expect(runs.stdout.contains("300 succeeded (journal incomplete: "), "\(runs.stdout)")
+        #expect(!runs.stdout.contains("died"))
+    }
 }
 
