@@ -28,6 +28,7 @@ final class SignalWatcher {
             source.setEventHandler {
                 let seen = count.n.add(1, ordering: .relaxed).newValue
                 let first = handle.request(sig)
+                _ = count.first.compareExchange(expected: 0, desired: first, ordering: .relaxed)
                 if seen > 1 {
                     StandardError.write("\ntasker: interrupted again, exiting now\n")
                     groups.killAll(grace: 0)
@@ -65,8 +66,13 @@ final class SignalWatcher {
     }
 
     /// After the run: a first signal calls `handler` (the loop is done).
-    func afterRun(_ handler: @escaping @Sendable (Int32) -> Void) {
+    /// A signal that came before (it may have come too late to stop the
+    /// run) calls it after `grace` seconds: what is quick to record still
+    /// is, a journal that keeps the run waiting is not waited for.
+    func afterRun(grace: Double, _ handler: @escaping @Sendable (Int32) -> Void) {
         count.late.withLock { $0 = handler }
+        let earlier = count.first.load(ordering: .relaxed)
+        if earlier != 0 { queue.asyncAfter(deadline: .now() + grace) { handler(earlier) } }
     }
 
     func stop() {
@@ -77,6 +83,8 @@ final class SignalWatcher {
 /// How many of the signals arrived (handlers run on a dispatch queue).
 final class SignalCount: Sendable {
     let n = Atomic<Int>(0)
+    /// The first signal (0: none yet).
+    let first = Atomic<Int32>(0)
     /// What a signal does once the run has ended.
     let late = Mutex<(@Sendable (Int32) -> Void)?>(nil)
 }

@@ -156,7 +156,7 @@ extension Tasker {
             // one still exits at once).
             let late = LateSignal()
             let abandon = recorder?.abandoner
-            signals.afterRun { sig in
+            signals.afterRun(grace: 0.5) { sig in
                 late.set(sig)
                 abandon?()
             }
