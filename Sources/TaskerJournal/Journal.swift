@@ -29,8 +29,10 @@ public enum Journal {
 
     /// Opens the journal in `directory`, creating the directory (0700) and
     /// the file (0600) and the tables when missing. `busyTimeout` (ms) is
-    /// how long one statement waits for a lock another process holds.
-    static func open(directory: String, create: Bool = true, busyTimeout: Int32 = 5000) throws(SQLiteError) -> SQLiteDatabase {
+    /// how long one statement waits for a lock another process holds;
+    /// `attempts`, how often setting up is tried when a lock refuses it.
+    static func open(directory: String, create: Bool = true, busyTimeout: Int32 = 5000,
+                     attempts: Int = 20) throws(SQLiteError) -> SQLiteDatabase {
         let path = directory + "/" + fileName
         if create {
             try makeDirectories(directory)
@@ -64,7 +66,7 @@ public enum Journal {
                 return db
             } catch where error.isLock {
                 attempt += 1
-                if attempt > 20 { throw error }
+                if attempt >= attempts { throw error }
                 usleep(useconds_t(1000 * attempt))
             }
         }
