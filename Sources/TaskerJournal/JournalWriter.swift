@@ -34,6 +34,7 @@ public final class JournalWriter {
             var rows = PendingRows(run: run, open: open)
             var batch = Batch()
             var closedAt: Double?
+            rows.write()  // the run's row at once: a run killed early is still listed
             while true {
                 let (closing, end, flushed) = queue.take(into: &batch, waitingUpTo: JournalWriter.interval)
                 if !batch.isEmpty { rows.add(batch) }

@@ -75,6 +75,9 @@ final class SignalWatcher {
         if earlier != 0 { queue.asyncAfter(deadline: .now() + grace) { handler(earlier) } }
     }
 
+    /// The first signal received (0: none).
+    var received: Int32 { count.first.load(ordering: .relaxed) }
+
     func stop() {
         for s in sources { s.cancel() }
     }

@@ -162,6 +162,8 @@ extension Tasker {
             }
             // Output that could not be written is an error, not silence.
             var code = result.exitCode
+            // A signal that came as the run was ending still ends it as one.
+            if signals.received != 0 && code < 128 { code = 128 + signals.received }
             let stdoutError = StandardStreams.stdoutError()
             if (stdoutError != nil || events?.error != nil) && code < 2 { code = 2 }
             events?.runEnded(result, exitCode: code)
