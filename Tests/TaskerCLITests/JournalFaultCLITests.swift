@@ -75,14 +75,24 @@ import Testing
         _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
         let lock = try LockHolder(s.dir.appendingPathComponent(".tasker-state/journal.db"))
         defer { lock.end() }
-        let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir)
-        #expect(await run.waitFor("done"))
-        // The task is done: the run waits for the journal now (or is about
-        // to: a signal just before the run's end counts the same).
-        let start = Date()
-        run.signal(SIGINT)
-        let r = await run.finish()
-        #expect(Date().timeIntervalSince(start) < 4)
+        // A loaded machine may show "done" to this test only after the run
+        // gave up on the journal (5 s): then the signal came too late to
+        // say anything, and the scenario is tried again (at most 3 times).
+        var last: CLIResult?
+        for _ in 0..<3 {
+            let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir)
+            #expect(await run.waitFor("done"))
+            // The task is done: the run waits for the journal now (or is
+            // about to: a signal just before the run's end counts the same).
+            let start = Date()
+            run.signal(SIGINT)
+            let r = await run.finish()
+            last = r
+            if r.status == 0 && !r.stderr.contains("interrupted") && r.stderr.contains("locked") { continue }
+            #expect(Date().timeIntervalSince(start) < 4)
+            break
+        }
+        let r = try #require(last)
         #expect(r.status == 130, "\(r.stderr)")
         #expect(r.stderr.contains("could not be recorded"), "\(r.stderr)")
     }
