@@ -28,47 +28,63 @@ public enum Journal {
     }
 
     /// Opens the journal in `directory`, creating the directory (0700) and
-    /// the file (0600) and the tables when missing.
-    static func open(directory: String, create: Bool = true) throws(SQLiteError) -> SQLiteDatabase {
+    /// the file (0600) and the tables when missing. `busyTimeout` (ms) is
+    /// how long one statement waits for a lock another process holds;
+    /// `attempts`, how often setting up is tried when a lock refuses it.
+    static func open(directory: String, create: Bool = true, busyTimeout: Int32 = 5000,
+                     attempts: Int = 20) throws(SQLiteError) -> SQLiteDatabase {
         let path = directory + "/" + fileName
         if create {
             try makeDirectories(directory)
-            // Create the file ourselves so it is 0600 from its first byte.
-            // Only when it is missing: closing a descriptor of a file that
-            // SQLite has open in this process would drop SQLite's locks on it.
+            // Create the file ourselves so it is 0600 from its first byte
+            // (through a dangling symlink too: no O_EXCL, which would not
+            // follow it). Only when it is missing: closing a descriptor of a
+            // file that SQLite has open in this process would drop SQLite's
+            // locks on it.
             if access(path, F_OK) != 0 {
-                let fd = Glibc.open(path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0o600)
-                if fd < 0 && errno != EEXIST {
+                let fd = Glibc.open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+                if fd < 0 {
                     throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot create \(path): \(String(cString: strerror(errno)))")
                 }
-                if fd >= 0 { close(fd) }
+                close(fd)
             }
         } else if access(path, F_OK) != 0 {
             throw SQLiteError(code: SQLITE_CANTOPEN, message: "no journal at \(path) (no run has been recorded there)")
         }
-        let db = try SQLiteDatabase(path: path)
+        var st = stat()
+        if stat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
+            throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot open \(path): not a regular file")
+        }
+        let db = try SQLiteDatabase(path: path, busyTimeout: busyTimeout)
         // Another run may be setting the file up at this moment: some of
-        // these locks are refused at once rather than waited for, so retry.
+        // these locks are refused at once rather than waited for, so retry
+        // (briefly: a lock held for longer is the caller's to wait out).
         var attempt = 0
         while true {
             do {
                 try setUp(db)
                 return db
-            } catch where error.code == SQLITE_BUSY || error.code == SQLITE_LOCKED {
+            } catch where error.isLock {
                 attempt += 1
-                if attempt > 100 { throw error }
-                usleep(useconds_t(1000 * min(attempt, 20)))
+                if attempt >= attempts { throw error }
+                usleep(useconds_t(1000 * attempt))
             }
         }
     }
 
-    /// WAL mode (kept in the file once set) and the tables.
+    /// WAL mode (kept in the file once set) and the tables. A journal
+    /// already set up is only read here: a lock another process holds
+    /// does not stop a reader.
     private static func setUp(_ db: SQLiteDatabase) throws(SQLiteError) {
         let mode = try db.prepare("PRAGMA journal_mode")
         let isWAL = try mode.next() && mode.text(0) == "wal"
         mode.reset()
         if !isWAL { try db.execute("PRAGMA journal_mode=WAL") }
         try db.execute("PRAGMA synchronous=NORMAL")
+        let tables = try db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'task_log', 'requests')")
+        let complete = try tables.next() && tables.int(0) == 3
+        tables.reset()
+        if complete { return }
         try db.execute("BEGIN IMMEDIATE")
         do {
             try db.execute(schema)

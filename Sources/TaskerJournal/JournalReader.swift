@@ -78,12 +78,23 @@ public final class JournalReader {
         return out
     }
 
-    /// Deletes all but the newest `keep` runs; returns how many went.
+    /// Deletes all but the newest `keep` runs, never one that may still be
+    /// going on (its process alive, or on another machine and not ended);
+    /// returns how many went.
     @discardableResult
     public func prune(keep: Int) throws -> Int {
-        let ids = try store.runIDs(skippingNewest: keep)
+        let live = Set(try store.unendedRuns().filter(Self.mayBeLive).map(\.id))
+        let ids = try store.runIDs(skippingNewest: keep).filter { !live.contains($0) }
         try store.delete(runs: ids)
         return ids.count
+    }
+
+    /// Whether an unended run may still be running: its process is a live
+    /// tasker here, or it ran on another machine (whose processes cannot
+    /// be checked from here; that machine settles it when it dies).
+    static func mayBeLive(_ run: UnendedRun) -> Bool {
+        if let host = run.host, host != hostName { return true }
+        return isTasker(pid: run.pid)
     }
 
     // MARK: runs whose process died
@@ -94,30 +105,39 @@ public final class JournalReader {
     func settleDeadRuns() throws {
         // Only runs of this machine can be checked (a shared store holds
         // other machines' runs too).
-        for run in try store.unendedRuns() where run.host == nil || run.host == Self.hostName {
-            guard !Self.isTasker(pid: run.pid) else { continue }
-            var entries = try self.entries(of: run.id)
-            var lost: [JournalEntry] = []
-            for i in entries.indices where entries[i].state == .running {
-                entries[i].state = .failed
-                entries[i].errorKind = "lost"
-                entries[i].error = "lost: the run ended while the task was running"
-                entries[i].ended = entries[i].ended ?? entries[i].started
-                lost.append(entries[i])
+        for run in try store.unendedRuns() where !Self.mayBeLive(run) {
+            do {
+                try settle(run)
+            } catch where (error as? SQLiteError)?.isLock == true {
+                // Another process holds the journal: settling waits for a
+                // later read; reading does not.
+                return
             }
-            var counts: [String: Int] = [:]
-            for e in entries where e.kind == .task {
-                counts[e.state.name, default: 0] += 1
-                if e.reused { counts["reused", default: 0] += 1 }
-            }
-            let last = entries.map { $0.ended ?? $0.started ?? $0.added }.max() ?? 0
-            var blob: [UInt8]?
-            if !lost.isEmpty {
-                blob = []
-                JournalCodec.encode(lost, into: &blob!)
-            }
-            try store.settle(run: run.id, lost: blob, ended: run.started + last, counts: counts)
         }
+    }
+
+    private func settle(_ run: UnendedRun) throws {
+        var entries = try self.entries(of: run.id)
+        var lost: [JournalEntry] = []
+        for i in entries.indices where entries[i].state == .running {
+            entries[i].state = .failed
+            entries[i].errorKind = "lost"
+            entries[i].error = "lost: the run ended while the task was running"
+            entries[i].ended = entries[i].ended ?? entries[i].started
+            lost.append(entries[i])
+        }
+        var counts: [String: Int] = [:]
+        for e in entries where e.kind == .task {
+            counts[e.state.name, default: 0] += 1
+            if e.reused { counts["reused", default: 0] += 1 }
+        }
+        let last = entries.map { $0.ended ?? $0.started ?? $0.added }.max() ?? 0
+        var blob: [UInt8]?
+        if !lost.isEmpty {
+            blob = []
+            JournalCodec.encode(lost, into: &blob!)
+        }
+        try store.settle(run: run.id, lost: blob, ended: run.started + last, counts: counts)
     }
 
     /// This machine's name, as a shared store records where a run ran.

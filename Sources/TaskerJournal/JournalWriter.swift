@@ -6,10 +6,16 @@ import TaskerCore
 /// 50 ms; the thread commits what arrived as one row, in arrival order
 /// (completion order, so a task never lands before its dependencies). A
 /// `kill -9` loses at most the last 100 ms.
+///
+/// The journal never holds up the run: a lock another process holds (or a
+/// full disk) keeps the rows in memory and the thread tries again; at the
+/// end it waits at most `lockWait` for them, then gives up and says how
+/// many entries could not be recorded.
 public final class JournalWriter {
     private let queue = WriteQueue()
-    private let done = DispatchSemaphore(value: 0)
     static let interval = 0.05
+    /// How long the end waits for a journal another process keeps locked.
+    public static let lockWait = 5.0
 
     /// Starts the thread, which opens the journal in `directory`, records
     /// `run` and keeps the connection; errors come back from `close`.
@@ -17,53 +23,40 @@ public final class JournalWriter {
         // Only the directory here (a read-only home shows at once); SQLite
         // opens on the writer's thread, so a run does not wait for it.
         try Journal.prepare(directory: directory)
-        self.init(run: run) { try SQLiteJournalStore(directory: directory) }
+        self.init(run: run) { try SQLiteJournalStore(directory: directory, busyTimeout: 100) }
     }
 
     /// Starts the thread, which opens the store with `open`, records `run`
     /// and keeps the connection; errors come back from `close`.
     public init(run: JournalRun, open: @escaping @Sendable () throws -> JournalStore) {
-        let queue = self.queue, done = self.done
+        let queue = self.queue
         let thread = Thread {
-            var failure: String?
-            var log: TaskLog?
-            do {
-                let store = try open()
-                try store.insert(run)
-                log = try TaskLog(store, run: run.id)
-            } catch {
-                failure = "\(error)"
-            }
+            var rows = PendingRows(run: run, open: open)
             var batch = Batch()
-            var blob: [UInt8] = []
+            var closedAt: Double?
+            rows.write()  // the run's row at once: a run killed early is still listed
             while true {
                 let (closing, end, flushed) = queue.take(into: &batch, waitingUpTo: JournalWriter.interval)
-                if failure == nil, let log {
-                    do {
-                        if !batch.isEmpty {
-                            blob.removeAll(keepingCapacity: true)
-                            blob.append(JournalCodec.version)
-                            var previous: (UInt64, Int)?
-                            for part in batch.plain {
-                                for p in part.entries {
-                                    JournalCodec.encode(plain: p, scale: part.scale, previous: &previous, into: &blob)
-                                }
-                            }
-                            blob.append(contentsOf: batch.encoded)
-                            try log.append(encoded: blob)
-                        }
-                        if let end { try log.end(end) }
-                    } catch {
-                        failure = "\(error)"
-                    }
-                }
+                if !batch.isEmpty { rows.add(batch) }
                 queue.recycle(&batch.plain)
                 batch.encoded.removeAll(keepingCapacity: true)
+                if let end { rows.end = end }
+                rows.write()
+                if !rows.rows.isEmpty || rows.dropped > 0 { queue.publish(unrecorded: rows.unrecorded()) }
                 for f in flushed { f.signal() }
-                if closing { break }
+                guard closing else { continue }
+                let now = Date().timeIntervalSinceReferenceDate
+                closedAt = closedAt ?? now
+                if rows.isDone { break }
+                // Still waiting for the journal: give up after `lockWait`
+                // (at once when it can never be written).
+                if rows.hopeless || now - closedAt! >= JournalWriter.lockWait {
+                    rows.giveUp()
+                    break
+                }
+                usleep(20_000)
             }
-            queue.finish(failure)
-            done.signal()
+            queue.finish(rows.shortfall())
         }
         thread.name = "tasker.journal"
         thread.start()
@@ -91,21 +84,169 @@ public final class JournalWriter {
         submit(&bytes)
     }
 
-    /// Waits until what was submitted so far is committed (tests).
+    /// Waits until what was submitted so far has been tried (tests).
     func flush() {
         let s = DispatchSemaphore(value: 0)
         queue.requestFlush(s)
         s.wait()
     }
 
-    /// Records the run's end, writes what is left and stops the thread;
-    /// returns the first write error, if any.
+    /// Records the run's end, writes what is left and stops the thread
+    /// (waiting at most `lockWait` for a locked journal, or until
+    /// `abandon`); returns what could not be recorded, if anything.
     @discardableResult
     public func close(ended: Double, exitCode: Int, counts: [String: Int], requests: [JournalHostRequests]) -> String? {
         queue.close(RunEnd(ended: ended, exitCode: exitCode, counts: counts, requests: requests))
-        done.wait()
-        return queue.failure
+        return queue.waitFinished()?.description
     }
+
+    /// Stops `close` waiting (a signal ends the run): it returns at once,
+    /// counting what the thread has not written yet as unrecorded.
+    public func abandon() { queue.abandon() }
+
+    /// `abandon`, for another thread (a signal handler).
+    public var abandoner: @Sendable () -> Void {
+        let queue = self.queue
+        return { queue.abandon() }
+    }
+}
+
+/// What could not be recorded, and why.
+struct Shortfall: CustomStringConvertible {
+    var unrecorded: Int
+    var endRecorded: Bool
+    var reason: String
+
+    var description: String {
+        var parts: [String] = []
+        if unrecorded > 0 { parts.append("\(unrecorded) journal entr\(unrecorded == 1 ? "y" : "ies") could not be recorded") }
+        if !endRecorded { parts.append(parts.isEmpty ? "its end could not be recorded" : "nor its end") }
+        return (parts.isEmpty ? "the journal could not be written" : parts.joined(separator: ", ")) + " (\(reason))"
+    }
+}
+
+/// The writer thread's rows not yet committed, oldest first, and the
+/// store they go to (opened, and the run recorded, on first success).
+private struct PendingRows {
+    let run: JournalRun
+    let open: () throws -> JournalStore
+    var store: JournalStore?
+    var log: TaskLog?
+    /// Each a row (version byte, then entries) and how many entries it
+    /// holds (counted only when it waits: counting decodes).
+    var rows: [(blob: [UInt8], entries: Int?)] = []
+    var bytes = 0
+    var end: RunEnd?
+    var endRecorded = false
+    /// Entries dropped for good (the journal cannot be written at all).
+    var dropped = 0
+    var reason: String?
+    /// The journal cannot be written (it cannot be opened, or too much
+    /// waits): waiting is pointless.
+    var hopeless = false
+    /// After a failure that is not a lock (a full disk), the next try
+    /// waits a little: each try rewrites everything that waits.
+    var nextTry = 0.0
+    static let retryDelay = 1.0
+    /// Beyond this much waiting in memory, recording stops for good (a
+    /// gap would break the dependency order of the log).
+    static let maxBytes = 64 << 20
+
+    init(run: JournalRun, open: @escaping () throws -> JournalStore) {
+        self.run = run
+        self.open = open
+    }
+
+    /// Entries not recorded so far (counts the rows that wait, once).
+    mutating func unrecorded() -> Int {
+        for i in rows.indices where rows[i].entries == nil { rows[i].entries = Self.count(rows[i].blob) }
+        return dropped + rows.reduce(0) { $0 + ($1.entries ?? 0) }
+    }
+
+    private static func count(_ blob: [UInt8]) -> Int { blob.withUnsafeBytes { JournalCodec.decode($0)?.count ?? 0 } }
+    var isDone: Bool { rows.isEmpty && endRecorded }
+
+    mutating func add(_ batch: Batch) {
+        var blob: [UInt8] = [JournalCodec.version]
+        var previous: (UInt64, Int)?
+        for part in batch.plain {
+            for p in part.entries {
+                JournalCodec.encode(plain: p, scale: part.scale, previous: &previous, into: &blob)
+            }
+        }
+        blob.append(contentsOf: batch.encoded)
+        if hopeless {
+            dropped += Self.count(blob)
+            return
+        }
+        rows.append((blob, nil))
+        bytes += blob.count
+        if bytes > Self.maxBytes {
+            reason = "over \(Self.maxBytes >> 20) MiB waited to be written: \(reason ?? "the journal is slow")"
+            giveUp()
+        }
+    }
+
+    /// Writes what it can, in order; a failure leaves the rest for the
+    /// next try.
+    mutating func write() {
+        let now = Date().timeIntervalSinceReferenceDate
+        guard !hopeless, now >= nextTry else { return }
+        do {
+            if log == nil {
+                let store: JournalStore
+                do {
+                    store = try self.store ?? open()
+                } catch where !Self.isLock(error) {
+                    // Not there, not a journal, not writable: never will be.
+                    reason = "\(error)"
+                    giveUp()
+                    return
+                }
+                self.store = store
+                try store.insert(run)
+                log = try TaskLog(store, run: run.id)
+            }
+            while let first = rows.first {
+                try log!.append(encoded: first.blob)
+                rows.removeFirst()
+                bytes -= first.blob.count
+            }
+            if let end, !endRecorded {
+                try log!.end(end)
+                endRecorded = true
+            }
+        } catch {
+            if Self.isLock(error) {
+                reason = "the journal is locked by another process: \(error)"
+            } else {
+                reason = "\(error)"
+                nextTry = now + Self.retryDelay
+            }
+        }
+    }
+
+    /// Stops trying: what waits is counted as unrecorded. The end is still
+    /// tried alone (small, it may fit where a batch did not), saying how
+    /// many entries are missing, so the history shows the journal is
+    /// incomplete rather than a run that died.
+    mutating func giveUp() {
+        dropped = unrecorded()
+        rows.removeAll()
+        bytes = 0
+        hopeless = true
+        if let log, var end, !endRecorded {
+            end.counts["unrecorded"] = dropped
+            endRecorded = (try? log.end(end)) != nil
+        }
+    }
+
+    mutating func shortfall() -> Shortfall? {
+        guard dropped > 0 || !rows.isEmpty || (end != nil && !endRecorded) else { return nil }
+        return Shortfall(unrecorded: unrecorded(), endRecorded: endRecorded, reason: reason ?? "unknown")
+    }
+
+    static func isLock(_ error: Error) -> Bool { (error as? SQLiteError)?.isLock ?? false }
 }
 
 /// What the writer takes at once: plain entries (in the arrays they came
@@ -136,7 +277,11 @@ private final class WriteQueue: @unchecked Sendable {
         var pending = Batch()
         var end: RunEnd?
         var closing = false
-        var failure: String?
+        var finished = false
+        var abandoned = false
+        var shortfall: Shortfall?
+        /// Entries the thread holds but has not written (its last word).
+        var unrecorded = 0
         var flushes: [DispatchSemaphore] = []
         /// Emptied arrays of plain entries, for the run's thread to reuse.
         var spare: [[PlainEntry]] = []
@@ -218,16 +363,39 @@ private final class WriteQueue: @unchecked Sendable {
         return (state.closing, state.closing ? state.end : nil, flushes)
     }
 
-    func finish(_ failure: String?) {
+    func publish(unrecorded n: Int) {
         condition.lock()
-        state.failure = failure
+        state.unrecorded = n
         condition.unlock()
     }
 
-    var failure: String? {
+    func finish(_ shortfall: Shortfall?) {
+        condition.lock()
+        state.shortfall = shortfall
+        state.finished = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func abandon() {
+        condition.lock()
+        state.abandoned = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until the thread is done, or `abandon`: then what it holds
+    /// and what it has not taken yet are unrecorded.
+    func waitFinished() -> Shortfall? {
         condition.lock()
         defer { condition.unlock() }
-        return state.failure
+        while !state.finished && !state.abandoned { condition.wait() }
+        if state.finished { return state.shortfall }
+        var n = state.unrecorded + state.pending.plain.reduce(0) { $0 + $1.entries.count }
+        if !state.pending.encoded.isEmpty {
+            n += ([JournalCodec.version] + state.pending.encoded).withUnsafeBytes { JournalCodec.decode($0)?.count ?? 0 }
+        }
+        return Shortfall(unrecorded: n, endRecorded: false, reason: "interrupted while waiting for the journal")
     }
 }
 
@@ -245,8 +413,8 @@ final class TaskLog {
 
     /// Appends a blob: the version byte, then encoded entries.
     func append(encoded blob: [UInt8]) throws {
+        try store.appendLog(run: run, seq: seq + 1, data: blob)
         seq += 1
-        try store.appendLog(run: run, seq: seq, data: blob)
     }
 
     func end(_ e: RunEnd) throws {

@@ -8,6 +8,9 @@ public struct SQLiteError: Error, CustomStringConvertible {
     public let code: Int32
     public let message: String
     public var description: String { message }
+
+    /// Another connection holds the lock (waiting may help).
+    public var isLock: Bool { code & 0xff == SQLITE_BUSY || code & 0xff == SQLITE_LOCKED }
 }
 
 /// One connection: a thin typed layer over the C API (open, run, prepare).

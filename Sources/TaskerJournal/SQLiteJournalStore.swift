@@ -4,8 +4,11 @@ public final class SQLiteJournalStore: JournalStore {
     private var insertLog: SQLiteStatement?
 
     /// Opens (and unless `create` is false, creates) the journal in `directory`.
-    public init(directory: String, create: Bool = true) throws {
-        db = try Journal.open(directory: directory, create: create)
+    /// `busyTimeout`: ms one statement waits for another process's lock
+    /// (a writer that tries again itself passes a short one).
+    public init(directory: String, create: Bool = true, busyTimeout: Int32 = 5000) throws {
+        db = try Journal.open(directory: directory, create: create, busyTimeout: busyTimeout,
+                              attempts: busyTimeout < 1000 ? 3 : 20)
     }
 
     private static let runColumns = "id, pipeline, args, vars, started, ended, exit_code, counts, pid, resumed_from"

@@ -2,9 +2,9 @@ import CLua
 import CLuaShim
 import TaskerCore
 
-/// What the journal keeps of a task's values: a JSON array of its return
-/// values (integers stay integers), when `json.encode` accepts them and
-/// they fit in 1 MiB; otherwise why not (the task is then not resumable).
+/// What the journal keeps of a task's values: its return values as text
+/// (`StoredValueCodec`: they come back exactly), when they can be stored
+/// and fit in 1 MiB; otherwise why not (the task is then not resumable).
 public enum StoredValues: Sendable, Equatable {
     case json(String)
     case notStorable(String)
@@ -29,8 +29,10 @@ public struct IdentityParts: Sendable {
 extension LuaRuntime {
     static let maxStoredValueBytes = 1 << 20
 
-    /// The values of finished task `id`, for the journal.
-    public func storableValues(of id: TaskID) -> StoredValues {
+    /// The values of finished task `id`, for the journal (and a worker's
+    /// result). With `warn`, values that cannot be stored are named in a
+    /// warning (the task then runs again on resume).
+    public func storableValues(of id: TaskID, warn: Bool = false) -> StoredValues {
         loop.assertInLoop()
         guard case .succeeded(let value)? = engine.outcome(id) else { return .notStorable("it did not succeed") }
         switch value {
@@ -45,18 +47,18 @@ extension LuaRuntime {
             defer { lua_settop(L, top) }
             guard lua_checkstack(L, 64) != 0 else { return .notStorable("no stack space") }
             let n = pushValues(L, value)
-            var out: [UInt8] = [UInt8(ascii: "[")]
-            for k in 0..<n {
-                if k > 0 { out.append(UInt8(ascii: ",")) }
-                do {
-                    out += try json.encodeJSON(L, top + 1 + k)
-                } catch {
-                    return .notStorable("its value cannot be stored as JSON: \(error.message)")
+            do {
+                return .json(try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
+                                                                     arrayMeta: json.arrayMeta))
+            } catch {
+                let why = "its values cannot be stored: \(error.reason)"
+                if warn {
+                    var task = "task '\(engine.name(id))'"
+                    if case .explicit(let given)? = identities[id]?.identity, given != engine.name(id) { task += " (id '\(given)')" }
+                    logger.warning("\(task): \(why); not recorded, it runs again on resume")
                 }
-                if out.count > Self.maxStoredValueBytes { return .notStorable("its value is over 1 MiB") }
+                return .notStorable(why)
             }
-            out.append(UInt8(ascii: "]"))
-            return .json(String(decoding: out, as: UTF8.self))
         }
     }
 
@@ -93,34 +95,9 @@ extension LuaRuntime {
         return value
     }
 
-    /// Pushes the elements of a JSON array as values (a null is nil) and
-    /// returns how many; -1 (nothing pushed) if `text` is not one.
+    /// Pushes stored values (see `StoredValueCodec`: either form) and
+    /// returns how many; -1 (nothing pushed) if `text` is not stored values.
     func pushJSONValues(_ text: String, onto L: OpaquePointer) -> Int32 {
-        let top = lua_gettop(L)
-        var text = text
-        let decoded: Bool = text.withUTF8 { bytes in
-            do { try json.decodeJSON(L, bytes) } catch { return false }
-            return true
-        }
-        guard decoded, lua_type(L, -1) == LUA_TTABLE else {
-            lua_settop(L, top)
-            return -1
-        }
-        let list = lua_gettop(L)
-        let n = Int32(lua_rawlen(L, list))
-        guard lua_checkstack(L, n + 4) != 0 else {
-            lua_settop(L, top)
-            return -1
-        }
-        for k in stride(from: 1, through: n, by: 1) {
-            lua_rawgeti(L, list, lua_Integer(k))
-            // a stored null is a nil value again
-            if lua_type(L, -1) == LUA_TLIGHTUSERDATA && lua_touserdata(L, -1) == JSONModule.null {
-                tasker_pop(L, 1)
-                lua_pushnil(L)
-            }
-        }
-        tasker_remove(L, list)
-        return n
+        StoredValueDecoder.push(text, onto: L, arrayMeta: json.arrayMeta)
     }
 }

@@ -464,8 +464,10 @@ final class TaskIdentities {
     func idempotencyKey(_ id: TaskID, pipeline: String, in L: OpaquePointer) -> String {
         if self[id] == nil {
             let top = lua_gettop(L)
-            runtime.pushPart(L, runtime.refs.bodies, id)
-            runtime.pushPart(L, runtime.refs.args, id)
+            // Read only: the body slot holds the function every attempt
+            // calls, so nothing may be created or replaced in it.
+            Self.pushSlot(L, runtime.refs.bodies, id)
+            Self.pushSlot(L, runtime.refs.args, id)
             let body: Int32 = lua_type(L, top + 1) == LUA_TNIL ? 0 : top + 1
             let args: Int32 = lua_type(L, top + 2) == LUA_TNIL ? 0 : top + 2
             record(id, explicitID: nil, name: runtime.engine.explicitName(id), body: body, args: args, in: L)
@@ -480,5 +482,16 @@ final class TaskIdentities {
             h.word(UInt64(id))
         }
         return TaskIdentity.hex(h.finish())
+    }
+
+    /// Pushes `id`'s value in the registry table `table` (nil when none).
+    private static func pushSlot(_ L: OpaquePointer, _ table: Int32, _ id: TaskID) {
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(table))
+        if lua_type(L, -1) == LUA_TTABLE {
+            lua_rawgeti(L, -1, lua_Integer(id))
+        } else {
+            lua_pushnil(L)
+        }
+        tasker_remove(L, -2)
     }
 }

@@ -7,9 +7,17 @@ import TaskerQueue
 /// Where a command's journal is: the file in the state directory, or the
 /// PostgreSQL database of `--store` (a run with workers keeps its journal
 /// beside its queue, readable from any machine that reaches it).
-enum JournalPlace {
+enum JournalPlace: CustomStringConvertible {
     case directory(String)
     case store(String)
+
+    /// Where, for messages (a store's password is not shown).
+    var description: String {
+        switch self {
+        case .directory(let d): d + "/" + Journal.fileName
+        case .store: "the --store database"
+        }
+    }
 
     init(state: String?, store: String?) {
         if let store {

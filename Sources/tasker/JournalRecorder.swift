@@ -193,7 +193,7 @@ final class JournalRecorder: EngineObserver {
         if let runtime {
             if runtime.hasTags(id) { e.tags = runtime.tags(of: id) }
             if state == .succeeded, e.notResumable == nil {
-                switch runtime.storableValues(of: id) {
+                switch runtime.storableValues(of: id, warn: true) {
                 case .json(let text): e.value = text
                 case .notStorable(let why): e.notResumable = why
                 }
@@ -233,6 +233,9 @@ final class JournalRecorder: EngineObserver {
         }
         hosts[host] = h
     }
+
+    /// Stops `finish` waiting for the journal (callable from any thread).
+    var abandoner: @Sendable () -> Void { writer.abandoner }
 
     /// The run's end; the writer flushes and stops. Returns a write error,
     /// if the journal could not be written.

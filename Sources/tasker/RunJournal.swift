@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TaskerCore
 import TaskerJournal
 import TaskerLua
@@ -41,6 +42,62 @@ struct RunJournal {
             throw RunJournalError("cannot resume: the journal has no earlier run of \(pipeline) (see 'tasker runs')")
         }
         return (reader, run)
+    }
+
+    /// What `--resume` found: the `--plan` text, or the values to reuse.
+    struct Resumable: Sendable {
+        var run: String
+        var plan: String?
+        var reuse: [String: String] = [:]
+    }
+
+    /// The earlier run and what it offers. A run recorded for another
+    /// pipeline file is refused unless `fromOther`: its values would be
+    /// reused wherever an identity happens to match.
+    func resumable(_ id: String?, pipeline: String, fromOther: Bool, plan: Bool) throws -> Resumable {
+        let (reader, earlier) = try earlierRun(id, pipeline: pipeline)
+        if earlier.pipeline != pipeline && !fromOther {
+            throw RunJournalError("cannot resume run \(earlier.id): it was recorded for \(earlier.pipeline), not \(pipeline) (--resume-from-other resumes it anyway)")
+        }
+        if plan { return Resumable(run: earlier.id, plan: try Self.plan(reader, earlier)) }
+        return Resumable(run: earlier.id, reuse: try reader.reusable(from: earlier.id))
+    }
+
+    /// How long `--resume` waits for the journal before it gives up.
+    static let resumeWait = 30.0
+
+    /// Runs `body` on a thread of its own and waits at most `seconds` for
+    /// it; SIGINT, SIGTERM or SIGHUP meanwhile end the process at once
+    /// (nothing has started yet).
+    static func interruptible<T: Sendable>(seconds: Double, _ place: JournalPlace,
+                                           _ body: @escaping @Sendable () throws -> T) throws -> T {
+        let box = Mutex<Result<T, Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            let r = Result { try body() }
+            box.withLock { $0 = r }
+            done.signal()
+        }.start()
+        let queue = DispatchQueue(label: "tasker.resume-signals")
+        var sources: [DispatchSourceSignal] = []
+        for sig in SignalWatcher.handled {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler {
+                StandardError.write("\ntasker: interrupted while reading the journal\n")
+                exit(128 + sig)
+            }
+            source.resume()
+            sources.append(source)
+        }
+        defer {
+            for s in sources { s.cancel() }
+            for sig in SignalWatcher.handled { signal(sig, SIG_DFL) }
+        }
+        guard done.wait(timeout: .now() + seconds) == .success, let result = box.withLock({ $0 }) else {
+            throw RunJournalError("cannot resume: the journal (\(place)) did not answer within \(Int(seconds)) s (another process may hold it locked)")
+        }
+        return try result.get()
     }
 
     /// `--plan`: for each task of the earlier run, `reuse` or `run` and why.

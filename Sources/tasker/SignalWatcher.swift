@@ -28,10 +28,15 @@ final class SignalWatcher {
             source.setEventHandler {
                 let seen = count.n.add(1, ordering: .relaxed).newValue
                 let first = handle.request(sig)
+                _ = count.first.compareExchange(expected: 0, desired: first, ordering: .relaxed)
                 if seen > 1 {
                     StandardError.write("\ntasker: interrupted again, exiting now\n")
                     groups.killAll(grace: 0)
                     exit(128 + first)
+                }
+                if let late = count.late.withLock({ $0 }) {
+                    late(sig)
+                    return
                 }
                 target.loop.execute { target.value.interrupt(signal: sig) }
             }
@@ -69,6 +74,19 @@ final class SignalWatcher {
         sources.append(source)
     }
 
+    /// After the run: a first signal calls `handler` (the loop is done).
+    /// A signal that came before (it may have come too late to stop the
+    /// run) calls it after `grace` seconds: what is quick to record still
+    /// is, a journal that keeps the run waiting is not waited for.
+    func afterRun(grace: Double, _ handler: @escaping @Sendable (Int32) -> Void) {
+        count.late.withLock { $0 = handler }
+        let earlier = count.first.load(ordering: .relaxed)
+        if earlier != 0 { queue.asyncAfter(deadline: .now() + grace) { handler(earlier) } }
+    }
+
+    /// The first signal received (0: none).
+    var received: Int32 { count.first.load(ordering: .relaxed) }
+
     func stop() {
         for s in sources { s.cancel() }
     }
@@ -77,4 +95,15 @@ final class SignalWatcher {
 /// How many of the signals arrived (handlers run on a dispatch queue).
 final class SignalCount: Sendable {
     let n = Atomic<Int>(0)
+    /// The first signal (0: none yet).
+    let first = Atomic<Int32>(0)
+    /// What a signal does once the run has ended.
+    let late = Mutex<(@Sendable (Int32) -> Void)?>(nil)
+}
+
+/// The signal that arrived after the run ended (0: none).
+final class LateSignal: Sendable {
+    private let value = Atomic<Int32>(0)
+    func set(_ sig: Int32) { value.store(sig, ordering: .relaxed) }
+    var signal: Int32 { value.load(ordering: .relaxed) }
 }

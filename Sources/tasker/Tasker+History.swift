@@ -160,7 +160,10 @@ enum History {
     static func counts(_ c: [String: Int]) -> String {
         let order = ["succeeded", "reused", "failed", "cancelled"]
         let parts = order.compactMap { k in c[k].flatMap { $0 > 0 ? "\($0) \(k)" : nil } }
-        return parts.isEmpty ? "no tasks" : parts.joined(separator: ", ")
+        let text = parts.isEmpty ? "no tasks" : parts.joined(separator: ", ")
+        // The run could not record everything (a locked journal, a full disk).
+        guard let missing = c["unrecorded"], missing > 0 else { return text }
+        return text + " (journal incomplete: \(missing) not recorded)"
     }
 
     /// Columns padded to `widths` (the last column as it is).

@@ -39,6 +39,9 @@ extension Tasker {
         @Flag(name: .long, help: "With --resume: print what would be reused and what would run, and run nothing.")
         var plan = false
 
+        @Flag(name: .long, help: "With --resume RUN: resume it even though it was recorded for another pipeline file (its values are reused by task identity).")
+        var resumeFromOther = false
+
         @Option(name: .long, help: ArgumentHelp("Write an HTML report of the run to this file.", valueName: "file.html"))
         var report: String?
 
@@ -56,6 +59,7 @@ extension Tasker {
                 throw ValidationError("--concurrency must be at least 1 (got \(concurrency))")
             }
             if plan && !resume { throw ValidationError("--plan goes with --resume") }
+            if resumeFromOther && !resume { throw ValidationError("--resume-from-other goes with --resume") }
             if noJournal && (resume || report != nil) {
                 throw ValidationError("--no-journal cannot go with \(resume ? "--resume" : "--report") (both read the journal)")
             }
@@ -88,13 +92,18 @@ extension Tasker {
             var resumedFrom: String?
             if resume {
                 do {
-                    let (reader, earlier) = try journal.earlierRun(resumeRun, pipeline: pipeline)
-                    if plan {
-                        print(try RunJournal.plan(reader, earlier), terminator: "")
+                    let resumeFromOther = resumeFromOther, plan = plan
+                    // Off this thread, bounded and interruptible: another
+                    // process may hold the journal.
+                    let found = try RunJournal.interruptible(seconds: RunJournal.resumeWait, journal.place) {
+                        try journal.resumable(resumeRun, pipeline: pipeline, fromOther: resumeFromOther, plan: plan)
+                    }
+                    if let text = found.plan {
+                        print(text, terminator: "")
                         return
                     }
-                    options.reuse = try reader.reusable(from: earlier.id)
-                    resumedFrom = earlier.id
+                    options.reuse = found.reuse
+                    resumedFrom = found.run
                 } catch {
                     StandardError.write("tasker: error: \(error)\n")
                     throw ExitCode(2)
@@ -146,15 +155,26 @@ extension Tasker {
             status?.finish()
             // Background children a script left behind (`sh -c "x &"`).
             groups?.killAll(grace: 0.5)
-            signals.stop()
+            // A signal from here on stops waiting for the journal (a second
+            // one still exits at once).
+            let late = LateSignal()
+            let abandon = recorder?.abandoner
+            signals.afterRun(grace: 0.5) { sig in
+                late.set(sig)
+                abandon?()
+            }
             // Output that could not be written is an error, not silence.
             var code = result.exitCode
+            // A signal that came as the run was ending still ends it as one.
+            if signals.received != 0 && code < 128 { code = 128 + signals.received }
             let stdoutError = StandardStreams.stdoutError()
             if (stdoutError != nil || events?.error != nil) && code < 2 { code = 2 }
             events?.runEnded(result, exitCode: code)
             if let journalError = recorder?.finish(result, exitCode: code) {
-                StandardError.write("tasker: warning: the journal could not be written: \(journalError)\n")
+                StandardError.write("tasker: warning: run \(runID): \(journalError)\n")
             }
+            signals.stop()
+            if late.signal != 0 && code < 128 { code = 128 + late.signal }
             Summary(result: result, slowest: recorder?.slowest ?? []).print()
             if let report, let recorder {
                 do {

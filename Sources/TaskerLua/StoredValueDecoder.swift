@@ -1,0 +1,273 @@
+import CLua
+import CLuaShim
+import Foundation
+
+/// Reads stored values back onto the Lua stack.
+struct StoredValueDecoder {
+    let L: OpaquePointer
+    let bytes: UnsafeBufferPointer<UInt8>
+    /// The tagged form: `$` objects are tags.
+    let tags: Bool
+    /// The registry ref of `json.array`'s metatable (0: none).
+    let arrayMeta: Int32
+    var pos = 0
+
+    struct Bad: Error {}
+    static let maxDepth = 300
+
+    /// Pushes the values of stored `text` and returns how many; -1 (nothing
+    /// pushed) if it is not stored values this version reads.
+    static func push(_ text: String, onto L: OpaquePointer, arrayMeta: Int32) -> Int32 {
+        let top = lua_gettop(L)
+        var text = text
+        let n: Int32? = text.withUTF8 { bytes in
+            // The tagged form: the wrapper, then the list.
+            var d = StoredValueDecoder(L: L, bytes: bytes, tags: bytes.first == UInt8(ascii: "{"), arrayMeta: arrayMeta)
+            do {
+                if d.tags {
+                    try d.expect("{\"$v\":\(StoredValueCodec.version),\"values\":")
+                }
+                let n = try d.list()
+                if d.tags { try d.expect("}") }
+                d.skipSpace()
+                guard d.pos == bytes.count else { return nil }
+                return n
+            } catch {
+                return nil
+            }
+        }
+        guard let n else {
+            lua_settop(L, top)
+            return -1
+        }
+        return n
+    }
+
+    /// A JSON array's elements as values on the stack (a null is nil).
+    private mutating func list() throws(Bad) -> Int32 {
+        skipSpace()
+        try expect("[")
+        var n: Int32 = 0
+        skipSpace()
+        if peek() == UInt8(ascii: "]") { pos += 1; return 0 }
+        while true {
+            guard lua_checkstack(L, 4) != 0 else { throw Bad() }
+            try value(depth: 0)
+            n += 1
+            skipSpace()
+            if peek() == UInt8(ascii: ",") { pos += 1; continue }
+            try expect("]")
+            return n
+        }
+    }
+
+    private func peek() -> UInt8? { pos < bytes.count ? bytes[pos] : nil }
+
+    private mutating func skipSpace() {
+        while let b = peek(), b == 0x20 || b == 0x0a || b == 0x0d || b == 0x09 { pos += 1 }
+    }
+
+    private mutating func expect(_ s: String) throws(Bad) {
+        for b in s.utf8 {
+            guard peek() == b else { throw Bad() }
+            pos += 1
+        }
+    }
+
+    /// Pushes one value.
+    private mutating func value(depth: Int) throws(Bad) {
+        guard depth < Self.maxDepth, lua_checkstack(L, 6) != 0 else { throw Bad() }
+        skipSpace()
+        guard let b = peek() else { throw Bad() }
+        switch b {
+        case UInt8(ascii: "{"): try object(depth: depth)
+        case UInt8(ascii: "["): try array(depth: depth)
+        case UInt8(ascii: "\""): try pushString()
+        case UInt8(ascii: "t"): try expect("true"); lua_pushboolean(L, 1)
+        case UInt8(ascii: "f"): try expect("false"); lua_pushboolean(L, 0)
+        case UInt8(ascii: "n"): try expect("null"); lua_pushnil(L)
+        default: try number()
+        }
+    }
+
+    private mutating func array(depth: Int) throws(Bad) {
+        pos += 1
+        lua_createtable(L, 0, 0)
+        skipSpace()
+        if peek() == UInt8(ascii: "]") { pos += 1; return }
+        var k: lua_Integer = 1
+        while true {
+            try value(depth: depth + 1)
+            if lua_type(L, -1) == LUA_TNIL { tasker_pop(L, 1) } else { lua_rawseti(L, -2, k) }
+            k += 1
+            skipSpace()
+            if peek() == UInt8(ascii: ",") { pos += 1; continue }
+            try expect("]")
+            return
+        }
+    }
+
+    private mutating func object(depth: Int) throws(Bad) {
+        pos += 1
+        skipSpace()
+        if peek() == UInt8(ascii: "}") { pos += 1; lua_createtable(L, 0, 0); return }
+        let keyStart = pos
+        let key = try rawString()
+        if tags, key.first == UInt8(ascii: "$") {
+            skipSpace()
+            try expect(":")
+            try tag(key, depth: depth)
+            skipSpace()
+            try expect("}")
+            return
+        }
+        pos = keyStart
+        lua_createtable(L, 0, 0)
+        while true {
+            skipSpace()
+            try pushString()
+            skipSpace()
+            try expect(":")
+            try value(depth: depth + 1)
+            if lua_type(L, -1) == LUA_TNIL { tasker_pop(L, 2) } else { lua_rawset(L, -3) }
+            skipSpace()
+            if peek() == UInt8(ascii: ",") { pos += 1; continue }
+            try expect("}")
+            return
+        }
+    }
+
+    private mutating func tag(_ name: [UInt8], depth: Int) throws(Bad) {
+        skipSpace()
+        switch String(decoding: name, as: UTF8.self) {
+        case "$float":
+            switch String(decoding: try rawString(), as: UTF8.self) {
+            case "nan": lua_pushnumber(L, .nan)
+            case "inf": lua_pushnumber(L, .infinity)
+            case "-inf": lua_pushnumber(L, -.infinity)
+            case "-0": lua_pushnumber(L, -0.0)
+            default: throw Bad()
+            }
+        case "$bytes":
+            guard let data = Data(base64Encoded: Data(try rawString())) else { throw Bad() }
+            data.withUnsafeBytes { pushBytes(UnsafeRawBufferPointer($0)) }
+        case "$array":
+            try value(depth: depth + 1)
+            guard lua_type(L, -1) == LUA_TTABLE else { throw Bad() }
+            if arrayMeta != 0 {
+                lua_rawgeti(L, tasker_registryindex(), lua_Integer(arrayMeta))
+                lua_setmetatable(L, -2)
+            }
+        case "$null":
+            try expect("true")
+            lua_pushlightuserdata(L, JSONModule.null)
+        case "$pairs":
+            try expect("[")
+            lua_createtable(L, 0, 0)
+            skipSpace()
+            if peek() == UInt8(ascii: "]") { pos += 1; return }
+            while true {
+                skipSpace()
+                try expect("[")
+                try value(depth: depth + 1)
+                let keyType = lua_type(L, -1)
+                if keyType == LUA_TNIL || (keyType == LUA_TNUMBER && tasker_tonumber(L, -1, nil).isNaN) { throw Bad() }
+                skipSpace()
+                try expect(",")
+                try value(depth: depth + 1)
+                skipSpace()
+                try expect("]")
+                lua_rawset(L, -3)
+                skipSpace()
+                if peek() == UInt8(ascii: ",") { pos += 1; continue }
+                try expect("]")
+                return
+            }
+        default:
+            throw Bad()  // a tag of a later version
+        }
+    }
+
+    private mutating func pushString() throws(Bad) {
+        try rawString().withUnsafeBytes { pushBytes($0) }
+    }
+
+    private func pushBytes(_ b: UnsafeRawBufferPointer) {
+        if let base = b.baseAddress, b.count > 0 {
+            _ = lua_pushlstring(L, base.assumingMemoryBound(to: CChar.self), b.count)
+        } else {
+            _ = lua_pushlstring(L, "", 0)
+        }
+    }
+
+    /// A JSON string's bytes, escapes decoded.
+    private mutating func rawString() throws(Bad) -> [UInt8] {
+        try expect("\"")
+        var out: [UInt8] = []
+        while true {
+            guard let b = peek() else { throw Bad() }
+            pos += 1
+            if b == UInt8(ascii: "\"") { return out }
+            if b != UInt8(ascii: "\\") { out.append(b); continue }
+            guard let e = peek() else { throw Bad() }
+            pos += 1
+            switch e {
+            case UInt8(ascii: "n"): out.append(0x0a)
+            case UInt8(ascii: "t"): out.append(0x09)
+            case UInt8(ascii: "r"): out.append(0x0d)
+            case UInt8(ascii: "b"): out.append(0x08)
+            case UInt8(ascii: "f"): out.append(0x0c)
+            case UInt8(ascii: "u"):
+                var scalar = try hex4()
+                if (0xD800..<0xDC00).contains(scalar), peek() == UInt8(ascii: "\\") {
+                    let save = pos
+                    pos += 1
+                    if peek() == UInt8(ascii: "u") {
+                        pos += 1
+                        let low = try hex4()
+                        if (0xDC00..<0xE000).contains(low) {
+                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                        } else {
+                            pos = save
+                        }
+                    } else {
+                        pos = save
+                    }
+                }
+                out.append(contentsOf: Array(String(Character(Unicode.Scalar(scalar) ?? "\u{FFFD}")).utf8))
+            default: out.append(e)  // \" \\ \/
+            }
+        }
+    }
+
+    private mutating func hex4() throws(Bad) -> UInt32 {
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            guard let b = peek(), let d = Character(Unicode.Scalar(b)).hexDigitValue else { throw Bad() }
+            v = v * 16 + UInt32(d)
+            pos += 1
+        }
+        return v
+    }
+
+    /// An integer when written without `.` or exponent (and it fits),
+    /// else a float.
+    private mutating func number() throws(Bad) {
+        let start = pos
+        var isFloat = false
+        while let b = peek(), (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || b == UInt8(ascii: "-")
+                || b == UInt8(ascii: "+") || b == UInt8(ascii: ".") || b == UInt8(ascii: "e") || b == UInt8(ascii: "E") {
+            if b == UInt8(ascii: ".") || b == UInt8(ascii: "e") || b == UInt8(ascii: "E") { isFloat = true }
+            pos += 1
+        }
+        guard pos > start else { throw Bad() }
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<pos]), as: UTF8.self)
+        if !isFloat, let i = Int64(text) {
+            lua_pushinteger(L, lua_Integer(i))
+        } else if let d = Double(text), text.first != "+" {
+            lua_pushnumber(L, d)
+        } else {
+            throw Bad()
+        }
+    }
+}

@@ -1,0 +1,283 @@
+import CLua
+import CLuaShim
+import Foundation
+
+/// How a task's values are kept (journal, worker results) so that they
+/// come back exactly. Two forms, both JSON:
+/// - plain, `[v1, v2, ...]`, when every value is JSON without loss: nil,
+///   booleans, integers, finite floats, UTF-8 strings, tables that are
+///   sequences without holes or have only string keys. Every version wrote
+///   and reads this form.
+/// - tagged, `{"$v":2,"values":[...]}`, otherwise. In it a `null` is nil
+///   (also a hole in an array) and an object whose one key starts with `$`
+///   is a tag: `{"$float":"nan"|"inf"|"-inf"|"-0"}`, `{"$bytes":base64}`
+///   (a string that is not UTF-8), `{"$null":true}` (`json.null`) and
+///   `{"$pairs":[[k,v],...]}` (any other table: integer, float and boolean
+///   keys, mixed keys, a string key starting with `$`) and
+///   `{"$array":...}` (a table `json.array` marked, so it encodes as `[]`).
+/// Integers stay integers and floats floats (a float is always written
+/// with a `.` or an exponent).
+enum StoredValueCodec {
+    static let maxDepth = 200
+    static let version = 2
+}
+
+/// Why values cannot be stored (and where: `value 1.cb[2]`).
+struct NotStorable: Error {
+    let reason: String
+}
+
+/// Writes values from the Lua stack (raw access: no metamethod runs).
+struct StoredValueEncoder {
+    let L: OpaquePointer
+    let limit: Int
+    /// The registry ref of the metatable `json.array` sets (0: none).
+    let arrayMeta: Int32
+    var out: [UInt8] = []
+    /// A tag or a hole was written: the tagged form is needed.
+    var tagged = false
+    /// Tables on the way down (a cycle is one of them again).
+    private var open: [UnsafeRawPointer] = []
+    /// Where the encoder is, for the reason something cannot be stored.
+    private var path: [String] = []
+
+    init(_ L: OpaquePointer, limit: Int, arrayMeta: Int32) {
+        self.L = L
+        self.limit = limit
+        self.arrayMeta = arrayMeta
+    }
+
+    /// The values at `first`…`first + count - 1` as stored text.
+    static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32) throws(NotStorable) -> String {
+        var e = StoredValueEncoder(L, limit: limit, arrayMeta: arrayMeta)
+        e.out.append(UInt8(ascii: "["))
+        for k in 0..<count {
+            if k > 0 { e.out.append(UInt8(ascii: ",")) }
+            e.path = ["value \(k + 1)"]
+            try e.value(first + k)
+        }
+        e.out.append(UInt8(ascii: "]"))
+        if e.tagged {
+            e.out = Array("{\"$v\":\(StoredValueCodec.version),\"values\":".utf8) + e.out + [UInt8(ascii: "}")]
+        }
+        guard e.out.count <= limit else { throw NotStorable(reason: "its values are over \(limit >> 20) MiB") }
+        return String(decoding: e.out, as: UTF8.self)
+    }
+
+    private func fail(_ what: String) -> NotStorable {
+        NotStorable(reason: "\(what) at \(path.joined())")
+    }
+
+    private mutating func append(_ s: String) {
+        out.append(contentsOf: s.utf8)
+    }
+
+    private mutating func checkSize() throws(NotStorable) {
+        if out.count > limit { throw NotStorable(reason: "its values are over \(limit >> 20) MiB") }
+    }
+
+    mutating func value(_ i: Int32) throws(NotStorable) {
+        switch lua_type(L, i) {
+        case LUA_TNIL, LUA_TNONE:
+            append("null")
+        case LUA_TBOOLEAN:
+            append(lua_toboolean(L, i) != 0 ? "true" : "false")
+        case LUA_TNUMBER:
+            number(i)
+        case LUA_TSTRING:
+            try string(i)
+        case LUA_TTABLE:
+            try table(i)
+        case LUA_TLIGHTUSERDATA where lua_touserdata(L, i) == JSONModule.null:
+            tagged = true
+            append("{\"$null\":true}")
+        case LUA_TFUNCTION:
+            throw fail("a function")
+        case LUA_TTHREAD:
+            throw fail("a coroutine")
+        default:
+            throw fail(lua_type(L, i) == LUA_TLIGHTUSERDATA ? "a light userdata" : "a userdata")
+        }
+    }
+
+    private mutating func number(_ i: Int32) {
+        if tasker_isinteger_value(L, i) != 0 {
+            append(String(tasker_tointeger(L, i, nil)))
+            return
+        }
+        let d = tasker_tonumber(L, i, nil)
+        let special: String? = d.isNaN ? "nan" : d == .infinity ? "inf" : d == -.infinity ? "-inf"
+            : (d == 0 && d.sign == .minus) ? "-0" : nil
+        if let special {
+            tagged = true
+            append("{\"$float\":\"\(special)\"}")
+        } else {
+            // The shortest text that reads back as the same double; it
+            // always has a `.` or an exponent.
+            append(d.description)
+        }
+    }
+
+    private mutating func string(_ i: Int32) throws(NotStorable) {
+        var len = 0
+        let p = tasker_tostring(L, i, &len)!
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
+        if out.count + len > limit { throw NotStorable(reason: "its values are over \(limit >> 20) MiB") }
+        if String(validating: bytes, as: UTF8.self) != nil {
+            Self.quote(bytes, into: &out)
+        } else {
+            tagged = true
+            append("{\"$bytes\":\"")
+            append(Data(bytes).base64EncodedString())
+            append("\"}")
+        }
+    }
+
+    /// A UTF-8 string as a JSON string: quotes, backslashes and control
+    /// characters escaped, the rest as is.
+    static func quote(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        let hex = Array("0123456789abcdef".utf8)
+        out.append(UInt8(ascii: "\""))
+        for b in bytes {
+            switch b {
+            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
+            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
+            case 0..<0x20, 0x7f:
+                out += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                        hex[Int(b >> 4)], hex[Int(b & 15)]]
+            default: out.append(b)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    private mutating func table(_ i: Int32) throws(NotStorable) {
+        let t = lua_absindex(L, i)
+        guard let p = lua_topointer(L, t) else { throw fail("a table") }
+        if open.contains(p) { throw fail("a cycle (a table that contains itself)") }
+        guard open.count < StoredValueCodec.maxDepth else { throw fail("tables nested deeper than \(StoredValueCodec.maxDepth)") }
+        guard lua_checkstack(L, 6) != 0 else { throw fail("no stack space") }
+        open.append(p)
+        defer { open.removeLast() }
+        if arrayMeta != 0, lua_getmetatable(L, t) != 0 {
+            lua_rawgeti(L, tasker_registryindex(), lua_Integer(arrayMeta))
+            let marked = lua_rawequal(L, -1, -2) != 0
+            tasker_pop(L, 2)
+            if marked {
+                tagged = true
+                append("{\"$array\":")
+                try contents(t)
+                out.append(UInt8(ascii: "}"))
+                return
+            }
+        }
+        try contents(t)
+    }
+
+    private mutating func contents(_ t: Int32) throws(NotStorable) {
+
+        // What keys it has: a sequence (holes allowed, if not too many),
+        // string keys only, or anything else.
+        var count = 0, maxIndex: Int64 = 0
+        var positiveIntegers = true, plainStrings = true
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {
+            count += 1
+            if lua_type(L, -2) == LUA_TNUMBER && tasker_isinteger_value(L, -2) != 0 {
+                let k = tasker_tointeger(L, -2, nil)
+                if k > 0 { maxIndex = max(maxIndex, k) } else { positiveIntegers = false }
+                plainStrings = false
+            } else {
+                positiveIntegers = false
+                if plainStrings { plainStrings = lua_type(L, -2) == LUA_TSTRING && isPlainKey(-2) }
+            }
+            tasker_pop(L, 1)
+        }
+        if count == 0 {
+            append("[]")
+        } else if positiveIntegers && maxIndex <= Int64(2 * count) {
+            if maxIndex > Int64(count) { tagged = true }  // holes: null is nil only in the tagged form
+            out.append(UInt8(ascii: "["))
+            for k in 1...maxIndex {
+                if k > 1 { out.append(UInt8(ascii: ",")) }
+                lua_rawgeti(L, t, lua_Integer(k))
+                path.append("[\(k)]")
+                try value(-1)
+                path.removeLast()
+                tasker_pop(L, 1)
+                try checkSize()
+            }
+            out.append(UInt8(ascii: "]"))
+        } else if plainStrings {
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            lua_pushnil(L)
+            while lua_next(L, t) != 0 {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                try string(-2)
+                out.append(UInt8(ascii: ":"))
+                path.append(keyPath(-2))
+                try value(-1)
+                path.removeLast()
+                tasker_pop(L, 1)
+                try checkSize()
+            }
+            out.append(UInt8(ascii: "}"))
+        } else {
+            tagged = true
+            append("{\"$pairs\":[")
+            var first = true
+            lua_pushnil(L)
+            while lua_next(L, t) != 0 {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                out.append(UInt8(ascii: "["))
+                let key = keyPath(-2)
+                path.append(key + " (key)")
+                // A copy: writing a number key must not touch the one lua_next reads.
+                lua_pushvalue(L, -2)
+                try value(-1)
+                tasker_pop(L, 1)
+                path.removeLast()
+                out.append(UInt8(ascii: ","))
+                path.append(key)
+                try value(-1)
+                path.removeLast()
+                out.append(UInt8(ascii: "]"))
+                tasker_pop(L, 1)
+                try checkSize()
+            }
+            append("]}")
+        }
+    }
+
+    /// A string key the plain form can keep: UTF-8, not starting with `$`
+    /// (the tagged form reads those as tags).
+    private func isPlainKey(_ i: Int32) -> Bool {
+        var len = 0
+        let p = tasker_tostring(L, i, &len)!
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
+        return bytes.first != UInt8(ascii: "$") && String(validating: bytes, as: UTF8.self) != nil
+    }
+
+    /// `.name`, `["a b"]`, `[3]`, `[true]`, for messages (never converts
+    /// the key in place).
+    private func keyPath(_ i: Int32) -> String {
+        switch lua_type(L, i) {
+        case LUA_TSTRING:
+            var len = 0
+            let p = tasker_tostring(L, i, &len)!
+            let s = String(decoding: UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self),
+                                                         count: min(len, 40)), as: UTF8.self)
+            let identifier = s.first.map { $0 == "_" || $0.isLetter } == true && s.allSatisfy { $0 == "_" || $0.isLetter || $0.isNumber }
+            return identifier && s.allSatisfy(\.isASCII) ? "." + s : "[\"\(s)\"]"
+        case LUA_TNUMBER:
+            return tasker_isinteger_value(L, i) != 0 ? "[\(tasker_tointeger(L, i, nil))]" : "[\(tasker_tonumber(L, i, nil))]"
+        case LUA_TBOOLEAN:
+            return lua_toboolean(L, i) != 0 ? "[true]" : "[false]"
+        default:
+            return "[?]"
+        }
+    }
+}

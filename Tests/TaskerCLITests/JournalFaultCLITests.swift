@@ -1,0 +1,334 @@
+import Foundation
+import Testing
+
+/// The journal's promises under faults, through the built CLI: another
+/// process's lock, prune while a run goes on, resume across files, the key
+/// of every attempt without a journal.
+@Suite struct JournalFaultCLITests {
+    /// Another process holding the journal's write lock (an open
+    /// `BEGIN IMMEDIATE`) until it is ended.
+    final class LockHolder: @unchecked Sendable {
+        // Safety: set in init, then only read.
+        let process = Process()
+
+        init(_ db: URL) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", """
+                import sqlite3, sys, time
+                c = sqlite3.connect(sys.argv[1], isolation_level=None)
+                c.execute("BEGIN IMMEDIATE")
+                print("locked", flush=True)
+                time.sleep(120)
+                """, db.path]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            // The lock is held once it says so.
+            var seen = ""
+            while !seen.contains("locked") {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                seen += String(decoding: chunk, as: UTF8.self)
+            }
+        }
+
+        func end() {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    @Test func aLockedJournalDelaysTheEndAtMostFiveSecondsAndSaysWhatWasLost() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.add{name = 'a', run = function() tasker.sleep(0.2); return 1 end}
+            tasker.add{name = 'b', run = function() error('no') end}
+            tasker.add{name = 'last', run = function() tasker.sleep(0.3); print("last done"); io.stdout:flush() end}
+            """])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)  // creates the journal
+        #expect(first.status == 1)
+        let lock = try LockHolder(s.dir.appendingPathComponent(".tasker-state/journal.db"))
+        defer { lock.end() }
+        let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(await run.waitFor("last done"))
+        let lastTask = Date()
+        let locked = await run.finish()
+        let took = Date().timeIntervalSince(lastTask)
+        #expect(locked.status == 1, "\(locked.stderr)")  // the run's own code
+        #expect(took < 12, "the end took \(took) s after the last task")
+        #expect(took > 3, "gave up before waiting for the lock (\(took) s)")
+        #expect(locked.stderr.range(of: #"warning: run [0-9a-z]+: [0-9]+ journal entries could not be recorded, nor its end \(the journal is locked"#,
+                                    options: .regularExpression) != nil, "\(locked.stderr)")
+        #expect(locked.stderr.contains("2 succeeded, 1 failed"))
+
+        // Reading the history is not held up by the lock.
+        let runs = try await tasker(["runs"], in: s.dir)
+        #expect(runs.status == 0)
+        #expect(runs.stdout.components(separatedBy: "\n").filter { $0.contains("p.lua") }.count == 1)
+    }
+
+    @Test func aSignalWhileWaitingForALockedJournalEndsTheRunAtOnce() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.add{name = 'a', run = function() print("done"); io.stdout:flush(); return 1 end}
+            """])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let lock = try LockHolder(s.dir.appendingPathComponent(".tasker-state/journal.db"))
+        defer { lock.end() }
+        // A loaded machine may show "done" to this test only after the run
+        // gave up on the journal (5 s): then the signal came too late to
+        // say anything, and the scenario is tried again (at most 3 times).
+        var last: CLIResult?
+        for _ in 0..<3 {
+            let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir)
+            #expect(await run.waitFor("done"))
+            // The task is done: the run waits for the journal now (or is
+            // about to: a signal just before the run's end counts the same).
+            let start = Date()
+            run.signal(SIGINT)
+            let r = await run.finish()
+            last = r
+            if r.status == 0 && !r.stderr.contains("interrupted") && r.stderr.contains("locked") { continue }
+            #expect(Date().timeIntervalSince(start) < 4)
+            break
+        }
+        let r = try #require(last)
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(r.stderr.contains("could not be recorded"), "\(r.stderr)")
+    }
+
+    @Test func resumingWhileTheJournalIsLockedReadsIt() async throws {
+        let s = try Scratch(["p.lua": "tasker.add{id = 'a', run = function() print('ran'); return 1 end}"])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let lock = try LockHolder(s.dir.appendingPathComponent(".tasker-state/journal.db"))
+        defer { lock.end() }
+        let start = Date()
+        let r = try await tasker(["run", "--no-progress", "--resume", "p.lua"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.isEmpty)  // reused, not run
+        #expect(Date().timeIntervalSince(start) < 30)
+    }
+
+    @Test func pruneNeverDeletesARunInProgress() async throws {
+        let s = try Scratch([
+            "quick.lua": "tasker.add{id = 'q', run = function() return 1 end}",
+            "long.lua": """
+                tasker.add{id = 'first', run = function() return 'kept' end}
+                tasker.add{id = 'wait', run = function()
+                  print("waiting"); io.stdout:flush()
+                  while not io.open(tasker.args[1]) do tasker.sleep(0.02) end
+                  return 2
+                end}
+                """])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "quick.lua"], in: s.dir)
+        let go = s.dir.appendingPathComponent("go").path
+        let live = try Background(["run", "--no-progress", "long.lua", go], in: s.dir)
+        #expect(await live.waitFor("waiting"))
+        // Until the writer has recorded the live run (within 50 ms or so).
+        var listed = 0
+        for _ in 0..<200 where listed < 2 {
+            let r = try await tasker(["runs", "--json"], in: s.dir)
+            listed = (try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [Any])?.count ?? 0
+        }
+        #expect(listed == 2)
+        let prune = try await tasker(["runs", "--prune", "--keep", "0"], in: s.dir)
+        #expect(prune.status == 0, "\(prune.stderr)")
+        #expect(FileManager.default.createFile(atPath: go, contents: nil))
+        let r = await live.finish()
+        #expect(r.status == 0, "\(r.stderr)")
+        let runs = try await tasker(["runs", "--json"], in: s.dir)
+        let list = try #require(JSONSerialization.jsonObject(with: Data(runs.stdout.utf8)) as? [[String: Any]])
+        #expect(list.count == 1)  // the finished one went, the live one stayed
+        #expect(list.first?["exit_code"] as? Int == 0)
+        #expect((list.first?["pipeline"] as? String)?.hasSuffix("long.lua") == true)
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        let tasks = (try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])?["tasks"] as? [[String: Any]]
+        #expect(tasks?.count == 2)
+        // ... and it can still be resumed: nothing runs again.
+        let resumed = try await tasker(["run", "--no-progress", "--resume", "long.lua", go], in: s.dir)
+        #expect(resumed.status == 0)
+        #expect(resumed.stdout.isEmpty && resumed.stderr.contains("2 reused"), "\(resumed.stderr)")
+    }
+
+    @Test func resumingARunOfAnotherPipelineIsRefusedUnlessSaid() async throws {
+        let s = try Scratch([
+            "a.lua": "tasker.add{id = 'x', run = function() return 'from-a' end}",
+            "b.lua": "print(tasker.add{id = 'x', run = function() return 'from-b' end}:await())"])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "a.lua"], in: s.dir)
+        let list = try await tasker(["runs", "--json"], in: s.dir)
+        let id = try #require((try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])?.first?["id"] as? String)
+        let refused = try await tasker(["run", "--no-progress", "--resume", id, "b.lua"], in: s.dir)
+        #expect(refused.status == 2)
+        #expect(refused.stdout.isEmpty)
+        #expect(refused.stderr.contains("/a.lua") && refused.stderr.contains("/b.lua") && refused.stderr.contains("--resume-from-other"),
+                "\(refused.stderr)")
+        let plan = try await tasker(["run", "--resume", "--plan", id, "b.lua"], in: s.dir)
+        #expect(plan.status == 2)
+        let said = try await tasker(["run", "--no-progress", "--resume", "--resume-from-other", id, "b.lua"], in: s.dir)
+        #expect(said.status == 0, "\(said.stderr)")
+        #expect(said.stdout == "from-a\n")
+        let alone = try await tasker(["run", "--resume-from-other", "b.lua"], in: s.dir)
+        #expect(alone.status == 2)
+        let help = try await tasker(["run", "--help"], in: s.dir)
+        #expect(help.stdout.contains("--resume-from-other"))
+    }
+
+    @Test func theIdempotencyKeyIsTheSameForEveryAttemptWithoutAJournal() async throws {
+        let s = try Scratch(["k.lua": """
+            local keys = {}
+            local t = tasker.add{name = "flaky", retry = {attempts = 3, delay = 0}, run = function(ctx)
+              keys[#keys + 1] = ctx.idempotency_key
+              if ctx.attempt < 3 then error("not yet") end
+              return #keys
+            end}
+            print(t:await(), keys[1] == keys[2] and keys[2] == keys[3], #keys[1])
+            """])
+        defer { s.cleanup() }
+        let off = try await tasker(["run", "--no-progress", "--no-journal", "k.lua"], in: s.dir)
+        #expect(off.status == 0, "\(off.stderr)")
+        #expect(off.stdout == "3\ttrue\t16\n")
+        let on = try await tasker(["run", "--no-progress", "k.lua"], in: s.dir)
+        #expect(on.stdout == "3\ttrue\t16\n")
+    }
+
+    @Test func aDanglingJournalSymlinkGetsAPrivateTarget() async throws {
+        let s = try Scratch(["p.lua": "tasker.add(function() return 1 end)"])
+        defer { s.cleanup() }
+        let state = s.dir.appendingPathComponent("st")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: state.appendingPathComponent("journal.db").path,
+                                                   withDestinationPath: s.dir.appendingPathComponent("target.db").path)
+        let r = try await tasker(["run", "--no-progress", "--state", "st", "p.lua"], in: s.dir)
+        #expect(r.status == 0 && !r.stderr.contains("warning"), "\(r.stderr)")
+        for name in ["target.db", "target.db-wal", "target.db-shm"] {
+            let path = s.dir.appendingPathComponent(name).path
+            guard FileManager.default.fileExists(atPath: path) else { continue }
+            let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
+            #expect(mode == 0o600, "\(name): \(String(mode ?? 0, radix: 8))")
+        }
+        #expect(FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("target.db").path))
+    }
+
+    @Test func aJournalThatCannotBeOpenedIsAWarningNeverAHang() async throws {
+        let s = try Scratch(["p.lua": "tasker.add(function() return 1 end)"])
+        defer { s.cleanup() }
+        // journal.db a directory; then random bytes
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("dir/journal.db"), withIntermediateDirectories: true)
+        let asDir = try await tasker(["run", "--no-progress", "--state", "dir", "p.lua"], in: s.dir)
+        #expect(asDir.status == 0)
+        #expect(asDir.stderr.contains("could not be recorded"), "\(asDir.stderr)")
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("junk"), withIntermediateDirectories: true)
+        var bytes = [UInt8](repeating: 0, count: 8192)
+        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+        try Data(bytes).write(to: s.dir.appendingPathComponent("junk/journal.db"))
+        let start = Date()
+        let junk = try await tasker(["run", "--no-progress", "--state", "junk", "p.lua"], in: s.dir)
+        #expect(junk.status == 0)
+        #expect(junk.stderr.contains("could not be recorded"), "\(junk.stderr)")
+        #expect(Date().timeIntervalSince(start) < 30)
+        let runs = try await tasker(["runs", "--state", "junk"], in: s.dir)
+        #expect(runs.status == 2 && runs.stderr.contains("error"), "\(runs.stderr)")
+    }
+
+    /// Values of every awkward kind, and a dump that tells each apart
+    /// (types, exact float bits, string bytes, every key with its type).
+    static let valuesPipeline = #"""
+        local function dump(v, depth)
+          depth = depth or 0
+          local t = type(v)
+          if t == "number" then
+            if v ~= v then return "nan" end
+            return math.type(v) .. ":" .. (math.type(v) == "float" and string.format("%a", v) or tostring(v))
+          elseif t == "string" then
+            return "s:" .. (v:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+          elseif t == "table" then
+            local parts = {}
+            for k, x in pairs(v) do parts[#parts + 1] = "[" .. dump(k, depth + 1) .. "]=" .. dump(x, depth + 1) end
+            table.sort(parts)
+            local mt = getmetatable(v)
+            return (mt and "array" or "") .. "{" .. table.concat(parts, ",") .. "}"
+          elseif v == json.null then
+            return "json.null"
+          end
+          return tostring(v)
+        end
+        local all = {}
+        for i = 0, 255 do all[#all + 1] = string.char(i) end
+        local nested = {}
+        local cur = nested
+        for i = 1, 150 do cur.next = {i}; cur = cur.next end
+        local values = tasker.add{id = "values", run = function()
+          print("ran values")
+          return {10, 20, nil, 40}, {[1] = "int-one", ["1"] = "string-one"}, -0.0, 0.0, math.huge, -math.huge, 0/0,
+            table.concat(all), "\0nul\0", "\xff\xfe invalid", {[true] = "t", [false] = 1, [1.5] = "f", [-3] = "neg"},
+            {1, 2, x = 3}, 3.0, 2^53 + 0.0, math.mininteger, math.maxinteger, 5e-324, "", {}, {["$float"] = "x"},
+            json.null, {a = {b = {json.null}}}, json.decode("[]"), json.decode('{"k":[1,2]}'), nested, nil
+        end}
+        local huge = tasker.add{id = "huge", run = function() print("ran huge"); return string.rep("x", (1 << 20) + 1) end}
+        local fn = tasker.add{id = "fn", run = function() print("ran fn"); return {cb = function() end} end}
+        local cyc = tasker.add{id = "cycle", run = function() print("ran cycle"); local t = {}; t.me = {t}; return t end}
+        local deep = tasker.add{id = "deep", run = function()
+          print("ran deep")
+          local d = {}
+          for i = 1, 500 do d = {d} end
+          return d
+        end}
+        local out = {}
+        local r = table.pack(values:await())
+        for i = 1, r.n do out[#out + 1] = dump(r[i]) end
+        print("n=" .. r.n)
+        print(table.concat(out, "\n"))
+        print(#huge:await(), type(fn:await().cb), cyc:await().me[1] ~= nil, type(deep:await()))
+        """#
+
+    @Test func resumedValuesComeBackExactlyAndWhatCannotBeStoredIsNamed() async throws {
+        let s = try Scratch(["v.lua": Self.valuesPipeline])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "v.lua"], in: s.dir)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("ran values"))
+        for (task, what) in [("huge", "over 1 MiB"), ("fn", "a function at value 1.cb"),
+                             ("cycle", "a cycle (a table that contains itself) at value 1.me[1]"),
+                             ("deep", "tables nested deeper than 200")] {
+            #expect(first.stderr.contains("(id '\(task)'): its values cannot be stored: ") && first.stderr.contains(what),
+                    "\(task): \(first.stderr)")
+        }
+        let resumed = try await tasker(["run", "--no-progress", "--resume", "v.lua"], in: s.dir)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(!resumed.stdout.contains("ran values"))  // reused ...
+        for task in ["huge", "fn", "cycle", "deep"] { #expect(resumed.stdout.contains("ran \(task)")) }  // ... these ran again
+        let dumped = { (out: String) in out.components(separatedBy: "\n").filter { !$0.hasPrefix("ran ") }.joined(separator: "\n") }
+        #expect(dumped(resumed.stdout) == dumped(first.stdout))
+        #expect(first.stdout.contains("n=26\n"))
+        #expect(first.stdout.contains("{[integer:1]=integer:10,[integer:2]=integer:20,[integer:4]=integer:40}"))
+        #expect(first.stdout.contains("{[integer:1]=s:696e742d6f6e65,[s:31]=s:737472696e672d6f6e65}"))
+        #expect(first.stdout.contains("float:-0x0p+0\nfloat:0x0p+0\nfloat:inf\nfloat:-inf\nnan\n"))
+        // And a third time, from the resumed run's record (reused values recorded again).
+        let third = try await tasker(["run", "--no-progress", "--resume", "v.lua"], in: s.dir)
+        #expect(!third.stdout.contains("ran values"))
+        #expect(dumped(third.stdout) == dumped(first.stdout))
+    }
+
+    @Test func aFullDiskLeavesAnHonestlyIncompleteRunNotADeadOne() async throws {
+        let s = try Scratch(["big.lua": """
+            for i = 1, 300 do tasker.add{name = "t" .. i, run = function() return string.rep("v", 4000) .. i end} end
+            """])
+        defer { s.cleanup() }
+        let full = s.dir.appendingPathComponent("full")
+        try FileManager.default.createDirectory(at: full, withIntermediateDirectories: true)
+        // A 1 MiB file system for the journal: only where this may mount one.
+        let mount = try await shell("mount -t tmpfs -o size=1m tmpfs full 2>/dev/null", in: s.dir)
+        guard mount.status == 0 else { return }
+        defer { _ = umount2(full.path, Int32(MNT_DETACH)) }
+        let r = try await tasker(["run", "--no-progress", "--state", "full", "big.lua"], in: s.dir)
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("journal entries could not be recorded (database or disk is full)"), "\(r.stderr)")
+        let runs = try await tasker(["runs", "--state", "full"], in: s.dir)
+        #expect(runs.stdout.contains("300 succeeded (journal incomplete: "), "\(runs.stdout)")
+        #expect(!runs.stdout.contains("died"))
+    }
+}
+
