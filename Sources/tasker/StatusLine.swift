@@ -84,7 +84,7 @@ final class StatusLine: EngineObserver, Sendable {
 
     func taskAdded(_ id: TaskID, engine: Engine) { state.withLock { $0.total += 1 } }
     func taskStarted(_ id: TaskID, engine: Engine) {
-        let name = engine.name(id), now = Monotonic.now()
+        let name = Self.shown(engine.name(id)), now = Monotonic.now()
         let named = !engine.isGroupOrSchedule(id)
         state.withLock { s in
             s.running += 1
@@ -93,9 +93,14 @@ final class StatusLine: EngineObserver, Sendable {
     }
 
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        let name = engine.name(id)
+        let name = Self.shown(engine.name(id)), message = message.map(Self.shown)
         state.withLock { $0.bars[id] = (name, fraction, message) }
     }
+
+    /// A name or message from the script, escaped once when it arrives: a
+    /// newline or ESC in it would break the line count the erase relies on
+    /// or paint over the screen; a tab would break the width.
+    private static func shown(_ s: String) -> String { TerminalText.escape(s, keepTabs: false) }
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         let started = engine.attempts(id) > 0
