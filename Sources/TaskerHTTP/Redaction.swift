@@ -179,12 +179,21 @@ extension Redaction {
             let name = word[..<eq].drop { $0 == "-" }
             if !name.isEmpty, isSecretName(String(name)) { return String(word[...eq]) + "***" }
         }
-        if let sep {
-            // `--db=postgres://…`: the part before the scheme stays as it is.
-            let schemeStart = word[..<sep.lowerBound].lastIndex { !($0.isLetter || $0.isNumber || "+-.".contains($0)) }
-                .map { word.index(after: $0) } ?? word.startIndex
-            return String(word[..<schemeStart]) + url(String(word[schemeStart...]))
+        guard sep != nil else { return String(word) }
+        // Each URL from its scheme to the next one's (`a=http://…,http://…`);
+        // what comes before the first scheme (`--db=`) stays as it is.
+        var starts: [Substring.Index] = []
+        var from = word.startIndex
+        while let r = word[from...].range(of: "://") {
+            let start = word[from..<r.lowerBound].lastIndex { !($0.isLetter || $0.isNumber || "+-.".contains($0)) }
+                .map { word.index(after: $0) } ?? from
+            starts.append(start)
+            from = r.upperBound
         }
-        return String(word)
+        var out = String(word[..<starts[0]])
+        for (i, start) in starts.enumerated() {
+            out += url(String(word[start..<(i + 1 < starts.count ? starts[i + 1] : word.endIndex)]))
+        }
+        return out
     }
 }
