@@ -73,12 +73,12 @@ import Testing
             error("main\27[2J\u{9b}")
             """#])
         defer { s.cleanup() }
-        let first = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let first = try await tasker(["run", "--no-progress", "--events", "-", "p.lua"], in: s.dir)
         #expect(first.status == 1)
         let plan = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
         let show = try await tasker(["show", "last"], in: s.dir)
         let runs = try await tasker(["runs"], in: s.dir)
-        for (name, text) in ["summary": first.stderr, "plan": plan.stdout, "show": show.stdout, "runs": runs.stdout] {
+        for (name, text) in ["summary": first.stderr, "events": first.stdout, "plan": plan.stdout, "show": show.stdout, "runs": runs.stdout] {
             #expect(!text.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || (0x7F...0x9F).contains($0.value) },
                     "a control character in \(name): \(text.debugDescription)")
         }
