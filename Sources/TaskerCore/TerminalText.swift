@@ -16,32 +16,7 @@ public enum TerminalText {
     }
 
     public static func escape(_ s: String, keepNewlines: Bool = false, keepTabs: Bool = true) -> String {
-        func kept(_ u: Unicode.Scalar) -> Bool {
-            !isControl(u) || (keepTabs && u == "\t") || (keepNewlines && u == "\n")
-        }
-        // Almost every string has nothing to escape: no copy then.
-        guard !s.unicodeScalars.allSatisfy(kept) else { return s }
-        var out = String.UnicodeScalarView()
-        for u in s.unicodeScalars {
-            if kept(u) {
-                out.append(u)
-            } else {
-                out.append(contentsOf: visible(u).unicodeScalars)
-            }
-        }
-        return String(out)
-    }
-
-    /// `\n`, `\r`, `\t`, else `\u001b` style (as JSON writes them).
-    static func visible(_ u: Unicode.Scalar) -> String {
-        switch u {
-        case "\n": return "\\n"
-        case "\r": return "\\r"
-        case "\t": return "\\t"
-        default:
-            let hex = String(u.value, radix: 16)
-            return "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        }
+        escaped(s, c0: true, keepNewlines: keepNewlines, keepTabs: keepTabs) ?? s
     }
 
     /// JSON text (a string literal, or a whole encoded value) with DEL and
@@ -49,16 +24,58 @@ public enum TerminalText {
     /// them. They occur only inside strings, so the text stays valid JSON
     /// with the same meaning.
     public static func escapingC1(json: String) -> String {
-        guard json.unicodeScalars.contains(where: { $0.value >= 0x7F && $0.value <= 0x9F }) else { return json }
-        var out = String.UnicodeScalarView()
-        for u in json.unicodeScalars {
-            if u.value >= 0x7F && u.value <= 0x9F {
-                out.append(contentsOf: visible(u).unicodeScalars)
-            } else {
-                out.append(u)
+        escaped(json, c0: false, keepNewlines: true, keepTabs: true) ?? json
+    }
+
+    /// The text with its control characters escaped, or nil when it has
+    /// none (almost always: no copy then). Works on the UTF-8 bytes, one
+    /// pass: a C1 character is the two bytes C2 80…C2 9F.
+    private static func escaped(_ text: String, c0: Bool, keepNewlines: Bool, keepTabs: Bool) -> String? {
+        var text = text
+        return text.withUTF8 { bytes -> String? in
+            /// How many bytes of the control character at `i` (0: none to escape).
+            func control(at i: Int) -> Int {
+                let b = bytes[i]
+                if b < 0x20 {
+                    guard c0 else { return 0 }
+                    if (b == 0x09 && keepTabs) || (b == 0x0A && keepNewlines) { return 0 }
+                    return 1
+                }
+                if b == 0x7F { return 1 }
+                if b == 0xC2, i + 1 < bytes.count, bytes[i + 1] <= 0x9F { return 2 }
+                return 0
             }
+            var i = 0
+            while i < bytes.count, control(at: i) == 0 { i += 1 }
+            guard i < bytes.count else { return nil }
+            var out = [UInt8]()
+            out.reserveCapacity(bytes.count + 16)
+            out.append(contentsOf: bytes[0..<i])
+            let hex = Array("0123456789abcdef".utf8)
+            while i < bytes.count {
+                let n = control(at: i)
+                if n == 0 {
+                    out.append(bytes[i])
+                    i += 1
+                    continue
+                }
+                let value = n == 1 ? bytes[i] : bytes[i + 1]  // C2 xx is U+00xx
+                out.append(0x5C)  // a backslash, then n, r, t or u00XX
+                switch value {
+                case 0x0A: out.append(0x6E)
+                case 0x0D: out.append(0x72)
+                case 0x09: out.append(0x74)
+                default:
+                    out.append(0x75)
+                    out.append(0x30)
+                    out.append(0x30)
+                    out.append(hex[Int(value >> 4)])
+                    out.append(hex[Int(value & 0xF)])
+                }
+                i += n
+            }
+            return String(decoding: out, as: UTF8.self)
         }
-        return String(out)
     }
 
     /// A JSON string literal safe on a terminal: every control character
