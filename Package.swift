@@ -74,7 +74,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tasker",
-            dependencies: ["TaskerCore", "TaskerLua", "TaskerJournal", "TaskerQueue",
+            dependencies: ["TaskerCore", "TaskerHTTP", "TaskerLua", "TaskerJournal", "TaskerQueue",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: hotPath

@@ -32,7 +32,7 @@ public enum Redaction {
             out += s[..<schemeEnd.upperBound]
             s = s[schemeEnd.upperBound...]
             let authorityEnd = s.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? s.endIndex
-            if let at = s[..<authorityEnd].lastIndex(of: "@") {
+            if let at = s[..<authorityEnd].lastIndex(of: "@") ?? passwordEnd(s, authorityEnd: authorityEnd) {
                 out += "***"
                 s = s[at...]
             }
@@ -51,10 +51,149 @@ public enum Redaction {
         return out + s[fragmentStart...]
     }
 
+    /// `user:pa/ss@host`: a password holding `/`, `?` or `#` (unescaped)
+    /// ends the authority early, and the `@` comes later. When what follows
+    /// the first `:` is not a port, the last `@` ends the password.
+    static func passwordEnd(_ s: Substring, authorityEnd: Substring.Index) -> Substring.Index? {
+        let authority = s[..<authorityEnd]
+        guard !authority.hasPrefix("["), let colon = authority.firstIndex(of: ":"),
+              !authority[authority.index(after: colon)...].allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return s.lastIndex(of: "@")
+    }
+
     /// `scheme://host:port`, the port made explicit (80 and 443 by default).
     public static func origin(of url: URL) -> String {
         let scheme = url.scheme?.lowercased() ?? ""
         let port = url.port ?? (scheme == "https" ? 443 : 80)
         return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
+    }
+}
+
+/// What tasker records of a run's command line (the journal, the events
+/// file's `run` line, so `show` and the report too): the script still gets
+/// the real values; the record gets `***` for what looks like a secret.
+extension Redaction {
+    /// Names of flags and `--var` keys that hold secrets, matched anywhere
+    /// in the name, case-insensitively (`GITHUB_TOKEN`, `db_password`,
+    /// `apikey`; `monkey` too, the price of catching `sshkey`).
+    static let secretParts = ["token", "secret", "passw", "pwd", "bearer", "key", "auth", "credential", "cookie", "dsn"]
+    /// Matched only as a whole word of the name (`GITHUB_PAT`, `gh-pat`,
+    /// `myPat`): as a substring they would hide `path` and `pattern`.
+    static let secretWords: Set<String> = ["pat", "pass", "pw", "sig", "signature", "session"]
+
+    /// Whether a `--var` key or a flag name (without its dashes) names a secret.
+    public static func isSecretName(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        if secretParts.contains(where: { lower.contains($0) }) { return true }
+        return words(of: name).contains { secretWords.contains($0) }
+    }
+
+    /// `GITHUB_PAT`, `gh-pat`, `myPat` → their lower-cased words.
+    static func words(of name: String) -> [String] {
+        var words: [String] = [], word = ""
+        var previousLower = false
+        for c in name {
+            if !(c.isLetter || c.isNumber) {
+                if !word.isEmpty { words.append(word.lowercased()) }
+                word = ""
+                previousLower = false
+                continue
+            }
+            if c.isUppercase && previousLower {
+                words.append(word.lowercased())
+                word = ""
+            }
+            word.append(c)
+            previousLower = c.isLowercase
+        }
+        if !word.isEmpty { words.append(word.lowercased()) }
+        return words
+    }
+
+    /// Script arguments as recorded: in each word, URL credentials and
+    /// secret query values, `NAME=VALUE` with a secret-looking NAME (also
+    /// `--api-token=VALUE`, `password=PW` inside a DSN), and the word after
+    /// a bare secret-looking flag (`--token VALUE`).
+    public static func arguments(_ args: [String]) -> [String] {
+        var out: [String] = []
+        out.reserveCapacity(args.count)
+        var hideNext = false
+        for arg in args {
+            if hideNext {
+                hideNext = false
+                if !arg.hasPrefix("--") {
+                    out.append("***")
+                    continue
+                }
+            }
+            if arg.hasPrefix("-"), !arg.contains("="), arg.count > 1 {
+                let name = arg.drop { $0 == "-" }
+                if !name.isEmpty, isSecretName(String(name)) { hideNext = true }
+            }
+            out.append(text(arg))
+        }
+        return out
+    }
+
+    /// `--var` values as recorded: `***` when the key looks secret (an empty
+    /// value stays empty: there is nothing to hide), else URL credentials
+    /// and `NAME=VALUE` secrets inside the value hidden.
+    public static func variables(_ vars: [String: String]) -> [String: String] {
+        var out: [String: String] = [:]
+        for (k, v) in vars {
+            out[k] = isSecretName(k) && !v.isEmpty ? "***" : text(v)
+        }
+        return out
+    }
+
+    /// Free text with its secrets hidden, word by word (words split at
+    /// white space): a word `NAME=VALUE` or `--NAME=VALUE` with a
+    /// secret-looking NAME becomes `NAME=***`, a word holding `://` is a URL
+    /// (`url`), and the word after `Bearer` is `***`.
+    public static func text(_ s: String) -> String {
+        guard s.contains("://") || s.contains("=") || s.lowercased().contains("bearer") else { return s }
+        var out = ""
+        var rest = Substring(s)
+        var afterBearer = false
+        while !rest.isEmpty {
+            let end = rest.firstIndex(where: \.isWhitespace) ?? rest.endIndex
+            let word = rest[..<end]
+            if afterBearer && !word.isEmpty {
+                out += "***"
+                afterBearer = false
+            } else if !word.isEmpty {
+                out += redactedWord(word)
+                afterBearer = word.lowercased() == "bearer"
+            }
+            rest = rest[end...]
+            let next = rest.firstIndex { !$0.isWhitespace } ?? rest.endIndex
+            out += rest[..<next]
+            rest = rest[next...]
+        }
+        return out
+    }
+
+    private static func redactedWord(_ word: Substring) -> String {
+        let sep = word.range(of: "://")
+        if let eq = word.firstIndex(of: "="), sep.map({ eq < $0.lowerBound }) ?? true {
+            let name = word[..<eq].drop { $0 == "-" }
+            if !name.isEmpty, isSecretName(String(name)) { return String(word[...eq]) + "***" }
+        }
+        guard sep != nil else { return String(word) }
+        // Each URL from its scheme to the next one's (`a=http://…,http://…`);
+        // what comes before the first scheme (`--db=`) stays as it is.
+        var starts: [Substring.Index] = []
+        var from = word.startIndex
+        while let r = word[from...].range(of: "://") {
+            let start = word[from..<r.lowerBound].lastIndex { !($0.isLetter || $0.isNumber || "+-.".contains($0)) }
+                .map { word.index(after: $0) } ?? from
+            starts.append(start)
+            from = r.upperBound
+        }
+        var out = String(word[..<starts[0]])
+        for (i, start) in starts.enumerated() {
+            out += url(String(word[start..<(i + 1 < starts.count ? starts[i + 1] : word.endIndex)]))
+        }
+        return out
     }
 }

@@ -5,6 +5,10 @@ import TaskerCore
 /// Writes one line per log record, logfmt by default: UTC date and time,
 /// level, the task it came from, the message and its fields sorted by key;
 /// values with spaces, quotes or `=` quoted; tables as JSON; secrets as `***`.
+/// One call is one line: a message or value holding a line break or another
+/// control character is written escaped (a message in quotes, as a value
+/// is), so a script's text can neither forge a second line nor drive the
+/// terminal.
 ///
 ///     2026-11-22T04:41:12.345Z WARN [fetch] slow response ms=1200 url="https://x/a b" ids=[1,2]
 ///
@@ -47,14 +51,14 @@ public struct LineLogHandler: LogHandler {
 
     private func logfmtLine(_ event: LogEvent, task: String?, fields: Logger.Metadata) -> String {
         var line = "\(Self.timestamp()) \(Self.name(event.level))"
-        if let task { line += " [\(task)]" }
-        line += " \(event.message)"
+        if let task { line += " [\(TerminalText.escape(task, keepTabs: false))]" }
+        line += " \(Self.message("\(event.message)"))"
         for key in fields.keys.sorted() {
             line += " \(Self.quoted(key))="
             if Self.secretKeys.contains(key.lowercased()) {
                 line += "***"
             } else if case .stringConvertible(let v as LogJSON) = fields[key]! {
-                line += v.text
+                line += TerminalText.escapingC1(json: v.text)
             } else {
                 line += Self.quoted("\(fields[key]!)")
             }
@@ -73,7 +77,7 @@ public struct LineLogHandler: LogHandler {
                 if Self.secretKeys.contains(key.lowercased()) {
                     value = "\"***\""
                 } else if case .stringConvertible(let v as LogJSON) = fields[key]! {
-                    value = v.text
+                    value = TerminalText.escapingC1(json: v.text)
                 } else {
                     value = Self.json("\(fields[key]!)")
                 }
@@ -86,12 +90,20 @@ public struct LineLogHandler: LogHandler {
 
     /// A logfmt value: bare when it can be, else in double quotes.
     static func quoted(_ s: String) -> String {
-        let needsQuotes = s.isEmpty || s.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || $0.value < 0x20 }
+        let needsQuotes = s.isEmpty || s.unicodeScalars.contains {
+            $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\\" || TerminalText.isControl($0)
+        }
         return needsQuotes ? json(s) : s
     }
 
-    /// A JSON string literal.
-    static func json(_ s: String) -> String { JSONString.quoted(s) }
+    /// A logfmt message: as it is, or quoted like a value when it holds a
+    /// control character (a tab excepted).
+    static func message(_ s: String) -> String {
+        s.unicodeScalars.contains { TerminalText.isControl($0) && $0 != "\t" } ? json(s) : s
+    }
+
+    /// A JSON string literal, control characters (C1 and DEL too) escaped.
+    static func json(_ s: String) -> String { TerminalText.jsonQuoted(s) }
 
     static func name(_ level: Logger.Level) -> String {
         switch level {

@@ -158,8 +158,23 @@ public final class QueueCoordinator: RemoteQueue {
         case "succeeded": return .succeeded(r.result ?? "[]")
         default:
             let kind = TaskFailure.Kind(rawValue: r.errorKind ?? "error")
-            return .failed(TaskFailure(kind, r.error ?? "the task \(r.state) on a worker"))
+            return .failed(r.error.map { failure(kind, described: $0) } ?? TaskFailure(kind, "the task \(r.state) on a worker"))
         }
+    }
+
+    /// A worker records a failure as its description (`[position: ]kind:
+    /// message`): taken apart again, so it reads as it would in one process
+    /// (not `usage: usage: …`).
+    static func failure(_ kind: TaskFailure.Kind, described text: String) -> TaskFailure {
+        let marker = "\(kind.rawValue): "
+        guard kind != .error else { return TaskFailure(kind, text) }
+        if text.hasPrefix(marker) { return TaskFailure(kind, String(text.dropFirst(marker.count))) }
+        // A position is `file:line`: no space (a message merely holding
+        // "usage: " stays whole).
+        guard let r = text.range(of: ": " + marker), !text[..<r.lowerBound].contains(" ") else { return TaskFailure(kind, text) }
+        var f = TaskFailure(kind, String(text[r.upperBound...]))
+        f.position = String(text[..<r.lowerBound])
+        return f
     }
 
     public func cancel(task: TaskID, attempt: Int) {

@@ -24,7 +24,8 @@ final class EventsWriter: EngineObserver {
         object["ts"] = Self.timestamp()
         object["event"] = event
         guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        out.writeLine(String(decoding: data, as: UTF8.self))
+        // `--events -` may be a terminal: C1 and DEL escaped as well (still JSON).
+        out.writeLine(TerminalText.escapingC1(json: String(decoding: data, as: UTF8.self)))
     }
 
     private func write(_ event: String, _ id: TaskID, _ engine: Engine, extra: [String: Any] = [:]) {

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TaskerCore
+import TaskerHTTP
 import TaskerJournal
 import TaskerLua
 
@@ -103,7 +104,9 @@ struct RunJournal {
     /// `--plan`: for each task of the earlier run, `reuse` or `run` and why.
     static func plan(_ reader: JournalReader, _ run: JournalRun) throws -> String {
         let tasks = try reader.tasks(of: run.id).filter { $0.kind == "task" }
-        var lines = ["plan: resume run \(run.id) of \(run.pipeline) (\(tasks.count) task\(tasks.count == 1 ? "" : "s"))"]
+        // Names and reasons come from the script: escaped, one task one line.
+        let shown = { (s: String) in TerminalText.escape(s) }
+        var lines = ["plan: resume run \(run.id) of \(shown(run.pipeline)) (\(tasks.count) task\(tasks.count == 1 ? "" : "s"))"]
         var reuse = 0
         for t in tasks {
             let reason: String?
@@ -117,21 +120,18 @@ struct RunJournal {
                 reason = nil
             }
             if reason == nil { reuse += 1 }
-            lines.append("\(reason == nil ? "reuse" : "run  ")  \(t.name)\(reason.map { "  (\($0))" } ?? "")")
+            lines.append("\(reason == nil ? "reuse" : "run  ")  \(shown(t.name))\(reason.map { "  (\(shown($0)))" } ?? "")")
         }
         lines.append("plan: \(reuse) to reuse, \(tasks.count - reuse) to run again (tasks the new run adds that the old one did not run too)")
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// `--var` values whose key looks like a secret are stored as `***`.
-    static func redactedVars(_ vars: [String: String]) -> [String: String] {
-        let secret = ["token", "secret", "password", "passwd", "key", "auth", "credential", "cookie"]
-        var out: [String: String] = [:]
-        for (k, v) in vars {
-            let lower = k.lowercased()
-            out[k] = secret.contains { lower.contains($0) } ? "***" : v
-        }
-        return out
+    /// What the record of a run holds of its command line (the journal's
+    /// row, so `show`, `runs --json` and the report, and the events file's
+    /// `run` line): the one place secrets in args and `--var` values are
+    /// hidden. The script itself sees the real values.
+    static func recorded(args: [String], vars: [String: String]) -> (args: [String], vars: [String: String]) {
+        (Redaction.arguments(args), Redaction.variables(vars))
     }
 }
 

@@ -99,7 +99,7 @@ final class StatusLine: EngineObserver, Sendable {
 
     func taskAdded(_ id: TaskID, engine: Engine) { state.withLock { $0.total += 1 } }
     func taskStarted(_ id: TaskID, engine: Engine) {
-        let name = Self.visible(engine.name(id)), now = Monotonic.now()
+        let name = Self.shown(engine.name(id)), now = Monotonic.now()
         let named = !engine.isGroupOrSchedule(id)
         state.withLock { s in
             s.running += 1
@@ -108,9 +108,14 @@ final class StatusLine: EngineObserver, Sendable {
     }
 
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        let name = Self.visible(engine.name(id)), message = message.map(Self.visible)
+        let name = Self.shown(engine.name(id)), message = message.map(Self.shown)
         state.withLock { $0.bars[id] = (name, fraction, message) }
     }
+
+    /// A name or message from the script, escaped once when it arrives: a
+    /// newline or ESC in it would break the line count the erase relies on
+    /// or paint over the screen; a tab would break the width.
+    private static func shown(_ s: String) -> String { TerminalText.escape(s, keepTabs: false) }
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         let started = engine.attempts(id) > 0
@@ -184,18 +189,6 @@ final class StatusLine: EngineObserver, Sendable {
         guard !s.drawnWidths.isEmpty else { return "\r\u{1B}[2K" }
         let rows = TerminalWidth.rows(of: s.drawnWidths, columns: Self.columns())
         return (rows > 1 ? "\u{1B}[\(rows - 1)A" : "") + "\r\u{1B}[J"
-    }
-
-    /// A task name or progress message as one row of plain text: control
-    /// characters (a newline, an escape sequence) would move the cursor
-    /// and break the erase.
-    static func visible(_ text: String) -> String {
-        guard text.unicodeScalars.contains(where: isControl) else { return text }
-        return String(String.UnicodeScalarView(text.unicodeScalars.map { isControl($0) ? "?" : $0 }))
-    }
-
-    private static func isControl(_ c: Unicode.Scalar) -> Bool {
-        c.value < 0x20 || (0x7F...0x9F).contains(c.value)
     }
 
     private static func columns() -> Int {

@@ -4,21 +4,27 @@ import TaskerLua
 
 /// The end-of-run report on stderr: counts per final state (groups and
 /// schedules apart), wall time, each failed task with its error and each
-/// cancelled task with its reason.
+/// cancelled task with its reason (the first 20 of each, then a count).
+/// Names and messages come from the script: written escaped (see
+/// `TerminalText`), so none can fake a line or drive the terminal.
 struct Summary {
     let result: RunResult
+    /// The journal's id for this run, to point at `tasker show` for the
+    /// tasks past the limit (nil without a journal).
+    var runID: String?
     /// The slowest tasks, longest first (known when the run was recorded).
     var slowest: [(name: String, seconds: Double)] = []
     /// Longer messages are cut (a 50 MB error string is not a summary).
     static let messageLimit = 2000
-    /// Cancelled tasks listed by name; past this, a count.
-    static let cancelledLimit = 20
+    /// Failed and cancelled tasks listed by name, each; past this, a count.
+    static let listLimit = 20
 
     var text: String {
         var lines: [String] = []
         if let error = result.mainError {
-            let task = result.mainErrorTask.map { " (from task '\($0)')" } ?? ""
-            lines.append("tasker: error\(task): \(Self.cut(error))")
+            let task = result.mainErrorTask.map { " (from task '\(Self.line($0))')" } ?? ""
+            // A traceback keeps its lines; nothing else in it is raw.
+            lines.append("tasker: error\(task): \(TerminalText.escape(Self.cut(error), keepNewlines: true))")
         }
         let total = result.counts.values.reduce(0, +)
         let parts = [TaskState.succeeded, .failed, .cancelled].compactMap { state -> String? in
@@ -36,22 +42,42 @@ struct Summary {
         if !groups.isEmpty { head += " (groups and schedules: \(groups.joined(separator: ", ")))" }
         if result.signal != 0 { head += " (interrupted by \(Self.signalName(result.signal)))" }
         lines.append(head)
-        for f in result.failed {
-            lines.append("  failed \(f.name): \(Self.cut(f.message))")
+        for f in result.failed.prefix(Self.listLimit) {
+            lines.append("  failed \(Self.line(f.name)): \(Self.line(Self.cut(f.message)))")
         }
-        for c in result.cancelled.prefix(Self.cancelledLimit) {
-            lines.append("  \(c.name): \(Self.cut(c.message))")
+        if let more = more(result.failed.count, "failed") { lines.append(more) }
+        for c in result.cancelled.prefix(Self.listLimit) {
+            lines.append("  \(Self.line(c.name)): \(Self.line(Self.cut(c.message)))")
         }
-        if result.cancelled.count > Self.cancelledLimit {
-            lines.append("  … and \(result.cancelled.count - Self.cancelledLimit) more cancelled")
-        }
+        if let more = more(result.cancelled.count, "cancelled") { lines.append(more) }
         // Only worth a line when something took a noticeable time.
         let slow = slowest.filter { $0.seconds >= 0.1 }
         if !slow.isEmpty {
-            lines.append("  slowest: " + slow.map { "\($0.name) \(Self.duration($0.seconds))" }.joined(separator: ", "))
+            lines.append("  slowest: " + slow.map { "\(Self.line($0.name)) \(Self.duration($0.seconds))" }.joined(separator: ", "))
         }
         return lines.joined(separator: "\n") + "\n"
     }
+
+    /// `  … and 1,436 more failed tasks: tasker show RUN`, or nil when all were listed.
+    private func more(_ count: Int, _ state: String) -> String? {
+        guard count > Self.listLimit else { return nil }
+        let n = count - Self.listLimit
+        return "  … and \(Self.grouped(n)) more \(state) task\(n == 1 ? "" : "s")" + (runID.map { ": tasker show \($0)" } ?? "")
+    }
+
+    /// `1436` as `1,436`.
+    static func grouped(_ n: Int) -> String {
+        let digits = Array(String(n))
+        var out = ""
+        for (i, d) in digits.enumerated() {
+            if i > 0 && (digits.count - i) % 3 == 0 { out += "," }
+            out.append(d)
+        }
+        return out
+    }
+
+    /// Script text on one line of the summary.
+    static func line(_ s: String) -> String { TerminalText.escape(s) }
 
     static func duration(_ s: Double) -> String {
         s < 60 ? String(format: "%.1fs", s) : String(format: "%dm%02ds", Int(s) / 60, Int(s) % 60)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TaskerCore
 import TaskerLua
 
 extension Tasker {
@@ -16,7 +17,7 @@ extension Tasker {
             var failed = false
             for file in files {
                 if let error = PipelineRunner.check(path: file) {
-                    print(error)
+                    print(TerminalText.escape(error))
                     failed = true
                 }
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TaskerCore
 import TaskerLua
 import TaskerJournal
 
@@ -54,7 +55,7 @@ extension Tasker {
             for r in runs {
                 print(History.pad([r.id, History.localTime(r.started), r.duration.map(History.seconds) ?? "-",
                                    r.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running",
-                                   History.counts(r.counts), r.pipeline], [12, 20, 9, 5, 30]))
+                                   History.counts(r.counts), TerminalText.escape(r.pipeline)], [12, 20, 9, 5, 30]))
             }
         }
     }
@@ -90,15 +91,15 @@ extension Tasker {
                     }
                     try out.write(first ? "]\n}\n" : "\n  ]\n}\n")
                 } else {
-                    try out.line("run \(r.id)  \(r.pipeline)")
+                    try out.line("run \(r.id)  \(TerminalText.escape(r.pipeline))")
                     try out.line("started \(History.localTime(r.started))  duration \(r.duration.map(History.seconds) ?? "-")  exit \(r.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running")  \(History.counts(r.counts))")
                     if let from = r.resumedFrom { try out.line("resumed from \(from)") }
                     try out.line(History.pad(["ID", "STATE", "ATTEMPTS", "DURATION", "HELD", "NAME", "ERROR"], [5, 10, 8, 9, 7, 24]))
                     try reader.forEachTask(of: r.id) { t in
                         let state = t.reused ? "reused" : (t.errorKind == "lost" ? "lost" : t.state)
                         try out.line(History.pad([String(t.id), state, String(t.attempts), t.duration.map(History.seconds) ?? "-",
-                                                  t.held > 0 ? History.seconds(t.held) : "-", t.name,
-                                                  t.error.map { String($0.split(separator: "\n").first ?? "") } ?? ""],
+                                                  t.held > 0 ? History.seconds(t.held) : "-", TerminalText.escape(t.name),
+                                                  t.error.map { TerminalText.escape(String($0.split(separator: "\n").first ?? "")) } ?? ""],
                                                  [5, 10, 8, 9, 7, 24]))
                     }
                 }
@@ -116,7 +117,7 @@ enum History {
     /// The run `id` (or `last`), or exit 2 saying there is none.
     static func run(_ id: String, in reader: JournalReader) throws -> JournalRun {
         guard let r = try reader.run(id) else {
-            StandardError.write("tasker: error: no run '\(id)' in the journal (see 'tasker runs')\n")
+            StandardError.write("tasker: error: no run '\(TerminalText.escape(id))' in the journal (see 'tasker runs')\n")
             throw ExitCode(2)
         }
         return r

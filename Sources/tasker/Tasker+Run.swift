@@ -110,11 +110,11 @@ extension Tasker {
                 }
             }
             let runID = RunID.make()
+            let recorded = RunJournal.recorded(args: scriptArgs, vars: options.vars)
             var recorder: JournalRecorder?
             if !noJournal {
                 do {
-                    let run = JournalRun(id: runID, pipeline: pipeline, args: scriptArgs,
-                                         vars: RunJournal.redactedVars(options.vars),
+                    let run = JournalRun(id: runID, pipeline: pipeline, args: recorded.args, vars: recorded.vars,
                                          started: Date().timeIntervalSince1970, pid: Int(getpid()), resumedFrom: resumedFrom)
                     recorder = JournalRecorder(writer: try journal.place.writer(run: run), runID: runID)
                     options.identify = true
@@ -135,7 +135,7 @@ extension Tasker {
                 }
             }
             defer { queue?.stop() }
-            events?.runStarted(id: runID, pipeline: pipeline, args: scriptArgs)
+            events?.runStarted(id: runID, pipeline: pipeline, args: recorded.args)
             var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
@@ -175,7 +175,7 @@ extension Tasker {
             }
             signals.stop()
             if late.signal != 0 && code < 128 { code = 128 + late.signal }
-            Summary(result: result, slowest: recorder?.slowest ?? []).print()
+            Summary(result: result, runID: recorder?.runID, slowest: recorder?.slowest ?? []).print()
             if let report, let recorder {
                 do {
                     try ReportCommand.write(runID: recorder.runID, place: journal.place, to: report)

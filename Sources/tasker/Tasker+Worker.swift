@@ -83,7 +83,7 @@ extension Tasker {
                 StandardError.write("tasker: error: \(failure)\n")
                 throw ExitCode(2)
             }
-            if let e = result.mainError { StandardError.write(e + "\n") }
+            if let e = result.mainError { StandardError.write(TerminalText.escape(e, keepNewlines: true) + "\n") }
             throw ExitCode(result.mainError == nil ? 0 : result.exitCode)
         }
     }

@@ -1,4 +1,5 @@
 import Logging
+import TaskerLua
 import Testing
 
 /// README, Processes: log.debug/info/warn/error(message [, fields]).
@@ -42,5 +43,54 @@ import Testing
             """)
         #expect(r.lines == ["bad argument #1 to 'log.info' (string expected, got no value)",
                             "bad argument #2 to 'log.warn' (table expected, got string)"])
+    }
+
+    /// What a script writes (a message, a field, a task name) can hold a
+    /// newline, ESC, the C1 CSI, NUL: each log call is still one line, with
+    /// those written as escapes, so no fake line and no terminal control.
+    @Test func controlCharactersInMessagesFieldsAndNamesAreEscapedOneCallOneLine() async throws {
+        let r = try await runLua(#"""
+            log.info("ok\n2026-11-24T00:00:00.000Z ERROR [deploy] rollback failed")
+            log.warn("cr\rover", {v = "a\nb", t = {x = "\27[2J"}, ["k\n"] = 1})
+            log.info("tab\tkept")
+            log.error("nul \0 esc \27[2J c1 \u{9b}31m del \127")
+            tasker.add{name = "evil\n2026 ERROR [x]\r\27[2J", run = function() log.info("in task") end}:await()
+            """#)
+        let lines = r.diagnostics.split(separator: "\n", omittingEmptySubsequences: false).map(String.init).dropLast()
+        #expect(lines.count == 5, "\(r.diagnostics)")
+        #expect(lines[0].hasSuffix(#"Z INFO "ok\n2026-11-24T00:00:00.000Z ERROR [deploy] rollback failed""#), "\(lines[0])")
+        #expect(lines[1].hasSuffix(#"Z WARN "cr\rover" "k\n"=1 t={"x":"\u001b[2J"} v="a\nb""#), "\(lines[1])")
+        #expect(lines[2].hasSuffix("Z INFO tab\tkept"))
+        #expect(lines[3].hasSuffix(#"Z ERROR "nul \u0000 esc \u001b[2J c1 \u009b31m del \u007f""#), "\(lines[3])")
+        #expect(lines[4].hasSuffix(#"Z INFO [evil\n2026 ERROR [x]\r\u001b[2J] in task"#), "\(lines[4])")
+        #expect(!r.diagnostics.unicodeScalars.contains { ($0.value < 0x20 && $0 != "\n" && $0 != "\t") || (0x7F...0x9F).contains($0.value) })
+    }
+
+    @Test func jsonLinesEscapeEveryControlCharacter() {
+        let sink = TextSink()
+        var logger = Logger(label: "test") { _ in LineLogHandler(level: .info, format: .json) { sink.append($0 + "\n") } }
+        logger.logLevel = .info
+        logger.info("ok\n{\"level\":\"error\"}\u{1B}[2J\u{9B}", metadata: ["task": "a\rb", "f": "x\u{7F}\n"])
+        let lines = sink.value.split(separator: "\n").map(String.init)
+        #expect(lines.count == 1)
+        #expect(lines[0].hasPrefix(#"{"level":"info","msg":"ok\n{\"level\":\"error\"}\u001b[2J\u009b","task":"a\rb","ts":"#), "\(lines[0])")
+        #expect(lines[0].hasSuffix(#","fields":{"f":"x\u007f\n"}}"#), "\(lines[0])")
+    }
+
+    /// `stream=true`: a child's `\r` (a progress meter) and ESC are escaped,
+    /// lines still split at `\n`, a CRLF line end dropped, tabs kept.
+    @Test func streamedLinesCannotRewriteTheStatusLineOrDriveTheTerminal() async throws {
+        let r = try await runLua(#"""
+            tasker.add{name = "dl\27[2J", run = function()
+              tasker.sh([[printf ' 10%%\r 50%%\r100%%\n\033[2Jcleared\n\tindented\r\n\302\233c1\n']], {stream = true})
+            end}:await()
+            """#)
+        #expect(r.diagnostics == #"""
+            [dl\u001b[2J]  10%\r 50%\r100%
+            [dl\u001b[2J] \u001b[2Jcleared
+            [dl\u001b[2J] \#tindented
+            [dl\u001b[2J] \u009bc1
+
+            """#, "\(r.diagnostics)")
     }
 }

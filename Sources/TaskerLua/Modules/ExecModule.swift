@@ -89,7 +89,13 @@ final class ExecModule: LuaModule {
         if let status = runtime.cannotWait(L, fn) { return status }
         if r.stream {
             r.label = runtime.current?.taskID.map { runtime.engine.name($0) } ?? "main"
-            r.streamSink = runtime.options.diagnostics
+            let sink = runtime.options.diagnostics
+            // One child line, one line of ours: a `\r` (a progress meter) or
+            // ESC must not rewrite the status line or earlier output. A CR
+            // ending the line is a CRLF line end, dropped.
+            r.streamSink = { line in
+                sink(TerminalText.escape(line.hasSuffix("\r") ? String(line.dropLast()) : line))
+            }
         }
         return runtime.suspend(L, .wait(ExecWait(r)))
     }

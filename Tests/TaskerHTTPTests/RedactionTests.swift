@@ -1,0 +1,33 @@
+import Testing
+@testable import TaskerHTTP
+
+/// What a run's record keeps of its command line: secrets as `***`, the
+/// rest as given.
+@Suite struct RedactionTests {
+    @Test func argumentsHideURLPasswordsSecretFlagsAndTheirValues() {
+        #expect(Redaction.arguments([
+            "postgres://app:pw1@db/app", "--api-token=t2", "--Password=p3", "--token", "t4", "--token", "--next",
+            "token=t5", "host=db password=p6 user=app", "Bearer t7", "plain", "--verbose", "v", "",
+            "https://h/x?token=t8&q=1", "http://u:p9@[::1]:8080/p", "postgres://u:pa/ss@db/app",
+            "x=http://a:p10@h,http://c:p11@k", "https://h/cb?next=https://u:p12@x/",
+            "https://registry.example/@scope/pkg", "https://h:8443/@x", "--token",
+        ]) == [
+            "postgres://***@db/app", "--api-token=***", "--Password=***", "--token", "***", "--token", "--next",
+            "token=***", "host=db password=*** user=app", "Bearer ***", "plain", "--verbose", "v", "",
+            "https://h/x?token=***&q=1", "http://***@[::1]:8080/p", "postgres://***@db/app",
+            "x=http://***@h,http://***@k", "https://h/cb?next=https://***@x/",
+            "https://registry.example/@scope/pkg", "https://h:8443/@x", "--token",
+        ])
+    }
+
+    @Test func varsWithSecretKeysAreHiddenOthersKeepAllButURLPasswords() {
+        let vars = ["GITHUB_PAT": "a", "gh-pat": "b", "myPat": "c", "bearer": "d", "Api_Key": "e", "DSN": "f",
+                    "db_password": "g", "client_secret": "h", "AUTH": "i", "empty_token": "",
+                    "monkey": "j", "path": "/usr/bin", "pattern": "*.lua", "url": "https://u:k@h/x", "name": "bob"]
+        #expect(Redaction.variables(vars) == [
+            "GITHUB_PAT": "***", "gh-pat": "***", "myPat": "***", "bearer": "***", "Api_Key": "***", "DSN": "***",
+            "db_password": "***", "client_secret": "***", "AUTH": "***", "empty_token": "",
+            "monkey": "***", "path": "/usr/bin", "pattern": "*.lua", "url": "https://***@h/x", "name": "bob",
+        ])
+    }
+}
