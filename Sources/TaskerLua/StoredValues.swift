@@ -53,11 +53,48 @@ extension LuaRuntime {
                 } catch {
                     return .notStorable("its value cannot be stored as JSON: \(error.message)")
                 }
-                if out.count > Self.maxStoredValueBytes { return .notStorable("its value is over 1 MiB") }
             }
             out.append(UInt8(ascii: "]"))
+            if out.count > Self.maxStoredValueBytes {
+                return .notStorable("its value is \(Self.sizeText(out.count)) as JSON, over the limit of 1 MiB")
+            }
             return .json(String(decoding: out, as: UTF8.self))
         }
+    }
+
+    /// "2.0 MiB", "1048577 bytes": precise near the limit, short past it.
+    static func sizeText(_ bytes: Int) -> String {
+        bytes < 2 << 20 ? "\(bytes) bytes" : "\(bytes >> 20).\((bytes & ((1 << 20) - 1)) * 10 >> 20) MiB"
+    }
+
+    /// What a failed task raised, as a JSON array of one value, for a
+    /// worker to hand to the coordinator, which raises the same value (a
+    /// string stays a string, as in one process). Nil for the engine's
+    /// own error tables (their kind, message and position travel as they
+    /// are). A value JSON cannot hold (a function, a cycle, a table with a
+    /// metatable such as one with `__tostring`) goes as its `tostring`.
+    public func raisedValueJSON(_ failure: TaskFailure) -> String? {
+        loop.assertInLoop()
+        guard let slot = failure.payload as? LuaErrorSlot else { return nil }
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        guard lua_checkstack(L, 8) != 0 else { return nil }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.errors))
+        lua_rawgeti(L, -1, lua_Integer(slot.slot))
+        let v = lua_gettop(L)
+        if lua_type(L, v) == LUA_TTABLE, isErrorTable(L, v) { return nil }
+        var plain = lua_type(L, v) != LUA_TTABLE || lua_getmetatable(L, v) == 0
+        if !plain { tasker_pop(L, 1) }
+        var out: [UInt8] = []
+        if plain {
+            do { out = try json.encodeJSON(L, v) } catch { plain = false }
+        }
+        if !plain {
+            LuaStack(L).push(failure.message)
+            do { out = try json.encodeJSON(L, -1) } catch { return nil }
+        }
+        guard out.count <= Self.maxStoredValueBytes else { return nil }
+        return "[" + String(decoding: out, as: UTF8.self) + "]"
     }
 
     /// Task `id`'s derived identity (occurrence 0: it has none).

@@ -163,6 +163,18 @@ final class TaskIdentities {
         return .derived(hash)
     }
 
+    /// A hash of the function at `f` as a body's identity hashes it (its
+    /// bytecode without line numbers and what it captures, by value), in
+    /// hex; nil when it cannot be taken. A definition's version.
+    func version(ofFunctionAt f: Int32, in L: OpaquePointer) -> String? {
+        guard lua_type(L, f) == LUA_TFUNCTION else { return nil }
+        namesChecked = false
+        var h = IdentityHasher()
+        var walk = Walk()
+        do { try value(L, lua_absindex(L, f), into: &h, &walk) } catch { return nil }
+        return TaskIdentity.hex(h.finish())
+    }
+
     /// A loop adds many tasks with one body and nothing else: the last such
     /// body (anchored in the registry, so its address cannot be reused) and
     /// its identity. Remembered only when the body captures nothing but
@@ -464,7 +476,11 @@ final class TaskIdentities {
     func idempotencyKey(_ id: TaskID, pipeline: String, in L: OpaquePointer) -> String {
         if self[id] == nil {
             let top = lua_gettop(L)
-            runtime.pushPart(L, runtime.refs.bodies, id)
+            // Read raw: pushPart would put an empty table where the body is
+            // when it is a function (and the next attempt would call it).
+            lua_rawgeti(L, tasker_registryindex(), lua_Integer(runtime.refs.bodies))
+            lua_rawgeti(L, -1, lua_Integer(id))
+            tasker_remove(L, -2)
             runtime.pushPart(L, runtime.refs.args, id)
             let body: Int32 = lua_type(L, top + 1) == LUA_TNIL ? 0 : top + 1
             let args: Int32 = lua_type(L, top + 2) == LUA_TNIL ? 0 : top + 2

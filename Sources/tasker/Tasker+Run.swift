@@ -56,6 +56,7 @@ extension Tasker {
                 throw ValidationError("--concurrency must be at least 1 (got \(concurrency))")
             }
             if plan && !resume { throw ValidationError("--plan goes with --resume") }
+            if let store { try StoreURL.validate(store) }
             if noJournal && (resume || report != nil) {
                 throw ValidationError("--no-journal cannot go with \(resume ? "--resume" : "--report") (both read the journal)")
             }
@@ -130,6 +131,7 @@ extension Tasker {
             var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
+                queue?.onWarning(runtime.warningLog)
                 recorder?.attach(runtime)
                 if let events {
                     events.runtime = runtime

@@ -35,6 +35,7 @@ extension Tasker {
         func validate() throws {
             guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1 (got \(concurrency))") }
             guard lease >= 0.5 else { throw ValidationError("--lease must be at least 0.5 seconds (got \(lease))") }
+            try StoreURL.validate(store)
         }
 
         func run() throws {
@@ -58,6 +59,11 @@ extension Tasker {
                         guard !runtime.mainChunkFailed else {
                             loop.endActivity()
                             return
+                        }
+                        var settings = settings
+                        settings.versions = runtime.definedVersions
+                        if settings.versions.isEmpty {
+                            runtime.logNotice("\(file) defines no task (tasker.define): this worker will claim nothing")
                         }
                         do {
                             let w = try QueueWorker(url: url, settings: settings, loop: loop, runner: jobs)
@@ -116,5 +122,13 @@ final class WorkerSignals {
     func stop() {
         for s in sources { s.cancel() }
         sources = []
+    }
+}
+
+extension StoreURL {
+    /// A usage error (exit 2) for a `--store` that is not a PostgreSQL URL,
+    /// before libpq sees it.
+    static func validate(_ url: String) throws {
+        do { try check(url) } catch { throw ValidationError(error.description) }
     }
 }
