@@ -56,6 +56,10 @@ public final class QueueWorker {
     /// Names already logged (jobs left for others; another version).
     private var saidLacking: Set<String> = []
     private var saidVersion: Set<String> = []
+    /// The last claim found fewer jobs than slots: what is still queued is
+    /// mostly not for this worker, so looking at it is cheap and useful (a
+    /// backlog of its own jobs is not walked at every heartbeat).
+    private var lastClaimShort = true
     /// Lines for the worker's log (claims refused, lease trouble).
     public var log: (String) -> Void = { _ in }
 
@@ -140,7 +144,7 @@ public final class QueueWorker {
             bound.loop.execute {
                 let w = bound.value
                 w.claiming = false
-                if let why { w.log("cannot claim jobs: \(why)") }
+                if let why { w.log("cannot claim jobs: \(why)") } else { w.lastClaimShort = claimed.count < free }
                 for j in claimed { w.running[j.id] = j }
                 for j in claimed {
                     w.noteVersion(j)
@@ -232,6 +236,7 @@ public final class QueueWorker {
         let me = id
         let ids = Array(running.keys)
         let names = Array(settings.versions.keys)
+        let lookForLacking = lastClaimShort
         db.submit { c, error in
             var result: (wasDead: Bool, stop: [Int64])?
             var lacking: [String] = []
@@ -240,7 +245,7 @@ public final class QueueWorker {
                 do {
                     result = try QueueStore.heartbeat(worker: me, running: ids, c)
                     try QueueStore.rescue(c)
-                    lacking = try QueueStore.queuedNames(notIn: names, c)
+                    if lookForLacking { lacking = try QueueStore.queuedNames(notIn: names, c) }
                 } catch { failure = PGError(error) }
             }
             let outcome = result

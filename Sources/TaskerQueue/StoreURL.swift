@@ -82,10 +82,14 @@ public enum StoreURL {
     /// hidden, whatever part of it the message repeats.
     public static func redact(_ text: String, url: String) -> String {
         var out = text.replacingAll(url, with: redacted(url))
-        if let password = password(in: url), password.count >= 3 {
-            out = out.replacingAll(password, with: "***")
-            if let decoded = password.removingPercentEncoding, decoded.count >= 3 {
-                out = out.replacingAll(decoded, with: "***")
+        if let password = password(in: url) {
+            // libpq may read a password with an unencoded delimiter as
+            // something else (`u:SECRET/x@h`: host `u`, port `SECRET`) and
+            // quote only a piece of it: hide the pieces too.
+            var pieces = [password, password.removingPercentEncoding ?? password]
+            pieces += password.split(whereSeparator: { "/?#:@&=".contains($0) }).map(String.init)
+            for piece in pieces.sorted(by: { $0.count > $1.count }) where piece.count >= 3 {
+                out = out.replacingAll(piece, with: "***")
             }
         }
         return passwordParametersHidden(Substring(out))

@@ -104,18 +104,27 @@ final class WorkerSignals {
     func start(loop: EventLoop, drain: @escaping () -> Void, handBack: @escaping @Sendable () -> Void) {
         let target = LoopBound(drain, loop: loop)
         let seen = SignalCount()
+        // A signal that came while the worker started (blocked, as the
+        // parent's mask may leave it) is pending, and SIG_IGN below would
+        // discard it: it counts as received.
+        var pending = sigset_t()
+        sigemptyset(&pending)
+        sigpending(&pending)
         for sig in [SIGTERM, SIGINT] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler {
+            let handle: @Sendable () -> Void = {
                 if seen.n.add(1, ordering: .relaxed).newValue > 1 {
                     handBack()
                     exit(128 + sig)
                 }
                 target.loop.execute { target.value() }
             }
+            let wasPending = sigismember(&pending, sig) == 1
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler(handler: handle)
             source.resume()
             sources.append(source)
+            if wasPending { queue.async(execute: handle) }
         }
     }
 

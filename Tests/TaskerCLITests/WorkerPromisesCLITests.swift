@@ -60,6 +60,45 @@ import Testing
         #expect(sql("SELECT string_agg(attempt::text, ',' ORDER BY attempt) FROM tasker_jobs GROUP BY run") == "1,2,3\n1,2,3")
     }
 
+    /// A SIGTERM that arrives while the worker starts (blocked by the mask
+    /// it inherited, so pending) still stops it: it used to be discarded
+    /// when the worker set up its handlers, and the worker ran on.
+    @Test func aSigtermDuringStartupStopsTheWorker() async throws {
+        let s = try Scratch(["defs.lua": Self.flaky])
+        defer { s.cleanup() }
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, SIGTERM)
+        posix_spawnattr_setsigmask(&attr, &mask)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let args = [taskerBinary().path, "worker", "--store", url, "--lease", "1", s.dir.appendingPathComponent("defs.lua").path]
+        var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
+        defer { for a in argv { free(a) } }
+        var pid: pid_t = 0
+        #expect(posix_spawn(&pid, args[0], &actions, &attr, &argv, environ) == 0)
+        kill(pid, SIGTERM)  // pending until the worker sets its handlers up
+        let deadline = Date(timeIntervalSinceNow: 20)
+        var status: Int32 = 0
+        var exited = false
+        while !exited && Date() < deadline {
+            exited = waitpid(pid, &status, WNOHANG) == pid
+            if !exited { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        if !exited {
+            kill(pid, SIGKILL)
+            _ = waitpid(pid, &status, 0)
+        }
+        #expect(exited, "the worker ignored a SIGTERM that came while it started")
+    }
+
     static let thumbs = """
         double = tasker.define("double", function(ctx, args) return args.n * 2 end)
         thumb = tasker.define("thumb", function(ctx, args) return "thumb " .. args.n end)
@@ -203,7 +242,7 @@ import Testing
         let pw = Self.password
         for url in ["postgresql://u:\(pw)@/db?host=/nonexistent", "postgres://ü:\(pw)@héllo.invalid/dé",
                     "postgres://u:\(pw)@localhost:1/db?sslmode=bogus", "postgres://u:\(pw)@localhost:1/db?password=\(pw)2",
-                    "postgres://u:\(pw)@localhost:1/db?bogus=\(pw)"] {
+                    "postgres://u:\(pw)@localhost:1/db?bogus=\(pw)", "postgres://u:\(pw)/x@localhost:1/db"] {
             for args in [["run", "--no-progress", "--store", url, "p.lua"], ["worker", "--store", url, "defs.lua"],
                          ["runs", "--store", url]] {
                 let r = try await tasker(args, in: s.dir)

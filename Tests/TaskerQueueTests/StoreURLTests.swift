@@ -35,5 +35,7 @@ import Testing
         let text = "invalid URI \"postgres://u:p%40ss_word@h/db\" near p@ss_word and p%40ss_word"
         let out = StoreURL.redact(text, url: url)
         #expect(!out.contains("ss_word"), "\(out)")
+        let port = StoreURL.redact("invalid integer value \"SECRET\" for connection option \"port\"", url: "postgres://u:SECRET/PW@h/db")
+        #expect(!port.contains("SECRET"), "\(port)")
     }
 }
