@@ -245,7 +245,8 @@ public final class QueueWorker {
                 do {
                     result = try QueueStore.heartbeat(worker: me, running: ids, c)
                     try QueueStore.rescue(c)
-                    if lookForLacking { lacking = try QueueStore.queuedNames(notIn: names, c) }
+                    // only for a log line: never a reason to count the heartbeat failed
+                    if lookForLacking { lacking = (try? QueueStore.queuedNames(notIn: names, c)) ?? [] }
                 } catch { failure = PGError(error) }
             }
             let outcome = result
