@@ -187,10 +187,11 @@ import Testing
               if args.how == "cycle" then local t = {}; t.self = t; error(t) end
               if args.how == "engine" then local ok, e = pcall(json.decode, "{"); error(e) end
               if args.how == "level0" then error("bare", 0) end
+              if args.how == "nul" then error("a\\0b", 0) end
             end)
             """, "p.lua": """
             dofile("defs.lua")
-            for _, how in ipairs{"string", "table", "tostring", "cycle", "engine", "level0"} do
+            for _, how in ipairs{"string", "table", "tostring", "cycle", "engine", "level0", "nul"} do
               local ok, e = fail{args = {how = how}}:result()
               local t = type(e)
               if how == "table" then print(how, t, e.code, e.list[2])
@@ -198,7 +199,7 @@ import Testing
               elseif how == "tostring" then print(how, tostring(e))
               elseif how == "cycle" then print(how, (tostring(e):match("^table: ")))
               elseif how == "engine" then print(how, t, e.kind, e.message)
-              else print(how, t, e) end
+              else print(how, t, ("%q"):format(e)) end
             end
             """])
         defer { s.cleanup() }
@@ -207,7 +208,8 @@ import Testing
         let remote = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
         w.signal(SIGTERM)
         _ = await w.finish()
-        #expect(local.stdout.contains("string\tstring\tdefs.lua:2: boom"), "\(local.stdout)\(local.stderr)")
+        #expect(local.stdout.contains("string\tstring\t\"defs.lua:2: boom\""), "\(local.stdout)\(local.stderr)")
+        #expect(local.stdout.contains("nul\tstring\t\"a\\0b\""), "\(local.stdout)")
         #expect(local.stdout.contains("engine\ttable\tjson"), "\(local.stdout)")
         #expect(remote.stdout == local.stdout, "remote:\n\(remote.stdout)\(remote.stderr)\nlocal:\n\(local.stdout)")
     }
