@@ -17,15 +17,31 @@ public struct RemoteAttempt: Sendable {
     public var args: String
     public var priority: Int
     public var timeout: Double?
+    /// The task's `ctx.idempotency_key` here, so the worker's is the same.
+    public var key: String?
+    /// A hash of the definition's body here, to tell when a worker runs
+    /// another version of it.
+    public var version: String?
 
-    public init(task: TaskID, attempt: Int, name: String, args: String, priority: Int, timeout: Double?) {
+    public init(task: TaskID, attempt: Int, name: String, args: String, priority: Int, timeout: Double?,
+                key: String? = nil, version: String? = nil) {
         self.task = task
         self.attempt = attempt
         self.name = name
         self.args = args
         self.priority = priority
         self.timeout = timeout
+        self.key = key
+        self.version = version
     }
+}
+
+/// A `TaskFailure` payload: the value a body raised on a worker, as a JSON
+/// array of one value, when it was not one of the engine's error tables (a
+/// string raised there is the same string here, as in one process).
+public struct RemoteErrorValue: Sendable {
+    public var json: String
+    public init(json: String) { self.json = json }
 }
 
 public enum RemoteOutcome: Sendable {

@@ -60,7 +60,7 @@ struct StoredValueEncoder {
         if e.tagged {
             e.out = Array("{\"$v\":\(StoredValueCodec.version),\"values\":".utf8) + e.out + [UInt8(ascii: "}")]
         }
-        guard e.out.count <= limit else { throw NotStorable(reason: "its values are over \(limit >> 20) MiB") }
+        guard e.out.count <= limit else { throw NotStorable(reason: "its values are over \(limit >> 20) MiB as JSON, the limit for a stored value") }
         return String(decoding: e.out, as: UTF8.self)
     }
 
@@ -73,7 +73,7 @@ struct StoredValueEncoder {
     }
 
     private mutating func checkSize() throws(NotStorable) {
-        if out.count > limit { throw NotStorable(reason: "its values are over \(limit >> 20) MiB") }
+        if out.count > limit { throw NotStorable(reason: "its values are over \(limit >> 20) MiB as JSON, the limit for a stored value") }
     }
 
     mutating func value(_ i: Int32) throws(NotStorable) {
@@ -122,7 +122,7 @@ struct StoredValueEncoder {
         var len = 0
         let p = tasker_tostring(L, i, &len)!
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
-        if out.count + len > limit { throw NotStorable(reason: "its values are over \(limit >> 20) MiB") }
+        if out.count + len > limit { throw NotStorable(reason: "its values are over \(limit >> 20) MiB as JSON, the limit for a stored value") }
         if String(validating: bytes, as: UTF8.self) != nil {
             Self.quote(bytes, into: &out)
         } else {

@@ -62,6 +62,36 @@ extension LuaRuntime {
         }
     }
 
+    /// What a failed task raised, as a JSON array of one value, for a
+    /// worker to hand to the coordinator, which raises the same value (a
+    /// string stays a string, as in one process). Nil for the engine's
+    /// own error tables (their kind, message and position travel as they
+    /// are). A value JSON cannot hold (a function, a cycle, a table with a
+    /// metatable such as one with `__tostring`) goes as its `tostring`.
+    public func raisedValueJSON(_ failure: TaskFailure) -> String? {
+        loop.assertInLoop()
+        guard let slot = failure.payload as? LuaErrorSlot else { return nil }
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        guard lua_checkstack(L, 8) != 0 else { return nil }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.errors))
+        lua_rawgeti(L, -1, lua_Integer(slot.slot))
+        let v = lua_gettop(L)
+        if lua_type(L, v) == LUA_TTABLE, isErrorTable(L, v) { return nil }
+        var plain = lua_type(L, v) != LUA_TTABLE || lua_getmetatable(L, v) == 0
+        if !plain { tasker_pop(L, 1) }
+        var out: [UInt8] = []
+        if plain {
+            do { out = try json.encodeJSON(L, v) } catch { plain = false }
+        }
+        if !plain {
+            LuaStack(L).push(failure.message)
+            do { out = try json.encodeJSON(L, -1) } catch { return nil }
+        }
+        guard out.count <= Self.maxStoredValueBytes else { return nil }
+        return "[" + String(decoding: out, as: UTF8.self) + "]"
+    }
+
     /// Task `id`'s derived identity (occurrence 0: it has none).
     public func derivedIdentity(of id: TaskID) -> (hash: UInt64, occurrence: Int) { identities.derived(id) }
 

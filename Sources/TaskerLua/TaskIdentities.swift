@@ -163,6 +163,18 @@ final class TaskIdentities {
         return .derived(hash)
     }
 
+    /// A hash of the function at `f` as a body's identity hashes it (its
+    /// bytecode without line numbers and what it captures, by value), in
+    /// hex; nil when it cannot be taken. A definition's version.
+    func version(ofFunctionAt f: Int32, in L: OpaquePointer) -> String? {
+        guard lua_type(L, f) == LUA_TFUNCTION else { return nil }
+        namesChecked = false
+        var h = IdentityHasher()
+        var walk = Walk()
+        do { try value(L, lua_absindex(L, f), into: &h, &walk) } catch { return nil }
+        return TaskIdentity.hex(h.finish())
+    }
+
     /// A loop adds many tasks with one body and nothing else: the last such
     /// body (anchored in the registry, so its address cannot be reused) and
     /// its identity. Remembered only when the body captures nothing but

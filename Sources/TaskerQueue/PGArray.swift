@@ -15,11 +15,14 @@ enum PGArray {
         "{" + values.map { $0.map(quoted) ?? "NULL" }.joined(separator: ",") + "}"
     }
 
+    /// PostgreSQL text cannot hold NUL, and a NUL would end the whole
+    /// literal early (the statement then fails for every element): it
+    /// becomes U+FFFD, as invalid UTF-8 does.
     private static func quoted(_ v: String) -> String {
         var q = "\""
         for ch in v.unicodeScalars {
             if ch == "\"" || ch == "\\" { q.unicodeScalars.append("\\") }
-            q.unicodeScalars.append(ch)
+            q.unicodeScalars.append(ch == "\0" ? "\u{FFFD}" : ch)
         }
         return q + "\""
     }

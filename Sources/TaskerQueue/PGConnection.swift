@@ -18,6 +18,8 @@ final class PGConnection {
 
     /// Connects to `url` (`postgres://user@host:port/db?...`).
     init(url: String) throws {
+        // libpq's parse errors repeat the string, password and all.
+        do { try StoreURL.check(url) } catch { throw PGError(message: error.description, sqlState: nil) }
         // libpq loads at the first connection, not at every start.
         var err = [CChar](repeating: 0, count: 512)
         guard tasker_pq_load(&err, err.count) == 0 else {
@@ -26,7 +28,7 @@ final class PGConnection {
         }
         guard let c = PQconnectdb(url) else { throw PGError(message: "out of memory", sqlState: nil) }
         guard PQstatus(c) == CONNECTION_OK else {
-            let message = Self.trimmed(String(cString: PQerrorMessage(c)))
+            let message = StoreURL.redact(Self.trimmed(String(cString: PQerrorMessage(c))), url: url)
             PQfinish(c)
             throw PGError(message: "cannot connect to PostgreSQL: \(message)", sqlState: nil)
         }

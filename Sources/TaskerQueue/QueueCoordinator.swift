@@ -16,8 +16,14 @@ public final class QueueCoordinator: RemoteQueue {
         var attempt: Int
     }
 
+    private struct Waiter {
+        var done: @Sendable (RemoteOutcome) -> Void
+        var name: String
+        var since: UInt64
+    }
+
     private struct State {
-        var waiting: [Key: @Sendable (RemoteOutcome) -> Void] = [:]
+        var waiting: [Key: Waiter] = [:]
         var outbox: [RemoteAttempt] = []
         var flushing = false
         var fetching = false
@@ -27,6 +33,34 @@ public final class QueueCoordinator: RemoteQueue {
         var scan = false
         var error: String?
         var listener: PGListener?
+        /// Names already warned about (no live worker defines them; a
+        /// worker ran another version), and when live workers were last
+        /// looked up.
+        var warnedUndefined: Set<String> = []
+        var warnedVersion: Set<String> = []
+        var checkedWorkers: UInt64 = 0
+        var checking = false
+        var warn: (@Sendable (String) -> Void)?
+    }
+
+    /// Seconds an attempt waits before the coordinator looks whether any
+    /// live worker defines its task (tests shorten it).
+    static let undefinedAfter: Double = {
+        if let s = ProcessInfo.processInfo.environment["TASKER_TEST_UNDEFINED_AFTER"], let v = Double(s), v >= 0 { return v }
+        return 30
+    }()
+
+    /// Where warnings go (the run's log); stderr until set.
+    public func onWarning(_ warn: @escaping @Sendable (String) -> Void) {
+        state.withLock { $0.warn = warn }
+    }
+
+    private func warn(_ message: String) {
+        if let w = state.withLock({ $0.warn }) {
+            w(message)
+        } else {
+            FileHandle.standardError.write(Data("tasker: warning: \(message)\n".utf8))
+        }
     }
 
     /// Connects (so a bad URL fails the run at once) and creates the schema.
@@ -37,7 +71,10 @@ public final class QueueCoordinator: RemoteQueue {
         let listener = PGListener(
             url: url, channels: [QueueStore.doneChannel], tick: 1,
             onNotify: { [weak self] _, payload in self?.notified(payload) },
-            onTick: { [weak self] in self?.fetch(scan: true) })
+            onTick: { [weak self] in
+                self?.fetch(scan: true)
+                self?.checkUndefined()
+            })
         state.withLock { $0.listener = listener }
     }
 
@@ -55,7 +92,7 @@ public final class QueueCoordinator: RemoteQueue {
 
     public func submit(_ a: RemoteAttempt, done: @escaping @Sendable (RemoteOutcome) -> Void) {
         let start = state.withLock { s in
-            s.waiting[Key(task: a.task, attempt: a.attempt)] = done
+            s.waiting[Key(task: a.task, attempt: a.attempt)] = Waiter(done: done, name: a.name, since: Monotonic.now())
             s.outbox.append(a)
             if s.flushing { return false }
             s.flushing = true
@@ -96,7 +133,7 @@ public final class QueueCoordinator: RemoteQueue {
     private func fail(_ jobs: [RemoteAttempt], _ failure: TaskFailure) {
         let callbacks = state.withLock { s in
             s.error = failure.message
-            return jobs.compactMap { s.waiting.removeValue(forKey: Key(task: $0.task, attempt: $0.attempt)) }
+            return jobs.compactMap { s.waiting.removeValue(forKey: Key(task: $0.task, attempt: $0.attempt))?.done }
         }
         for cb in callbacks { cb(.failed(failure)) }
     }
@@ -140,13 +177,21 @@ public final class QueueCoordinator: RemoteQueue {
                 }
             }
             var deliveries: [(@Sendable (RemoteOutcome) -> Void, RemoteOutcome)] = []
+            var otherVersions: [FinishedJob] = []
             let again = state.withLock { s in
                 for r in rows {
-                    guard let cb = s.waiting.removeValue(forKey: Key(task: r.task, attempt: r.attempt)) else { continue }
-                    deliveries.append((cb, Self.outcome(r)))
+                    guard let w = s.waiting.removeValue(forKey: Key(task: r.task, attempt: r.attempt)) else { continue }
+                    deliveries.append((w.done, Self.outcome(r)))
+                    if let v = r.version, let ran = r.ranVersion, v != ran, s.warnedVersion.insert(r.name).inserted {
+                        otherVersions.append(r)
+                    }
                 }
                 s.fetching = false
                 return !s.named.isEmpty || s.scan
+            }
+            for r in otherVersions {
+                warn("'\(r.name)' ran on worker \(r.worker ?? "?") with another version of its definition "
+                     + "(the worker's \(r.ranVersion ?? "?"), this pipeline's \(r.version ?? "?")): update the workers' FILE")
             }
             for (cb, o) in deliveries { cb(o) }
             if again { fetch() }
@@ -158,7 +203,46 @@ public final class QueueCoordinator: RemoteQueue {
         case "succeeded": return .succeeded(r.result ?? "[]")
         default:
             let kind = TaskFailure.Kind(rawValue: r.errorKind ?? "error")
-            return .failed(r.error.map { failure(kind, described: $0) } ?? TaskFailure(kind, "the task \(r.state) on a worker"))
+            var failure = r.errorWhere == nil
+                ? r.error.map { Self.failure(kind, described: $0) } ?? TaskFailure(kind, "the task \(r.state) on a worker")
+                : TaskFailure(kind, r.error ?? "the task \(r.state) on a worker")
+            failure.payload = r.errorValue.map(RemoteErrorValue.init(json:))
+            if let position = r.errorWhere { failure.position = position }
+            return .failed(failure)
+        }
+    }
+
+    /// Warns (once per name) about attempts that waited past
+    /// `undefinedAfter` for a definition no live worker has: they stay
+    /// queued, never failed for it, but someone must start such a worker.
+    /// Looks at most every few seconds.
+    private func checkUndefined() {
+        let now = Monotonic.now()
+        let after = UInt64(Self.undefinedAfter * 1e9)
+        let names: [String: Int] = state.withLock { s in
+            guard !s.checking, now &- s.checkedWorkers >= min(after, 5_000_000_000) else { return [:] }
+            var due: [String: Int] = [:]
+            for w in s.waiting.values where now &- w.since >= after && !s.warnedUndefined.contains(w.name) {
+                due[w.name, default: 0] += 1
+            }
+            if !due.isEmpty {
+                s.checking = true
+                s.checkedWorkers = now
+            }
+            return due
+        }
+        guard !names.isEmpty else { return }
+        db.submit { [self] c, _ in
+            let undefined = c.flatMap { try? QueueStore.undefined(Array(names.keys), $0) } ?? []
+            let fresh = state.withLock { s in
+                s.checking = false
+                return undefined.filter { s.warnedUndefined.insert($0).inserted }
+            }
+            for name in fresh.sorted() {
+                let n = names[name] ?? 0
+                warn("no live worker defines '\(name)': \(n) task\(n == 1 ? "" : "s") of it wait in the queue "
+                     + "(start `tasker worker` with a FILE that defines it)")
+            }
         }
     }
 

@@ -70,9 +70,30 @@ enum QueueSchema {
         );
         """
 
+    /// What a job carries so that a worker runs it as one process would
+    /// (the attempt number is `attempt`; the key and the definition's
+    /// version as the coordinator computed them), which version ran it
+    /// (`ran_version`, set by the claim), and the raised value when it was
+    /// not an engine error (`error_value`, a JSON array of one value). A
+    /// worker lists the definitions its FILE has (`defines`, `versions`:
+    /// claims take only those). Added to tables of older versions too.
+    static let definitionColumns = """
+        DO $$ BEGIN
+          -- ALTER takes the table's strongest lock even when nothing is missing: look first.
+          IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                         AND table_name = 'tasker_workers' AND column_name = 'versions') THEN
+            ALTER TABLE tasker_jobs ADD COLUMN IF NOT EXISTS idempotency_key text,
+              ADD COLUMN IF NOT EXISTS version text, ADD COLUMN IF NOT EXISTS ran_version text,
+              ADD COLUMN IF NOT EXISTS error_value text, ADD COLUMN IF NOT EXISTS error_where text;
+            ALTER TABLE tasker_workers ADD COLUMN IF NOT EXISTS defines text[] NOT NULL DEFAULT '{}',
+              ADD COLUMN IF NOT EXISTS versions text[] NOT NULL DEFAULT '{}';
+          END IF;
+        END $$;
+        """
+
     /// Creates what is missing. Processes starting together take turns
     /// (CREATE … IF NOT EXISTS alone races on the catalog).
     static func ensure(_ c: PGConnection) throws {
-        try c.execute("BEGIN; SELECT pg_advisory_xact_lock(7165421); \(sql) COMMIT;")
+        try c.execute("BEGIN; SELECT pg_advisory_xact_lock(7165421); \(sql) \(definitionColumns) COMMIT;")
     }
 }

@@ -8,6 +8,12 @@ public struct ClaimedJob: Sendable {
     public var name: String
     public var args: String
     public var timeout: Double?
+    /// The coordinator's attempt number (counted across claims and workers).
+    public var attempt: Int
+    /// The task's idempotency key on the coordinator.
+    public var key: String?
+    /// The coordinator's version of the definition.
+    public var version: String?
 }
 
 /// How a claimed job ended on the worker.
@@ -20,14 +26,22 @@ public struct JobCompletion: Sendable {
     public var result: String?
     public var error: String?
     public var errorKind: String?
+    /// The script position the error names ("file:line").
+    public var errorWhere: String?
+    /// The raised value as a JSON array of one, when it was not an engine
+    /// error table (the coordinator raises the same value).
+    public var errorValue: String?
 
-    public init(id: Int64, claim: Int64, state: State, result: String? = nil, error: String? = nil, errorKind: String? = nil) {
+    public init(id: Int64, claim: Int64, state: State, result: String? = nil, error: String? = nil, errorKind: String? = nil,
+                errorWhere: String? = nil, errorValue: String? = nil) {
         self.id = id
         self.claim = claim
         self.state = state
         self.result = result
         self.error = error
         self.errorKind = errorKind
+        self.errorWhere = errorWhere
+        self.errorValue = errorValue
     }
 }
 
@@ -39,6 +53,13 @@ public struct FinishedJob: Sendable {
     public var result: String?
     public var error: String?
     public var errorKind: String?
+    public var errorWhere: String?
+    public var errorValue: String?
+    public var name: String
+    /// The coordinator's version of the definition, and the one that ran.
+    public var version: String?
+    public var ranVersion: String?
+    public var worker: String?
     public var seq: Int64
 }
 
@@ -53,32 +74,56 @@ enum QueueStore {
     static func enqueue(run: String, _ attempts: [RemoteAttempt], _ c: PGConnection) throws {
         guard !attempts.isEmpty else { return }
         try c.query("""
-            WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout)
-              SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[], $7::float8[])
+            WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout, idempotency_key, version)
+              SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::text[], $9::text[])
               ON CONFLICT (run, task, attempt) DO NOTHING RETURNING 1)
             SELECT pg_notify('\(jobsChannel)', count(*)::text) FROM ins
             """, [run, PGArray.integers(attempts.map(\.task)), PGArray.integers(attempts.map(\.attempt)),
                   PGArray.text(attempts.map(\.name)), PGArray.text(attempts.map(\.args)),
                   PGArray.integers(attempts.map(\.priority)),
-                  PGArray.text(attempts.map { a in a.timeout.map { String($0) } })])
+                  PGArray.text(attempts.map { a in a.timeout.map { String($0) } }),
+                  PGArray.text(attempts.map(\.key)), PGArray.text(attempts.map(\.version))])
     }
 
-    /// Claims up to `limit` queued jobs for `worker`: highest priority
-    /// first, then in the order they were added; rows other workers hold
-    /// are skipped, not waited for.
-    static func claim(worker: String, limit: Int, _ c: PGConnection) throws -> [ClaimedJob] {
+    /// Claims up to `limit` queued jobs for `worker` among the definitions
+    /// it has (`versions` by name: the version that runs each claim is
+    /// recorded with it): highest priority first, then in the order they
+    /// were added; rows other workers hold are skipped, not waited for, and
+    /// jobs of other definitions stay queued for a worker that has them.
+    static func claim(worker: String, limit: Int, versions: [String: String?], _ c: PGConnection) throws -> [ClaimedJob] {
+        let names = versions.keys.sorted()
         let rows = try c.query("""
-            WITH c AS (SELECT id FROM tasker_jobs WHERE state = 'queued'
+            WITH c AS (SELECT id FROM tasker_jobs WHERE state = 'queued' AND name = ANY($3::text[])
                        ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
                  k AS (SELECT nextval('tasker_claim_seq') AS claim)
-            UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = k.claim, claimed_at = now()
+            UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = k.claim, claimed_at = now(),
+              ran_version = (SELECT d.v FROM unnest($3::text[], $4::text[]) AS d(n, v) WHERE d.n = j.name)
             FROM c, k WHERE j.id = c.id
-            RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout
-            """, [worker, String(limit)])
+            RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout, j.attempt, j.idempotency_key, j.version
+            """, [worker, String(limit), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
         return rows.values.map { r in
             ClaimedJob(id: Int64(r[0]!)!, claim: Int64(r[1]!)!, run: r[2]!, name: r[3]!, args: r[4]!,
-                       timeout: r[5].flatMap(Double.init))
+                       timeout: r[5].flatMap(Double.init), attempt: r[6].flatMap { Int($0) } ?? 1, key: r[7], version: r[8])
         }
+    }
+
+    /// Names of queued jobs that none of `names` matches (at most a few:
+    /// for a worker to say once which jobs it leaves to others).
+    static func queuedNames(notIn names: [String], _ c: PGConnection) throws -> [String] {
+        try c.query("""
+            SELECT DISTINCT name FROM (SELECT name FROM tasker_jobs WHERE state = 'queued' AND name <> ALL($1::text[])
+                                       LIMIT 1000) q
+            """, [PGArray.text(names.sorted())]).values.compactMap { $0[0] }
+    }
+
+    /// Those of `names` that no live worker (heartbeating within its
+    /// lease) defines.
+    static func undefined(_ names: [String], _ c: PGConnection) throws -> [String] {
+        try c.query("""
+            SELECT n FROM unnest($1::text[]) AS n WHERE NOT EXISTS (
+              SELECT 1 FROM tasker_workers w WHERE w.stopped IS NULL
+                AND w.heartbeat > now() - make_interval(secs => w.lease) AND n = ANY(w.defines))
+            """, [PGArray.text(names.sorted())]).values.compactMap { $0[0] }
     }
 
     /// Records completions that still hold their claim, tells the
@@ -95,9 +140,10 @@ enum QueueStore {
         // and all, once per completion.)
         let rows = try c.query("""
             WITH u AS (UPDATE tasker_jobs j SET state = v.state, result = v.result, error = v.error, error_kind = v.kind,
+                         error_where = v.at, error_value = v.value,
                          claim = NULL, done_seq = nextval('tasker_done_seq'), finished_at = now()
-                       FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
-                         AS v(id, claim, state, result, error, kind)
+                       FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
+                         AS v(id, claim, state, result, error, kind, at, value)
                        WHERE j.id = v.id AND j.claim = v.claim
                        RETURNING j.id, j.run),
                  n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500
@@ -105,7 +151,8 @@ enum QueueStore {
             SELECT id FROM u, (SELECT count(*) FROM n) notified
             """, [PGArray.integers(done.map(\.id)), PGArray.integers(done.map(\.claim)),
                   PGArray.text(done.map(\.state.rawValue)), PGArray.text(done.map(\.result)),
-                  PGArray.text(done.map(\.error)), PGArray.text(done.map(\.errorKind))])
+                  PGArray.text(done.map(\.error)), PGArray.text(done.map(\.errorKind)),
+                  PGArray.text(done.map(\.errorWhere)), PGArray.text(done.map(\.errorValue))])
         let accepted = Set(rows.values.map { Int64($0[0]!)! })
         return done.map(\.id).filter { !accepted.contains($0) }
     }
@@ -118,7 +165,7 @@ enum QueueStore {
     static func finished(ids: [Int64], _ c: PGConnection) throws -> [FinishedJob] {
         guard !ids.isEmpty else { return [] }
         return try finishedRows(c.query("""
-            SELECT task, attempt, state, result, error, error_kind, done_seq FROM tasker_jobs
+            SELECT \(finishedColumns) FROM tasker_jobs
             WHERE id = ANY($1::bigint[]) AND done_seq IS NOT NULL
             """, [PGArray.integers(ids)]))
     }
@@ -128,15 +175,19 @@ enum QueueStore {
     static func finished(run: String, tasks: [Int], _ c: PGConnection) throws -> [FinishedJob] {
         guard !tasks.isEmpty else { return [] }
         return try finishedRows(c.query("""
-            SELECT task, attempt, state, result, error, error_kind, done_seq FROM tasker_jobs
+            SELECT \(finishedColumns) FROM tasker_jobs
             WHERE run = $1 AND task = ANY($2::bigint[]) AND done_seq IS NOT NULL
             """, [run, PGArray.integers(tasks)]))
     }
 
+    private static let finishedColumns =
+        "task, attempt, state, result, error, error_kind, error_where, error_value, name, version, ran_version, worker, done_seq"
+
     private static func finishedRows(_ rows: PGRows) -> [FinishedJob] {
         rows.values.map { r in
             FinishedJob(task: Int(r[0]!)!, attempt: Int(r[1]!)!, state: r[2]!, result: r[3], error: r[4],
-                        errorKind: r[5], seq: Int64(r[6]!)!)
+                        errorKind: r[5], errorWhere: r[6], errorValue: r[7], name: r[8]!, version: r[9],
+                        ranVersion: r[10], worker: r[11], seq: Int64(r[12]!)!)
         }.sorted { $0.seq < $1.seq }
     }
 
@@ -153,12 +204,15 @@ enum QueueStore {
         }
     }
 
-    /// Registers (or re-registers) a worker.
-    static func register(worker: String, host: String, pid: Int32, lease: Double, _ c: PGConnection) throws {
+    /// Registers (or re-registers) a worker with the definitions it has.
+    static func register(worker: String, host: String, pid: Int32, lease: Double, versions: [String: String?],
+                         _ c: PGConnection) throws {
+        let names = versions.keys.sorted()
         try c.query("""
-            INSERT INTO tasker_workers(id, host, pid, lease) VALUES ($1, $2, $3::int, $4::float8)
-            ON CONFLICT (id) DO UPDATE SET heartbeat = now(), stopped = NULL, lease = EXCLUDED.lease
-            """, [worker, host, String(pid), String(lease)])
+            INSERT INTO tasker_workers(id, host, pid, lease, defines, versions) VALUES ($1, $2, $3::int, $4::float8, $5::text[], $6::text[])
+            ON CONFLICT (id) DO UPDATE SET heartbeat = now(), stopped = NULL, lease = EXCLUDED.lease,
+              defines = EXCLUDED.defines, versions = EXCLUDED.versions
+            """, [worker, host, String(pid), String(lease), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
     }
 
     /// The worker is alive. Returns whether it had been declared dead (its

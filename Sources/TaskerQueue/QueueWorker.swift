@@ -26,9 +26,13 @@ public final class QueueWorker {
         /// Seconds without a heartbeat after which others take this
         /// worker's claims back; it heartbeats six times per lease.
         public var lease: Double
-        public init(concurrency: Int, lease: Double) {
+        /// The definitions this worker's FILE has, with a hash of each
+        /// body (nil: none could be taken): it claims only jobs of these.
+        public var versions: [String: String?]
+        public init(concurrency: Int, lease: Double, versions: [String: String?] = [:]) {
             self.concurrency = concurrency
             self.lease = lease
+            self.versions = versions
         }
     }
 
@@ -49,6 +53,13 @@ public final class QueueWorker {
     private var heartbeatTimer: LoopTimer?
     private var lastHeartbeat = Monotonic.now()
     private var onStopped: (() -> Void)?
+    /// Names already logged (jobs left for others; another version).
+    private var saidLacking: Set<String> = []
+    private var saidVersion: Set<String> = []
+    /// The last claim found fewer jobs than slots: what is still queued is
+    /// mostly not for this worker, so looking at it is cheap and useful (a
+    /// backlog of its own jobs is not walked at every heartbeat).
+    private var lastClaimShort = true
     /// Lines for the worker's log (claims refused, lease trouble).
     public var log: (String) -> Void = { _ in }
 
@@ -64,7 +75,8 @@ public final class QueueWorker {
         let me = id
         try db.sync { c in
             try QueueSchema.ensure(c)
-            try QueueStore.register(worker: me, host: hostName, pid: getpid(), lease: settings.lease, c)
+            try QueueStore.register(worker: me, host: hostName, pid: getpid(), lease: settings.lease,
+                                    versions: settings.versions, c)
         }
     }
 
@@ -95,6 +107,13 @@ public final class QueueWorker {
             onTick: { bound.loop.execute { bound.value.claimMore() } })
         scheduleHeartbeat()
         claimMore()
+        // Jobs already waiting that this worker leaves to others are said
+        // now, not only at the first heartbeat.
+        let names = Array(settings.versions.keys)
+        db.submit { c, _ in
+            let lacking = c.flatMap { try? QueueStore.queuedNames(notIn: names, $0) } ?? []
+            bound.loop.execute { bound.value.noteLacking(lacking) }
+        }
     }
 
     public var runningCount: Int { running.count }
@@ -113,24 +132,44 @@ public final class QueueWorker {
         claimAgain = false
         claiming = true
         let bound = LoopBound(self, loop: loop)
-        let me = id
+        let me = id, versions = settings.versions
         db.submit { c, error in
             var jobs: [ClaimedJob] = []
             var failure = error
             if let c {
-                do { jobs = try QueueStore.claim(worker: me, limit: free, c) } catch { failure = PGError(error) }
+                do { jobs = try QueueStore.claim(worker: me, limit: free, versions: versions, c) } catch { failure = PGError(error) }
             }
             let claimed = jobs
             let why = failure?.message
             bound.loop.execute {
                 let w = bound.value
                 w.claiming = false
-                if let why { w.log("cannot claim jobs: \(why)") }
+                if let why { w.log("cannot claim jobs: \(why)") } else { w.lastClaimShort = claimed.count < free }
                 for j in claimed { w.running[j.id] = j }
-                for j in claimed { w.runner.start(j) }
+                for j in claimed {
+                    w.noteVersion(j)
+                    w.runner.start(j)
+                }
                 // a full batch: there may be more waiting
                 if claimed.count == free || w.claimAgain { w.claimMore() }
             }
+        }
+    }
+
+    /// Says once per name when the coordinator's definition is not this
+    /// worker's (a rolling upgrade half done): the job runs this worker's
+    /// code, and its row records which version that was.
+    private func noteVersion(_ job: ClaimedJob) {
+        guard let theirs = job.version, let mine = settings.versions[job.name] ?? nil, theirs != mine,
+              saidVersion.insert(job.name).inserted else { return }
+        log("'\(job.name)' differs here from the coordinator's (this worker's FILE has version \(mine), "
+            + "the coordinator's \(theirs)): its jobs run this worker's code")
+    }
+
+    /// Says once per name which queued jobs this worker leaves for others.
+    private func noteLacking(_ names: [String]) {
+        for name in names.sorted() where saidLacking.insert(name).inserted {
+            log("jobs of '\(name)' are queued, but this worker's FILE does not define it: left for a worker that does")
         }
     }
 
@@ -196,18 +235,27 @@ public final class QueueWorker {
         let bound = LoopBound(self, loop: loop)
         let me = id
         let ids = Array(running.keys)
+        let names = Array(settings.versions.keys)
+        let lookForLacking = lastClaimShort
         db.submit { c, error in
             var result: (wasDead: Bool, stop: [Int64])?
+            var lacking: [String] = []
             var failure = error
             if let c {
                 do {
                     result = try QueueStore.heartbeat(worker: me, running: ids, c)
                     try QueueStore.rescue(c)
+                    // only for a log line: never a reason to count the heartbeat failed
+                    if lookForLacking { lacking = (try? QueueStore.queuedNames(notIn: names, c)) ?? [] }
                 } catch { failure = PGError(error) }
             }
             let outcome = result
             let why = failure?.message
-            bound.loop.execute { bound.value.heartbeatDone(outcome, why) }
+            let missing = lacking
+            bound.loop.execute {
+                bound.value.noteLacking(missing)
+                bound.value.heartbeatDone(outcome, why)
+            }
         }
     }
 
@@ -216,9 +264,9 @@ public final class QueueWorker {
             lastHeartbeat = Monotonic.now()
             if result.wasDead {
                 log("this worker was silent past its lease: its claims were given to others")
-                let me = id, lease = settings.lease, host = host
+                let me = id, lease = settings.lease, host = host, versions = settings.versions
                 db.submit { c, _ in
-                    if let c { try? QueueStore.register(worker: me, host: host, pid: getpid(), lease: lease, c) }
+                    if let c { try? QueueStore.register(worker: me, host: host, pid: getpid(), lease: lease, versions: versions, c) }
                 }
             }
             for id in result.stop where running[id] != nil { runner.stop(id) }

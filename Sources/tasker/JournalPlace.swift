@@ -54,6 +54,10 @@ struct JournalOptions: ParsableArguments {
 
     var place: JournalPlace { JournalPlace(state: state, store: store) }
 
+    func validate() throws {
+        if let store { try StoreURL.validate(store) }
+    }
+
     /// The reader, or exit 2 saying why there is none.
     func reader() throws -> JournalReader {
         do {

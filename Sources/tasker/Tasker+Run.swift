@@ -60,6 +60,7 @@ extension Tasker {
             }
             if plan && !resume { throw ValidationError("--plan goes with --resume") }
             if resumeFromOther && !resume { throw ValidationError("--resume-from-other goes with --resume") }
+            if let store { try StoreURL.validate(store) }
             if noJournal && (resume || report != nil) {
                 throw ValidationError("--no-journal cannot go with \(resume ? "--resume" : "--report") (both read the journal)")
             }
@@ -139,6 +140,7 @@ extension Tasker {
             var groups: ProcessGroups?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
+                queue?.onWarning(runtime.warningLog)
                 recorder?.attach(runtime)
                 if let events {
                     events.runtime = runtime

@@ -35,6 +35,7 @@ extension Tasker {
         func validate() throws {
             guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1 (got \(concurrency))") }
             guard lease >= 0.5 else { throw ValidationError("--lease must be at least 0.5 seconds (got \(lease))") }
+            try StoreURL.validate(store)
         }
 
         func run() throws {
@@ -58,6 +59,11 @@ extension Tasker {
                         guard !runtime.mainChunkFailed else {
                             loop.endActivity()
                             return
+                        }
+                        var settings = settings
+                        settings.versions = runtime.definedVersions
+                        if settings.versions.isEmpty {
+                            runtime.logNotice("\(file) defines no task (tasker.define): this worker will claim nothing")
                         }
                         do {
                             let w = try QueueWorker(url: url, settings: settings, loop: loop, runner: jobs)
@@ -98,23 +104,40 @@ final class WorkerSignals {
     func start(loop: EventLoop, drain: @escaping () -> Void, handBack: @escaping @Sendable () -> Void) {
         let target = LoopBound(drain, loop: loop)
         let seen = SignalCount()
+        // A signal that came while the worker started (blocked, as the
+        // parent's mask may leave it) is pending, and SIG_IGN below would
+        // discard it: it counts as received.
+        var pending = sigset_t()
+        sigemptyset(&pending)
+        sigpending(&pending)
         for sig in [SIGTERM, SIGINT] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler {
+            let handle: @Sendable () -> Void = {
                 if seen.n.add(1, ordering: .relaxed).newValue > 1 {
                     handBack()
                     exit(128 + sig)
                 }
                 target.loop.execute { target.value() }
             }
+            let wasPending = sigismember(&pending, sig) == 1
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
+            source.setEventHandler(handler: handle)
             source.resume()
             sources.append(source)
+            if wasPending { queue.async(execute: handle) }
         }
     }
 
     func stop() {
         for s in sources { s.cancel() }
         sources = []
+    }
+}
+
+extension StoreURL {
+    /// A usage error (exit 2) for a `--store` that is not a PostgreSQL URL,
+    /// before libpq sees it.
+    static func validate(_ url: String) throws {
+        do { try check(url) } catch { throw ValidationError(error.description) }
     }
 }

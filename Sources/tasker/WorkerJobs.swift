@@ -13,7 +13,7 @@ final class WorkerJobs: WorkerJobRunner, EngineObserver {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     func start(_ job: ClaimedJob) {
-        switch runtime.startDefined(name: job.name, args: job.args, timeout: job.timeout) {
+        switch runtime.startDefined(name: job.name, args: job.args, timeout: job.timeout, attempt: job.attempt, key: job.key) {
         case .success(let task):
             if let outcome = runtime.engine.outcome(task) {
                 report(job, task, outcome)  // ended at once (an interceptor discarded it)
@@ -50,13 +50,14 @@ final class WorkerJobs: WorkerJobRunner, EngineObserver {
                 c.error = "'\(job.name)' returned values that cannot go back to the coordinator: \(why)"
                 c.errorKind = "error"
             }
-        case .failed(let f):
-            c.error = f.description
+        case .failed(let f), .cancelled(let f):
+            if case .cancelled = outcome { c.state = .cancelled }
+            // As the failure is here: kind, message and position apart, and
+            // what the body raised, so the coordinator's awaiter sees it.
+            c.error = f.message
             c.errorKind = f.kind.rawValue
-        case .cancelled(let f):
-            c.state = .cancelled
-            c.error = f.description
-            c.errorKind = f.kind.rawValue
+            c.errorWhere = f.position
+            c.errorValue = runtime.raisedValueJSON(f)
         }
         queue?.finished(c)
         runtime.release(task)

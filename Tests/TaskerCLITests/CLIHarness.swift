@@ -140,8 +140,8 @@ final class Background: @unchecked Sendable {
     private var err = ""
     private var open = 2
 
-    init(_ args: [String], in cwd: URL) throws {
-        let (p, o, e) = try launch(args, in: cwd)
+    init(_ args: [String], in cwd: URL, environment: [String: String] = [:]) throws {
+        let (p, o, e) = try launch(args, in: cwd, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
         process = p
         for (pipe, isErr) in [(o, false), (e, true)] {
             Thread { [self] in

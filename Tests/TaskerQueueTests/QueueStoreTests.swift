@@ -8,6 +8,8 @@ import Testing
 @Suite struct QueueStoreTests {
     let url: String
     let db: PGThread
+    /// The definitions the test's workers have.
+    static let work: [String: String?] = ["work": "v1"]
 
     init() async throws {
         url = try await PostgresTestServer.freshDatabase().url
@@ -21,14 +23,14 @@ import Testing
 
     @Test func claimsByPriorityThenAddOrder() throws {
         try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1), job(2, priority: 5), job(3), job(4, priority: 5)], c) }
-        let first = try db.sync { c in try QueueStore.claim(worker: "w1", limit: 2, c) }
+        let first = try db.sync { c in try QueueStore.claim(worker: "w1", limit: 2, versions: QueueStoreTests.work, c) }
         #expect(Set(first.map(\.args)) == ["{\"n\":2}", "{\"n\":4}"])
-        let next = try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }
+        let next = try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, versions: QueueStoreTests.work, c) }
         #expect(next.map(\.args).sorted() == ["{\"n\":1}", "{\"n\":3}"])
-        #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }.isEmpty)
+        #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
         // the same attempt handed over again (a resumed coordinator) is not queued twice
         try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1)], c) }
-        #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, c) }.isEmpty)
+        #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
     }
 
     @Test func twoConnectionsNeverClaimTheSameJob() async throws {
@@ -45,7 +47,7 @@ import Testing
     static func drain(_ t: PGThread, _ worker: String) async throws -> [ClaimedJob] {
         var all: [ClaimedJob] = []
         while true {
-            let got = try t.sync { c in try QueueStore.claim(worker: worker, limit: 7, c) }
+            let got = try t.sync { c in try QueueStore.claim(worker: worker, limit: 7, versions: QueueStoreTests.work, c) }
             if got.isEmpty { return all }
             all += got
         }
@@ -53,7 +55,7 @@ import Testing
 
     @Test func aCompletionCountsOnlyForTheClaimThatMadeIt() throws {
         try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1)], c) }
-        let j = try #require(try db.sync { c in try QueueStore.claim(worker: "w1", limit: 1, c) }.first)
+        let j = try #require(try db.sync { c in try QueueStore.claim(worker: "w1", limit: 1, versions: QueueStoreTests.work, c) }.first)
         let wrongClaim = JobCompletion(id: j.id, claim: j.claim + 1, state: .succeeded, result: "[1]")
         #expect(try db.sync { c in try QueueStore.complete([wrongClaim], c) } == [j.id])
         let right = JobCompletion(id: j.id, claim: j.claim, state: .succeeded, result: "[2]")
@@ -79,12 +81,12 @@ import Testing
     @Test func aSilentWorkerLosesItsClaims() throws {
         try db.sync { c in
             try QueueSchema.ensure(c)
-            try QueueStore.register(worker: "dead", host: "h", pid: 1, lease: 0.2, c)
-            try QueueStore.register(worker: "alive", host: "h", pid: 2, lease: 60, c)
+            try QueueStore.register(worker: "dead", host: "h", pid: 1, lease: 0.2, versions: QueueStoreTests.work, c)
+            try QueueStore.register(worker: "alive", host: "h", pid: 2, lease: 60, versions: QueueStoreTests.work, c)
             try QueueStore.enqueue(run: "r1", [job(1), job(2)], c)
         }
-        let a = try db.sync { c in try QueueStore.claim(worker: "dead", limit: 1, c) }
-        let b = try db.sync { c in try QueueStore.claim(worker: "alive", limit: 1, c) }
+        let a = try db.sync { c in try QueueStore.claim(worker: "dead", limit: 1, versions: QueueStoreTests.work, c) }
+        let b = try db.sync { c in try QueueStore.claim(worker: "alive", limit: 1, versions: QueueStoreTests.work, c) }
         // rescue looks at heartbeats against the database clock: wait past the lease
         _ = try db.sync { c in try c.query("SELECT pg_sleep(0.3)") }
         try db.sync { c in try QueueStore.rescue(c) }
@@ -103,10 +105,10 @@ import Testing
 
     @Test func cancelReachesTheRunningWorkerAtItsHeartbeat() throws {
         try db.sync { c in
-            try QueueStore.register(worker: "w", host: "h", pid: 1, lease: 60, c)
+            try QueueStore.register(worker: "w", host: "h", pid: 1, lease: 60, versions: QueueStoreTests.work, c)
             try QueueStore.enqueue(run: "r1", [job(1)], c)
         }
-        let j = try db.sync { c in try QueueStore.claim(worker: "w", limit: 1, c) }
+        let j = try db.sync { c in try QueueStore.claim(worker: "w", limit: 1, versions: QueueStoreTests.work, c) }
         try db.sync { c in try QueueStore.cancel(run: "r1", task: 1, attempt: 1, c) }
         #expect(try db.sync { c in try QueueStore.heartbeat(worker: "w", running: [j[0].id], c) }.stop == [j[0].id])
     }
@@ -126,7 +128,7 @@ import Testing
                                   onNotify: { _, p in payloads.add(p) }, onTick: {})
         defer { listener.stop() }
         try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1), job(2)], c) }
-        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 2, c) }
+        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 2, versions: QueueStoreTests.work, c) }
         _ = try db.sync { c in try QueueStore.complete(js.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[]") }, c) }
         let got = try #require(payloads.wait())
         let ids = got.split(separator: " ")[1].split(separator: ",").compactMap { Int64($0) }

@@ -29,10 +29,10 @@ enum ContextModule {
         switch key {
         case "id": lua_pushinteger(L, lua_Integer(c.task))
         case "name": LuaStack(L).push(rt.engine.name(c.task))
-        case "attempt": lua_pushinteger(L, lua_Integer(c.attempt))
+        case "attempt": lua_pushinteger(L, lua_Integer(rt.claimedContext(c.task).map { $0.attempt + c.attempt - 1 } ?? c.attempt))
         case "args": rt.pushPart(L, rt.refs.args, c.task)
         case "tags": rt.pushPart(L, rt.refs.tags, c.task)
-        case "idempotency_key": LuaStack(L).push(rt.idempotencyKey(c.task, in: L))
+        case "idempotency_key": LuaStack(L).push(rt.claimedContext(c.task)?.key ?? rt.idempotencyKey(c.task, in: L))
         default: lua_pushnil(L)
         }
         return 1
@@ -56,6 +56,13 @@ extension LuaRuntime {
                      as: ContextModule.Payload.self)
         lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.contextMeta))
         lua_setmetatable(co, -2)
+    }
+
+    /// On a worker: the coordinator's attempt number and key for a claimed
+    /// attempt's task.
+    func claimedContext(_ id: TaskID) -> DefineModule.ClaimedContext? {
+        let claimed = module(DefineModule.self).claimed
+        return claimed.isEmpty ? nil : claimed[id]
     }
 
     func context(_ L: OpaquePointer, _ i: Int32) -> ContextModule.Payload? {

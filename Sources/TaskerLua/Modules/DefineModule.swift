@@ -14,7 +14,7 @@ final class DefineModule: LuaModule {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let source = """
-        local usage, add, encode, decode, pack, unpack, spec_fields, remote = ...
+        local usage, add, encode, decode, pack, unpack, spec_fields, remote, note, queued = ...
         local defined = {}
         -- With a store, an attempt lost with its worker is tried again
         -- unless the task says how to retry.
@@ -33,6 +33,7 @@ final class DefineModule: LuaModule {
           if type(fn) ~= "function" then
             usage("bad argument #" .. (opts == nil and 2 or 3) .. " to 'tasker.define' (function expected, got " .. type(fn) .. ")", 2)
           end
+          note(name, fn)
           local defaults = {}
           for k, v in pairs(opts or {}) do
             if not spec_fields[k] then
@@ -41,7 +42,9 @@ final class DefineModule: LuaModule {
             defaults[k] = v
           end
           local function body(ctx)
-            if remote then return remote(name, ctx.args) end
+            -- A body captures the same values with a store or without, so
+            -- a task's identity (and ctx.idempotency_key) is the same.
+            if queued() then return remote(name, ctx.args) end
             local results = pack(fn(ctx, ctx.args))
             for i = 1, results.n do
               if results[i] ~= nil then
@@ -74,7 +77,7 @@ final class DefineModule: LuaModule {
             end
             s.name = s.name or name
             s.run = body
-            if remote and s.retry == nil then s.retry = lost_retry end
+            if queued() and s.retry == nil then s.retry = lost_retry end
             return add(s)
           end
         end
@@ -122,23 +125,28 @@ final class DefineModule: LuaModule {
             s.push(true)
             s.rawSet(-2, f)
         }
-        if runtime.options.remote != nil {
-            push({ L in DefineModule.this(L!).remoteCall(L!) }, in: L)
-            // Named in package.loaded, so a defined task's identity (which
-            // walks what its body captures) stays the same from run to run
-            // and `--resume --store` can reuse it.
-            lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-            s.rawGet(-1, "package")
-            s.rawGet(-1, "loaded")
-            s.newTable(hash: 1)
-            lua_pushvalue(L, -5)
-            s.rawSet(-2, "call")
-            s.rawSet(-2, "tasker.queue")
-            s.pop(3)
-        } else {
-            lua_pushnil(L)
-        }
-        guard tasker_pcall_traceback(L, 8, 2) == LUA_OK else {
+        push({ L in DefineModule.this(L!).remoteCall(L!) }, in: L)
+        // Named in package.loaded, so a defined task's identity (which
+        // walks what its body captures) stays the same from run to run,
+        // with a store or without, and `--resume --store` can reuse it.
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "package")
+        s.rawGet(-1, "loaded")
+        s.newTable(hash: 2)
+        lua_pushvalue(L, -5)
+        s.rawSet(-2, "call")
+        push({ L in
+            lua_pushboolean(L, DefineModule.this(L!).runtime.options.remote != nil ? 1 : 0)
+            return 1
+        }, in: L)
+        lua_pushvalue(L, -1)
+        s.rawSet(-3, "queued")
+        lua_rotate(L, -5, 1)  // queued below package, loaded, module table and globals
+        s.rawSet(-2, "tasker.queue")
+        s.pop(3)  // leaves …, remote, queued
+        push({ L in DefineModule.this(L!).note(L!) }, in: L)
+        lua_rotate(L, -2, 1)  // …, remote, note, queued
+        guard tasker_pcall_traceback(L, 10, 2) == LUA_OK else {
             preconditionFailure("tasker.define did not load: \(s.describe(-1))")
         }
         startRef = luaL_ref(L, tasker_registryindex())
@@ -150,6 +158,28 @@ final class DefineModule: LuaModule {
 
     /// The Lua function a worker starts a claimed attempt with.
     private(set) var startRef: Int32 = LUA_NOREF
+
+    /// Each definition's version: a hash of its function as task identities
+    /// hash a body (bytecode without line numbers, and what it captures, by
+    /// value), so moving code or editing comments keeps it and editing the
+    /// body changes it; nil when it cannot be taken (it captures a coroutine…).
+    private(set) var versions: [String: String?] = [:]
+
+    /// What the coordinator said of the attempts a worker runs: the
+    /// attempt's number there and the task's idempotency key there, so
+    /// `ctx` reads the same as in one process.
+    struct ClaimedContext {
+        var attempt: Int
+        var key: String?
+    }
+    var claimed: [TaskID: ClaimedContext] = [:]
+
+    /// `note(name, fn)`: records a definition's version (never raises).
+    func note(_ L: OpaquePointer) -> Int32 {
+        guard let name = LuaStack(L).string(1) else { return 0 }
+        versions[name] = runtime.identities.version(ofFunctionAt: 2, in: L)
+        return 0
+    }
 
     /// `usage(message, level)`: a usage error naming the line `level` calls up.
     func raiseUsage(_ L: OpaquePointer) -> Int32 {
@@ -165,7 +195,8 @@ extension LuaRuntime {
     /// defined function `name` with `args` (JSON). Returns the task, or why
     /// it could not be started (no such definition, args not JSON, the
     /// pipeline raised).
-    public func startDefined(name: String, args: String, timeout: Double?) -> Result<TaskID, TaskFailure> {
+    public func startDefined(name: String, args: String, timeout: Double?, attempt: Int = 1,
+                             key: String? = nil) -> Result<TaskID, TaskFailure> {
         loop.assertInLoop()
         let define = module(DefineModule.self)
         let s = LuaStack(L)
@@ -178,9 +209,18 @@ extension LuaRuntime {
         if let error = callForError(nargs: 3, nresults: 2, context: "starting '\(name)'") {
             return .failure(TaskFailure(.error, error))
         }
-        if let id = handleID(L, -2) { return .success(id) }
+        if let id = handleID(L, -2) {
+            define.claimed[id] = DefineModule.ClaimedContext(attempt: max(1, attempt), key: key)
+            return .success(id)
+        }
         return .failure(TaskFailure(.usage, s.string(-1) ?? "'\(name)' could not be started"))
     }
+}
+
+extension LuaRuntime {
+    /// The definitions the script made, with their versions (a worker
+    /// claims only these).
+    public var definedVersions: [String: String?] { module(DefineModule.self).versions }
 }
 
 extension LuaRuntime {
@@ -188,6 +228,7 @@ extension LuaRuntime {
     /// once reported): a worker that runs for weeks must not grow with
     /// every job it ran.
     public func release(_ id: TaskID) {
+        module(DefineModule.self).claimed[id] = nil
         enqueue(.call { [unowned self] in
             dropAllParts(id)
             engine.forgetFinished(id)

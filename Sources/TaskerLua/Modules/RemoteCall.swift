@@ -1,5 +1,6 @@
 import CLua
 import CLuaShim
+import Logging
 import TaskerCore
 
 /// The body of a defined task when the run has a store: the attempt goes to
@@ -30,9 +31,20 @@ extension DefineModule {
             }
         }
         let engine = runtime.engine
+        // The worker's ctx reads the attempt, the key and (to compare) the
+        // definition's version as they are here.
         let attempt = RemoteAttempt(task: run.task, attempt: max(1, engine.attempts(run.task)), name: name, args: args,
-                                    priority: engine.priority(run.task), timeout: engine.timeout(run.task))
+                                    priority: engine.priority(run.task), timeout: engine.timeout(run.task),
+                                    key: runtime.idempotencyKey(run.task, in: L), version: versions[name] ?? nil)
         return runtime.suspend(L, .wait(RemoteWait(queue: queue, attempt: attempt)))
+    }
+}
+
+extension LuaRuntime {
+    /// A warning line in the run's log, from any thread (the queue's).
+    public var warningLog: @Sendable (String) -> Void {
+        let logger = logger
+        return { logger.warning("\($0)") }
     }
 }
 
@@ -79,7 +91,19 @@ final class RemoteWait: FiberWait {
     private func resumption(_ outcome: RemoteOutcome, _ runtime: LuaRuntime) -> Resumption {
         switch outcome {
         case .failed(let failure):
-            return .failure(failure)
+            // What the body raised there (a string stays a string), as in
+            // one process; an engine error comes as its kind and message.
+            guard let raised = failure.payload as? RemoteErrorValue else { return .failure(failure) }
+            return .push { co in
+                lua_pushboolean(co, 0)
+                let n = runtime.pushJSONValues(raised.json, onto: co)
+                if n == 1 { return 2 }
+                if n > 1 { tasker_pop(co, n) }
+                var plain = failure
+                plain.payload = nil
+                runtime.pushFailure(co, plain)
+                return 2
+            }
         case .succeeded(let json):
             return .push { co in
                 lua_pushboolean(co, 1)

@@ -1,0 +1,257 @@
+import Foundation
+import PostgresTestServer
+import Testing
+
+/// What a task sees and says is the same on a worker as in one process:
+/// its attempt number and idempotency key, its errors, its values (or why
+/// they cannot go back); and a worker runs only what its FILE defines.
+@Suite struct WorkerPromisesCLITests {
+    let server: PostgresTestServer
+    let url: String
+
+    init() async throws {
+        (server, url) = try await PostgresTestServer.freshDatabase()
+    }
+
+    func worker(_ s: Scratch, _ file: String = "defs.lua", _ extra: [String] = [], lease: String = "1") throws -> Background {
+        try Background(["worker", "--store", url, "--lease", lease] + extra + [file], in: s.dir)
+    }
+
+    func sql(_ q: String) -> String { server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines) }
+
+    static let flaky = """
+        flaky = tasker.define("flaky", function(ctx, args)
+          local f = assert(io.open(args.out, "a"))
+          f:write(ctx.attempt, " ", ctx.idempotency_key, "\\n")
+          f:close()
+          if ctx.attempt < 3 then error("not yet") end
+          return ctx.attempt
+        end)
+        """
+
+    @Test func ctxAttemptAndKeyAreTheSameOnWorkersAsInOneProcess() async throws {
+        let s = try Scratch(["defs.lua": Self.flaky, "p.lua": """
+            dofile("defs.lua")
+            print("got " .. flaky{args = {out = "keys.txt"}, retry = {attempts = 3, delay = 0}}:await())
+            """])
+        defer { s.cleanup() }
+        let keys = s.dir.appendingPathComponent("keys.txt")
+        func lines() throws -> [String] {
+            defer { try? FileManager.default.removeItem(at: keys) }
+            return try String(contentsOf: keys, encoding: .utf8).split(separator: "\n").map(String.init)
+        }
+        let local = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(local.stdout.contains("got 3"), "\(local.stdout)\(local.stderr)")
+        let inProcess = try lines()
+        #expect(inProcess.count == 3)
+        let key = String(inProcess.first?.split(separator: " ").last ?? "")
+        #expect(inProcess == ["1 \(key)", "2 \(key)", "3 \(key)"])
+        // Two workers of one slot each: the attempts land on either.
+        let w1 = try worker(s, "defs.lua", ["--concurrency", "1"]), w2 = try worker(s, "defs.lua", ["--concurrency", "1"])
+        for journal in [[], ["--no-journal"]] {
+            let run = try await tasker(["run", "--no-progress", "--store", url] + journal + ["p.lua"], in: s.dir)
+            #expect(run.stdout.contains("got 3"), "\(journal) \(run.stdout)\(run.stderr)")
+            let got = try lines()
+            #expect(got == inProcess, "\(journal): \(got) in one process: \(inProcess)")
+        }
+        w1.signal(SIGTERM)
+        w2.signal(SIGTERM)
+        _ = await (w1.finish(), w2.finish())
+        #expect(sql("SELECT string_agg(attempt::text, ',' ORDER BY attempt) FROM tasker_jobs GROUP BY run") == "1,2,3\n1,2,3")
+    }
+
+    /// A SIGTERM that arrives while the worker starts (blocked by the mask
+    /// it inherited, so pending) still stops it: it used to be discarded
+    /// when the worker set up its handlers, and the worker ran on.
+    @Test func aSigtermDuringStartupStopsTheWorker() async throws {
+        let s = try Scratch(["defs.lua": Self.flaky])
+        defer { s.cleanup() }
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        sigaddset(&mask, SIGTERM)
+        posix_spawnattr_setsigmask(&attr, &mask)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK))
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let args = [taskerBinary().path, "worker", "--store", url, "--lease", "1", s.dir.appendingPathComponent("defs.lua").path]
+        var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
+        defer { for a in argv { free(a) } }
+        var pid: pid_t = 0
+        #expect(posix_spawn(&pid, args[0], &actions, &attr, &argv, environ) == 0)
+        kill(pid, SIGTERM)  // pending until the worker sets its handlers up
+        let deadline = Date(timeIntervalSinceNow: 20)
+        var status: Int32 = 0
+        var exited = false
+        while !exited && Date() < deadline {
+            exited = waitpid(pid, &status, WNOHANG) == pid
+            if !exited { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        if !exited {
+            kill(pid, SIGKILL)
+            _ = waitpid(pid, &status, 0)
+        }
+        #expect(exited, "the worker ignored a SIGTERM that came while it started")
+    }
+
+    static let thumbs = """
+        double = tasker.define("double", function(ctx, args) return args.n * 2 end)
+        thumb = tasker.define("thumb", function(ctx, args) return "thumb " .. args.n end)
+        """
+
+    @Test func aWorkerLeavesJobsItCannotRunForOneThatCan() async throws {
+        let s = try Scratch(["old.lua": """
+            double = tasker.define("double", function(ctx, args) return args.n * 2 end)
+            """, "defs.lua": Self.thumbs, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            for i = 1, 10 do hs[#hs + 1] = thumb{args = {n = i}}; hs[#hs + 1] = double{args = {n = i}} end
+            local n = 0
+            for _, h in ipairs(hs) do h:await(); n = n + 1 end
+            print("done " .. n)
+            """])
+        defer { s.cleanup() }
+        // a lease long enough that a loaded machine does not make it look dead
+        let old = try worker(s, "old.lua", ["--concurrency", "2"], lease: "10")
+        let run = try Background(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir,
+                                 environment: ["TASKER_TEST_UNDEFINED_AFTER": "0.5"])
+        // the old worker says once that it leaves them; the coordinator
+        // that no live worker defines them; nothing fails meanwhile
+        #expect(await old.waitFor("does not define it", onStderr: true))
+        #expect(await run.waitFor("no live worker defines 'thumb'", onStderr: true))
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE name = 'thumb' AND state = 'queued'") == "10")
+        let new = try worker(s, "defs.lua", lease: "10")
+        let result = await run.finish()
+        old.signal(SIGTERM)
+        new.signal(SIGTERM)
+        let (o, n) = await (old.finish(), new.finish())
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("done 20"))
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state <> 'succeeded'") == "0")
+        #expect(sql("SELECT DISTINCT split_part(worker, ':', 2) FROM tasker_jobs WHERE name = 'thumb'") == "\(new.pid)")
+        #expect(o.stderr.components(separatedBy: "'thumb'").count == 2, "logged once: \(o.stderr)")
+        #expect(!o.stderr.contains("'double'") && !result.stderr.contains("'double'"), "\(o.stderr)\(result.stderr)")
+        // the same definitions on both sides: no word of versions
+        #expect(!result.stderr.contains("version") && !n.stderr.contains("version"), "\(result.stderr)\(n.stderr)")
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE version IS NULL OR ran_version IS DISTINCT FROM version") == "0")
+    }
+
+    @Test func anotherVersionOfADefinitionOnAWorkerIsRecordedAndNamed() async throws {
+        let s = try Scratch(["defs.lua": """
+            double = tasker.define("double", function(ctx, args) return args.n * 2 end)
+            """, "p.lua": """
+            double = tasker.define("double", function(ctx, args) return args.n * 3 end)
+            for i = 1, 3 do print("got " .. double{args = {n = i}}:await()) end
+            """])
+        defer { s.cleanup() }
+        let w = try worker(s)
+        let result = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        w.signal(SIGTERM)
+        let ws = await w.finish()
+        #expect(result.stdout.contains("got 6"), "the worker's code ran: \(result.stdout)\(result.stderr)")
+        #expect(result.stderr.components(separatedBy: "another version of its definition").count == 2, "\(result.stderr)")
+        #expect(ws.stderr.components(separatedBy: "differs here from the coordinator's").count == 2, "\(ws.stderr)")
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE version IS NOT NULL AND ran_version IS NOT NULL AND version <> ran_version") == "3")
+    }
+
+    @Test func aResultOverTheLimitFailsTheAttemptNamingItsSize() async throws {
+        let s = try Scratch(["defs.lua": """
+            big = tasker.define("big", function(ctx, args) return string.rep("x", args.n) end)
+            """, "p.lua": """
+            dofile("defs.lua")
+            print("small " .. #big{args = {n = 1000}}:await())
+            local ok, err = big{args = {n = 2 * 1024 * 1024}}:result()
+            print("big " .. tostring(ok) .. " " .. tostring(err))
+            """])
+        defer { s.cleanup() }
+        let w = try worker(s)
+        let result = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        w.signal(SIGTERM)
+        _ = await w.finish()
+        #expect(result.stdout.contains("small 1000"), "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("big false"), "\(result.stdout)")
+        #expect(result.stdout.contains("over 1 MiB as JSON"), "\(result.stdout)")
+    }
+
+    @Test func errorsReachTheAwaiterAsInOneProcess() async throws {
+        let s = try Scratch(["defs.lua": """
+            fail = tasker.define("fail", function(ctx, args)
+              if args.how == "string" then error("boom") end
+              if args.how == "table" then error({code = 42, list = {1, 2}}) end
+              if args.how == "tostring" then error(setmetatable({}, {__tostring = function() return "custom" end})) end
+              if args.how == "cycle" then local t = {}; t.self = t; error(t) end
+              if args.how == "engine" then local ok, e = pcall(json.decode, "{"); error(e) end
+              if args.how == "level0" then error("bare", 0) end
+              if args.how == "nul" then error("a\\0b", 0) end
+            end)
+            """, "p.lua": """
+            dofile("defs.lua")
+            for _, how in ipairs{"string", "table", "tostring", "cycle", "engine", "level0", "nul"} do
+              local ok, e = fail{args = {how = how}}:result()
+              local t = type(e)
+              if how == "table" then print(how, t, e.code, e.list[2])
+              -- what JSON cannot hold comes as its tostring
+              elseif how == "tostring" then print(how, tostring(e))
+              elseif how == "cycle" then print(how, (tostring(e):match("^table: ")))
+              elseif how == "engine" then print(how, t, e.kind, e.message)
+              else print(how, t, ("%q"):format(e)) end
+            end
+            """])
+        defer { s.cleanup() }
+        let local = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let w = try worker(s)
+        let remote = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        w.signal(SIGTERM)
+        _ = await w.finish()
+        #expect(local.stdout.contains("string\tstring\t\"defs.lua:2: boom\""), "\(local.stdout)\(local.stderr)")
+        #expect(local.stdout.contains("nul\tstring\t\"a\\0b\""), "\(local.stdout)")
+        #expect(local.stdout.contains("engine\ttable\tjson"), "\(local.stdout)")
+        #expect(remote.stdout == local.stdout, "remote:\n\(remote.stdout)\(remote.stderr)\nlocal:\n\(local.stdout)")
+    }
+}
+
+/// A malformed `--store` is a usage error that never shows its password.
+@Suite struct StoreURLCLITests {
+    static let password = "s3cretPW"
+
+    @Test func malformedStoreURLsAreUsageErrorsWithoutThePassword() async throws {
+        let s = try Scratch(["p.lua": "print(1)", "defs.lua": "x = tasker.define('x', function() end)"])
+        defer { s.cleanup() }
+        let pw = Self.password
+        let bad = [" postgres://u:\(pw)@localhost/db", "postgres:/u:\(pw)@localhost/db", "mysql://u:\(pw)@localhost/db",
+                   "postgres://u:\(pw) x@localhost/db", "postgres://u:\(pw)@local host/db", "postgres://u:\(pw)@h/db\n",
+                   "host=localhost password=\(pw)", "postgres:u:\(pw)@h/db", "postgres://u:\(pw)/x@h/db ",
+                   "POSTGRES://u:\(pw)@h/db", "postgres://u:" + String(repeating: "p", count: 9000) + "\(pw)@h/db"]
+        for url in bad {
+            for args in [["run", "--store", url, "p.lua"], ["worker", "--store", url, "defs.lua"], ["runs", "--store", url],
+                         ["show", "last", "--store", url]] {
+                let r = try await tasker(args, in: s.dir)
+                #expect(r.status == 2, "\(args): \(r.stderr)")
+                #expect(!(r.stdout + r.stderr).contains(pw), "\(args): \(r.stdout)\(r.stderr)")
+                #expect(r.stderr.contains("--store"), "\(args): \(r.stderr)")
+            }
+        }
+    }
+
+    /// Well-formed URLs that cannot connect: libpq's message, never the password.
+    @Test func connectionErrorsNeverShowThePassword() async throws {
+        let s = try Scratch(["p.lua": "print(1)", "defs.lua": "x = tasker.define('x', function() end)"])
+        defer { s.cleanup() }
+        let pw = Self.password
+        for url in ["postgresql://u:\(pw)@/db?host=/nonexistent", "postgres://ü:\(pw)@héllo.invalid/dé",
+                    "postgres://u:\(pw)@localhost:1/db?sslmode=bogus", "postgres://u:\(pw)@localhost:1/db?password=\(pw)2",
+                    "postgres://u:\(pw)@localhost:1/db?bogus=\(pw)", "postgres://u:\(pw)/x@localhost:1/db"] {
+            for args in [["run", "--no-progress", "--store", url, "p.lua"], ["worker", "--store", url, "defs.lua"],
+                         ["runs", "--store", url]] {
+                let r = try await tasker(args, in: s.dir)
+                #expect(r.status == 2, "\(args): \(r.stderr)")
+                #expect(!(r.stdout + r.stderr).contains(pw), "\(args): \(r.stdout)\(r.stderr)")
+            }
+        }
+    }
+}
