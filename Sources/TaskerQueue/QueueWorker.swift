@@ -53,6 +53,8 @@ public final class QueueWorker {
     private var completing = false
     private var heartbeatTimer: LoopTimer?
     private var heartbeating = false
+    /// The connection is lost (or the last heartbeat failed) and not back.
+    private var cannotHeartbeat = false
     private var lastHeartbeat = Monotonic.now()
     /// Running jobs this worker stopped for want of a heartbeat.
     private var selfStopped: Set<Int64> = []
@@ -272,9 +274,12 @@ public final class QueueWorker {
         heartbeating = false
         guard let result else {
             log("heartbeat failed: \(failure ?? "no connection")")
+            cannotHeartbeat = true
+            checkLease()
             return
         }
         lastHeartbeat = Monotonic.now()
+        cannotHeartbeat = false
         if result.wasDead {
             log("this worker was silent past its lease: its claims were given to others")
             let me = id, lease = settings.lease, host = host
@@ -283,11 +288,13 @@ public final class QueueWorker {
         for id in result.stop where running[id] != nil { runner.stop(id) }
     }
 
-    /// A worker that could not heartbeat for a whole lease stops the
-    /// attempts it holds: past the lease others may run them. They go back
-    /// to the queue once the server answers (unless taken already).
+    /// A worker that could not heartbeat for a whole lease (the server is
+    /// away, or refuses) stops the attempts it holds: past the lease others
+    /// may run them. They go back to the queue once the server answers
+    /// (unless taken already). A heartbeat that is merely slow (a loaded
+    /// machine) stops nothing.
     private func checkLease() {
-        guard Double(Monotonic.now() &- lastHeartbeat) / 1e9 > settings.lease else { return }
+        guard cannotHeartbeat, Double(Monotonic.now() &- lastHeartbeat) / 1e9 > settings.lease else { return }
         let stopping = running.keys.filter { !selfStopped.contains($0) }
         guard !stopping.isEmpty else { return }
         log("no heartbeat for the whole lease (\(settings.lease) s): stopping the \(stopping.count) attempts this worker holds")
@@ -301,6 +308,7 @@ public final class QueueWorker {
     private func outage(_ event: PGOutageEvent) {
         switch event {
         case .lost(let why):
+            cannotHeartbeat = true
             log("lost the connection to PostgreSQL (\(why)): reconnecting; results are kept until it is back")
         case .back(let seconds):
             log("reconnected to PostgreSQL after \(String(format: "%.1f", seconds)) s")

@@ -47,10 +47,11 @@ import Testing
         let url = server.url()
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
         defer { s.cleanup() }
-        let w1 = try Background(["worker", "--store", url, "--lease", "5", "defs.lua"], in: s.dir)
-        let w2 = try Background(["worker", "--store", url, "--lease", "5", "defs.lua"], in: s.dir)
+        // 200 jobs of 0.2 s on 2 x 4 slots: about 5 s, the restart 1 s in
+        let w1 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let w2 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
         let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "200", "0.2"], in: s.dir)
-        #expect(await w1.waitFor("start "))
+        #expect(await w1.waitFor("start 9"))
         #expect(server.restart())
         let result = await run.finish(within: 40)
         w1.signal(SIGTERM)
