@@ -1,3 +1,4 @@
+import Foundation
 import TaskerCore
 
 /// What a session reports about the server going away and coming back.
@@ -95,7 +96,7 @@ final class PGSession {
         guard downSince == nil else { return }
         downSince = Monotonic.now()
         backoff = StoreOutage.firstBackoff
-        onEvent(.lost(e.message))
+        onEvent(.lost(Self.oneLine(e.message)))
     }
 
     /// Waits before the next try, or gives up past the limit.
@@ -103,7 +104,7 @@ final class PGSession {
         markDown(e)
         let down = Double(Monotonic.now() &- (downSince ?? Monotonic.now())) / 1e9
         if let limit, down >= limit {
-            let why = PGError(message: "PostgreSQL at \(StoreOutage.redacted(url)) unreachable for \(Self.seconds(limit)): \(e.message)",
+            let why = PGError(message: "PostgreSQL at \(StoreOutage.redacted(url)) unreachable for \(Self.seconds(limit)): \(Self.oneLine(e.message))",
                               sqlState: e.sqlState)
             gaveUp = why
             onEvent(.gaveUp(why.message))
@@ -112,6 +113,13 @@ final class PGSession {
         let delay = limit.map { min(backoff, max(0.01, $0 - down)) } ?? backoff
         backoff = min(backoff * 2, StoreOutage.maxBackoff)
         guard pause(delay) else { throw e }
+    }
+
+    /// libpq's messages span lines ("…failed: Connection refused\n\tIs the
+    /// server running…"): one line for a log or an error.
+    static func oneLine(_ s: String) -> String {
+        s.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\t" })
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
     }
 
     static func seconds(_ s: Double) -> String {
