@@ -1,44 +1,68 @@
+import Foundation
 import TaskerJournal
 
 /// The run journal in the PostgreSQL database of `--store`: the same rows
 /// as the file journal (`tasker_runs`, `tasker_task_log`, `tasker_requests`),
 /// so history, resume and the report work from any machine that reaches
-/// the database. One connection, on the thread that uses the store.
+/// the database. One connection, on the thread that uses the store. When
+/// the server goes away (a restart, a stop) each call waits for it
+/// (reconnecting with backoff) and is tried again, up to the outage limit:
+/// every write here is safe to repeat.
 public final class PGJournalStore: JournalStore {
-    private let db: PGConnection
+    private let session: PGSession
     private let host: String
 
     public init(url: String) throws {
-        db = try PGConnection(url: url)
-        try QueueSchema.ensure(db)
+        session = PGSession(url: url, limit: StoreOutage.limit)
         host = JournalReader.hostName
+        // A server that is not there at the start fails at once.
+        try session.run(patient: false, pause: { _ in false }) { c, _ in try QueueSchema.ensure(c) }
+    }
+
+    /// Runs `body` on a live connection, waiting for the server while it
+    /// is away (`body` may run twice).
+    @discardableResult
+    private func use<T>(_ body: (PGConnection) throws -> T) throws -> T {
+        try session.run(pause: { seconds in
+            Thread.sleep(forTimeInterval: seconds)
+            return true
+        }) { c, _ in try body(c) }
     }
 
     private static let runColumns = "id, pipeline, args, vars, started, ended, exit_code, counts, pid, resumed_from"
 
     public func insert(_ r: JournalRun) throws {
-        try db.query("""
+        try use { db in try db.query("""
             INSERT INTO tasker_runs (id, pipeline, args, vars, started, pid, host, resumed_from)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
             ON CONFLICT (id) DO UPDATE SET pipeline = $2, args = $3, vars = $4, started = $5, pid = $6, host = $7,
               resumed_from = $8, ended = NULL, exit_code = NULL, counts = NULL
             """, [r.id, r.pipeline, JSONText.strings(r.args), JSONText.map(r.vars), String(r.started), String(r.pid),
-                  host, r.resumedFrom])
+                  host, r.resumedFrom]) }
     }
 
     public func lastLogSeq(run: String) throws -> Int {
+        try use { db in try Self.lastLogSeq(run: run, db) }
+    }
+
+    private static func lastLogSeq(run: String, _ db: PGConnection) throws -> Int {
         let rows = try db.query("SELECT COALESCE(MAX(seq), 0) FROM tasker_task_log WHERE run = $1", [run])
         return rows.values.first?.first.flatMap { $0.flatMap { Int($0) } } ?? 0
     }
 
     public func appendLog(run: String, seq: Int, data: [UInt8]) throws {
-        try db.query("INSERT INTO tasker_task_log (run, seq, data) VALUES ($1, $2, $3)",
-                     [run, String(seq), Self.hex(data)])
+        try use { db in try Self.appendLog(run: run, seq: seq, data: data, db) }
+    }
+
+    private static func appendLog(run: String, seq: Int, data: [UInt8], _ db: PGConnection) throws {
+        // Written again after a reconnect, a row may be there already.
+        try db.query("INSERT INTO tasker_task_log (run, seq, data) VALUES ($1, $2, $3) ON CONFLICT (run, seq) DO NOTHING",
+                     [run, String(seq), hex(data)])
     }
 
     public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
                     requests: [JournalHostRequests]) throws {
-        try db.transaction {
+        try use { db in try db.transaction {
             try db.query("UPDATE tasker_runs SET ended = $1, exit_code = $2, counts = $3 WHERE id = $4",
                          [String(ended), String(exitCode), JSONText.counts(counts), run])
             for h in requests {
@@ -47,7 +71,7 @@ public final class PGJournalStore: JournalStore {
                     ON CONFLICT (run, host) DO UPDATE SET requests = $3, retries = $4, failures = $5
                     """, [run, h.host, String(h.requests), String(h.retries), String(h.failures)])
             }
-        }
+        } }
     }
 
     public func runs(id: String?, pipeline: String?, limit: Int?) throws -> [JournalRun] {
@@ -62,7 +86,7 @@ public final class PGJournalStore: JournalStore {
             params.append(String(max(0, limit)))
             sql += " LIMIT $\(params.count)::bigint"
         }
-        return try db.query(sql, params).values.map { v in
+        return try use { db in try db.query(sql, params) }.values.map { v in
             var r = JournalRun(id: v[0] ?? "", pipeline: v[1] ?? "", args: JSONText.decode(v[2]) ?? [],
                                vars: JSONText.decode(v[3]) ?? [:], started: v[4].flatMap { Double($0) } ?? 0,
                                pid: v[8].flatMap { Int($0) } ?? 0, resumedFrom: v[9])
@@ -74,14 +98,15 @@ public final class PGJournalStore: JournalStore {
     }
 
     public func logRows(run: String, _ each: (UnsafeRawBufferPointer) -> Void) throws {
-        for row in try db.query("SELECT data FROM tasker_task_log WHERE run = $1 ORDER BY seq", [run]).values {
+        let rows = try use { db in try db.query("SELECT data FROM tasker_task_log WHERE run = $1 ORDER BY seq", [run]) }
+        for row in rows.values {
             guard let text = row[0], let bytes = Self.unhex(text) else { continue }
             bytes.withUnsafeBytes(each)
         }
     }
 
     public func requests(run: String) throws -> [JournalHostRequests] {
-        try db.query("SELECT host, requests, retries, failures FROM tasker_requests WHERE run = $1 ORDER BY host", [run])
+        try use { db in try db.query("SELECT host, requests, retries, failures FROM tasker_requests WHERE run = $1 ORDER BY host", [run]) }
             .values.map { v in
                 JournalHostRequests(host: v[0] ?? "", requests: v[1].flatMap { Int($0) } ?? 0,
                                     retries: v[2].flatMap { Int($0) } ?? 0, failures: v[3].flatMap { Int($0) } ?? 0)
@@ -89,7 +114,7 @@ public final class PGJournalStore: JournalStore {
     }
 
     public func runIDs(skippingNewest keep: Int) throws -> [String] {
-        try db.query("SELECT id FROM tasker_runs ORDER BY id DESC OFFSET $1", [String(max(0, keep))])
+        try use { db in try db.query("SELECT id FROM tasker_runs ORDER BY id DESC OFFSET $1", [String(max(0, keep))]) }
             .values.compactMap { $0[0] }
     }
 
@@ -97,16 +122,16 @@ public final class PGJournalStore: JournalStore {
     public func delete(runs ids: [String]) throws {
         guard !ids.isEmpty else { return }
         let list = PGArray.text(ids)
-        try db.transaction {
+        try use { db in try db.transaction {
             for (table, column) in [("tasker_task_log", "run"), ("tasker_requests", "run"), ("tasker_jobs", "run"),
-                                    ("tasker_runs", "id")] {
+                                    ("tasker_coordinators", "run"), ("tasker_runs", "id")] {
                 try db.query("DELETE FROM \(table) WHERE \(column) = ANY($1::text[])", [list])
             }
-        }
+        } }
     }
 
     public func unendedRuns() throws -> [UnendedRun] {
-        try db.query("SELECT id, pid, host, started FROM tasker_runs WHERE ended IS NULL").values.compactMap { v in
+        try use { db in try db.query("SELECT id, pid, host, started FROM tasker_runs WHERE ended IS NULL") }.values.compactMap { v in
             guard let id = v[0] else { return nil }
             return UnendedRun(id: id, pid: v[1].flatMap { Int($0) } ?? 0, host: v[2],
                               started: v[3].flatMap { Double($0) } ?? 0)
@@ -114,13 +139,13 @@ public final class PGJournalStore: JournalStore {
     }
 
     public func settle(run: String, lost: [UInt8]?, ended: Double, counts: [String: Int]) throws {
-        try db.transaction {
+        try use { db in try db.transaction {
             let open = try db.query("SELECT 1 FROM tasker_runs WHERE id = $1 AND ended IS NULL FOR UPDATE", [run])
             guard open.count > 0 else { return }
-            if let lost { try appendLog(run: run, seq: lastLogSeq(run: run) + 1, data: lost) }
+            if let lost { try Self.appendLog(run: run, seq: Self.lastLogSeq(run: run, db) + 1, data: lost, db) }
             try db.query("UPDATE tasker_runs SET ended = $1, exit_code = -1, counts = $2 WHERE id = $3",
                          [String(ended), JSONText.counts(counts), run])
-        }
+        } }
     }
 
     // MARK: bytea as text

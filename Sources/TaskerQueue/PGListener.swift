@@ -8,7 +8,8 @@ import Glibc
 /// waits in poll(2) on the socket and a wake-up pipe, hands notifications
 /// to `onNotify` (on its thread), and calls `onTick` every `tick` seconds
 /// as well: the slow poll that covers a notification lost while the
-/// connection was down. Reconnects after a failure.
+/// connection was down. Reconnects after a failure with backoff (0.1 s
+/// doubling to 5 s), and ticks at once when it is back.
 public final class PGListener: Sendable {
     private let url: String
     private let channels: [String]
@@ -66,15 +67,22 @@ public final class PGListener: Sendable {
         var conn = connect()
         ready.signal()
         var lastTick = Date()
+        var backoff = StoreOutage.firstBackoff
         while !stopping.load(ordering: .relaxed) {
             if conn == nil || conn!.isBroken {
                 conn = nil
-                // The server is away: try again at the next tick.
+                // The server is away: try again after 0.1 s, doubling to 5 s.
                 var fds = [pollfd(fd: wake[0], events: Int16(POLLIN), revents: 0)]
-                _ = poll(&fds, 1, Int32(tick * 1000))
+                _ = poll(&fds, 1, Int32(backoff * 1000))
                 if stopping.load(ordering: .relaxed) { break }
                 conn = connect()
-                onTick()
+                backoff = conn == nil ? min(backoff * 2, StoreOutage.maxBackoff) : StoreOutage.firstBackoff
+                // Back (a notification may have been missed meanwhile), or
+                // a tick that came due while away.
+                if conn != nil || Date().timeIntervalSince(lastTick) >= tick {
+                    lastTick = Date()
+                    onTick()
+                }
                 continue
             }
             var fds = [pollfd(fd: conn!.socket, events: Int16(POLLIN), revents: 0),

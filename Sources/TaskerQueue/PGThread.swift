@@ -1,46 +1,82 @@
 import Foundation
 
 /// A thread that owns one PostgreSQL connection and runs what is handed to
-/// it, in order. libpq blocks; the event loop never waits on it. The
-/// connection is opened on the thread and opened again after it broke.
+/// it, in order. libpq blocks; the event loop never waits on it. While the
+/// server is away the work waits here, in order (`PGSession`): what could
+/// not be written is written once the server is back.
 public final class PGThread: @unchecked Sendable {
     // Safety: `jobs` and `stopping` are touched only with `condition`
-    // locked; `connection` only on the thread itself.
-    private let url: String
+    // locked; `session` only on the thread itself (and by `init` before
+    // the thread starts).
     private let condition = NSCondition()
-    private var jobs: [(PGConnection?, PGError?) -> Void] = []
+    private var jobs: [Job] = []
     private var stopping = false
-    private var connection: PGConnection?
+    private let session: PGSession
     private let done = DispatchSemaphore(value: 0)
 
-    public init(url: String, name: String) {
-        self.url = url
+    private struct Job {
+        var body: (PGConnection, Bool) throws -> Void
+        var failed: (PGError) -> Void
+        var patient: Bool
+    }
+
+    /// `outageLimit`: seconds without the server after which work fails
+    /// (nil: it waits for ever). `onEvent` (on this thread) hears of the
+    /// server going and coming back.
+    public init(url: String, name: String, outageLimit: Double? = nil,
+                onEvent: @escaping @Sendable (PGOutageEvent) -> Void = { _ in }) {
+        session = PGSession(url: url, limit: outageLimit, setUp: Self.setUp, onEvent: onEvent)
         let thread = Thread { [self] in run() }
         thread.name = name
         thread.start()
     }
 
-    /// Runs `job` on the thread with the connection, or with why there is
-    /// none (the server is down or refused us).
-    func submit(_ job: @escaping (PGConnection?, PGError?) -> Void) {
+    static func setUp(_ c: PGConnection) throws {
+        // A commit the server loses in a crash (the last few hundred ms)
+        // costs a rerun, never a wrong result: bodies run at least once, a
+        // result counts once. Not waiting for each flush is worth ~2x here.
+        try c.execute("SET synchronous_commit TO off")
+        // Every queue statement finds its rows by key (ids, a run's tasks,
+        // the queued index walked in order), and statements are prepared: a
+        // plan made while the table was small must not stay a sequential
+        // scan once it is large, nor a claim become a bitmap scan that reads
+        // and sorts every queued row and dead entry (measured: each made a
+        // 10,000-job run quadratic). Those switches price the plans they
+        // rule out at ~1e10, over the JIT thresholds: without `jit off` the
+        // rescue's small UPDATE was compiled on every heartbeat (60-190 ms
+        // in which the worker claimed nothing).
+        try c.execute("SET enable_seqscan TO off; SET enable_bitmapscan TO off; SET jit TO off")
+    }
+
+    /// Runs `body` on the thread with a live connection. When the
+    /// connection breaks under it, `body` runs again once the server is
+    /// back (`again` true: it must be safe to run twice); `failed` gets any
+    /// other error, or the outage past the limit, or the thread stopping
+    /// while the server is away.
+    func submit(_ body: @escaping (PGConnection, _ again: Bool) throws -> Void,
+                failed: @escaping (PGError) -> Void = { _ in }) {
+        enqueue(Job(body: body, failed: failed, patient: true))
+    }
+
+    private func enqueue(_ job: Job) {
         condition.lock()
         jobs.append(job)
         condition.signal()
         condition.unlock()
     }
 
-    /// Runs `body` on the thread and waits for its result (set-up, tests).
+    /// Runs `body` on the thread and waits for its result (set-up, tests):
+    /// no connection fails at once.
     func sync<T>(_ body: @escaping (PGConnection) throws -> T) throws -> T {
         let box = ResultBox<T>()
         let s = DispatchSemaphore(value: 0)
-        submit { c, e in
-            if let c {
-                do { box.value = .success(try body(c)) } catch { box.value = .failure(error as? PGError ?? PGError(message: "\(error)", sqlState: nil)) }
-            } else {
-                box.value = .failure(e ?? PGError(message: "no connection", sqlState: nil))
-            }
+        enqueue(Job(body: { c, _ in
+            box.value = .success(try body(c))
             s.signal()
-        }
+        }, failed: { e in
+            box.value = .failure(e)
+            s.signal()
+        }, patient: false))
         s.wait()
         switch box.value! {
         case .success(let v): return v
@@ -48,13 +84,25 @@ public final class PGThread: @unchecked Sendable {
         }
     }
 
-    /// Finishes what was handed over, then closes the connection.
+    /// Finishes what was handed over while the server answers (work still
+    /// waiting for it fails), then closes the connection.
     public func stop() {
         condition.lock()
         stopping = true
         condition.signal()
         condition.unlock()
         done.wait()
+    }
+
+    /// Waits `seconds` between tries; false when stopping.
+    private func pause(_ seconds: Double) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        let until = Date(timeIntervalSinceNow: seconds)
+        while !stopping {
+            if !condition.wait(until: until) { break }
+        }
+        return !stopping
     }
 
     private func run() {
@@ -67,31 +115,14 @@ public final class PGThread: @unchecked Sendable {
             condition.unlock()
             if stop { break }
             for job in batch {
-                var failure: PGError?
-                if connection == nil || connection!.isBroken {
-                    connection = nil
-                    do {
-                        let c = try PGConnection(url: url)
-                        // A commit the server loses in a crash (the last few
-                        // hundred ms) costs a rerun, never a wrong result:
-                        // bodies run at least once, a result counts once.
-                        // Not waiting for each flush is worth ~2x here.
-                        try c.execute("SET synchronous_commit TO off")
-                        // Every queue statement finds its rows by key (ids, a
-                        // run's tasks, the queued index walked in order), and
-                        // statements are prepared: a plan made while the table
-                        // was small must not stay a sequential scan once it is
-                        // large, nor a claim become a bitmap scan that reads and
-                        // sorts every queued row and dead entry (measured: each
-                        // made a 10,000-job run quadratic).
-                        try c.execute("SET enable_seqscan TO off; SET enable_bitmapscan TO off")
-                        connection = c
-                    } catch { failure = PGError(error) }
+                do {
+                    try session.run(patient: job.patient, pause: pause, job.body)
+                } catch {
+                    job.failed(PGError(error))
                 }
-                job(connection, failure)
             }
         }
-        connection = nil
+        session.close()
         done.signal()
     }
 }

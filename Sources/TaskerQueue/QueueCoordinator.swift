@@ -5,11 +5,16 @@ import TaskerCore
 /// The coordinator's side of the queue (`tasker run --store`): attempts of
 /// defined tasks are inserted in batches by a connection thread, their
 /// endings come back by NOTIFY (with a slow poll as a backstop) and are
-/// handed to whoever waits for them.
+/// handed to whoever waits for them. It holds a lease on its run
+/// (`tasker_coordinators`), so the workers cancel the run's jobs once it is
+/// gone. PostgreSQL going away is an outage: the work waits and goes once
+/// the server is back; past the outage limit every attempt waiting, and
+/// every later one, fails with kind `store`.
 public final class QueueCoordinator: RemoteQueue {
     public let run: String
     private let db: PGThread
     private let state = Mutex(State())
+    private let lease: Double
 
     private struct Key: Hashable {
         var task: TaskID
@@ -25,6 +30,9 @@ public final class QueueCoordinator: RemoteQueue {
     private struct State {
         var waiting: [Key: Waiter] = [:]
         var outbox: [RemoteAttempt] = []
+        /// The batch being inserted (kept until it is: the insert may be
+        /// tried again after a reconnect).
+        var inFlight: [RemoteAttempt] = []
         var flushing = false
         var fetching = false
         /// Finished ids named by notifications, not read yet.
@@ -41,6 +49,11 @@ public final class QueueCoordinator: RemoteQueue {
         var checkedWorkers: UInt64 = 0
         var checking = false
         var warn: (@Sendable (String) -> Void)?
+        var heartbeating = false
+        var lastHeartbeat = Monotonic.now()
+        /// The server was away past the outage limit: the run fails.
+        var gaveUp: TaskFailure?
+        var notice: @Sendable (String) -> Void = { _ in }
     }
 
     /// Seconds an attempt waits before the coordinator looks whether any
@@ -63,22 +76,43 @@ public final class QueueCoordinator: RemoteQueue {
         }
     }
 
-    /// Connects (so a bad URL fails the run at once) and creates the schema.
-    public init(url: String, run: String) throws {
+    /// Connects (so a bad URL fails the run at once), creates the schema
+    /// and takes the run's lease (`lease` seconds without a heartbeat and
+    /// the workers cancel its jobs). `resuming`: the run this one resumes,
+    /// whose jobs are cancelled now if its coordinator is gone.
+    public init(url: String, run: String, lease: Double = 60, resuming: String? = nil) throws {
         self.run = run
-        db = PGThread(url: url, name: "tasker.queue")
-        try db.sync { c throws in try QueueSchema.ensure(c) }
+        self.lease = lease
+        let events = CoordinatorEvents()
+        db = PGThread(url: url, name: "tasker.queue", outageLimit: StoreOutage.limit) { events.send($0) }
+        let host = QueueWorker.hostName
+        try db.sync { c throws in
+            try QueueSchema.ensure(c)
+            try QueueStore.register(run: run, host: host, pid: getpid(), lease: lease, c)
+            if let resuming { try QueueStore.takeOver(run: resuming, host: host, c) }
+        }
+        events.target = self
         let listener = PGListener(
             url: url, channels: [QueueStore.doneChannel], tick: 1,
             onNotify: { [weak self] _, payload in self?.notified(payload) },
             onTick: { [weak self] in
                 self?.fetch(scan: true)
                 self?.checkUndefined()
+                self?.heartbeatIfDue()
             })
         state.withLock { $0.listener = listener }
     }
 
+    /// Lines for the user about the server going away and coming back.
+    public var notice: @Sendable (String) -> Void {
+        get { state.withLock { $0.notice } }
+        set { state.withLock { $0.notice = newValue } }
+    }
+
+    /// Gives up the lease (the run is over) and closes the connections.
     public func stop() {
+        let run = self.run
+        db.submit { c, _ in try QueueStore.coordinatorStopped(run: run, c) }
         state.withLock { s in
             let l = s.listener
             s.listener = nil
@@ -90,44 +124,57 @@ public final class QueueCoordinator: RemoteQueue {
     /// A database error seen while the run went on, if any.
     public var lastError: String? { state.withLock { $0.error } }
 
+    /// Why the run failed for want of the server (past the outage limit).
+    public var failure: String? { state.withLock { $0.gaveUp?.message } }
+
     public func submit(_ a: RemoteAttempt, done: @escaping @Sendable (RemoteOutcome) -> Void) {
-        let start = state.withLock { s in
+        let (start, gaveUp) = state.withLock { s -> (Bool, TaskFailure?) in
+            if let g = s.gaveUp { return (false, g) }
             s.waiting[Key(task: a.task, attempt: a.attempt)] = Waiter(done: done, name: a.name, since: Monotonic.now())
             s.outbox.append(a)
-            if s.flushing { return false }
+            if s.flushing { return (false, nil) }
             s.flushing = true
-            return true
+            return (true, nil)
         }
+        if let gaveUp { done(.failed(gaveUp)) }
         if start { flush() }
     }
 
     /// Inserts what accumulated since the last insert: while one batch is
     /// in flight the next one gathers.
     private func flush() {
-        db.submit { [self] c, error in
+        db.submit({ [self] c, _ in
             let jobs = state.withLock { s in
-                let j = s.outbox
-                s.outbox = []
-                return j
-            }
-            var failure = error?.message
-            if let c, !jobs.isEmpty {
-                do { try QueueStore.enqueue(run: run, jobs, c) } catch { failure = "\(error)" }
-            }
-            if let failure {
-                // The attempts were not handed over: they fail now (their
-                // retries, if any, try again).
-                fail(jobs, TaskFailure(.init(rawValue: "store"), "cannot queue the task: \(failure)"))
-            }
-            let again = state.withLock { s in
-                if s.outbox.isEmpty {
-                    s.flushing = false
-                    return false
+                if s.inFlight.isEmpty {
+                    s.inFlight = s.outbox
+                    s.outbox = []
                 }
-                return true
+                return s.inFlight
             }
-            if again { flush() }
+            // Safe twice: an attempt already there is left alone.
+            try QueueStore.enqueue(run: run, jobs, c)
+            flushed(nil)
+        }, failed: { [self] error in
+            flushed(error.message)
+        })
+    }
+
+    private func flushed(_ failure: String?) {
+        let (jobs, again) = state.withLock { s in
+            let j = s.inFlight
+            s.inFlight = []
+            if s.outbox.isEmpty || s.gaveUp != nil {
+                s.flushing = false
+                return (j, false)
+            }
+            return (j, true)
         }
+        if let failure {
+            // The attempts were not handed over: they fail now (their
+            // retries, if any, try again).
+            fail(jobs, TaskFailure(.init(rawValue: "store"), "cannot queue the task: \(failure)"))
+        }
+        if again { flush() }
     }
 
     private func fail(_ jobs: [RemoteAttempt], _ failure: TaskFailure) {
@@ -136,6 +183,57 @@ public final class QueueCoordinator: RemoteQueue {
             return jobs.compactMap { s.waiting.removeValue(forKey: Key(task: $0.task, attempt: $0.attempt))?.done }
         }
         for cb in callbacks { cb(.failed(failure)) }
+    }
+
+    /// The server went away or came back (on the database thread).
+    fileprivate func outage(_ event: PGOutageEvent) {
+        switch event {
+        case .lost(let why):
+            notice("lost the connection to PostgreSQL (\(why)): reconnecting (the run waits for it up to \(PGSession.seconds(StoreOutage.limit)))")
+        case .back(let seconds):
+            notice("reconnected to PostgreSQL after \(String(format: "%.1f", seconds)) s")
+        case .gaveUp(let why):
+            giveUp(why)
+        }
+    }
+
+    /// Past the outage limit: every attempt waiting fails with kind
+    /// `store`, and so does every later one, at once.
+    private func giveUp(_ why: String) {
+        let failure = TaskFailure(.init(rawValue: "store"), why)
+        let callbacks = state.withLock { s in
+            s.gaveUp = failure
+            s.error = why
+            s.outbox = []
+            let all = Array(s.waiting.values)
+            s.waiting = [:]
+            return all
+        }
+        for w in callbacks { w.done(.failed(failure)) }
+    }
+
+    /// Every sixth of the lease (from the listener's tick).
+    private func heartbeatIfDue() {
+        let due = state.withLock { s in
+            guard !s.heartbeating, s.gaveUp == nil,
+                  Double(Monotonic.now() &- s.lastHeartbeat) / 1e9 >= lease / 6 else { return false }
+            s.heartbeating = true
+            return true
+        }
+        guard due else { return }
+        let run = self.run
+        db.submit({ [self] c, _ in
+            if !(try QueueStore.heartbeat(run: run, c)) {
+                notice("the run's lease had lapsed: the workers cancelled its jobs")
+                try QueueStore.register(run: run, host: QueueWorker.hostName, pid: getpid(), lease: lease, c)
+            }
+            state.withLock { s in
+                s.heartbeating = false
+                s.lastHeartbeat = Monotonic.now()
+            }
+        }, failed: { [self] _ in
+            state.withLock { $0.heartbeating = false }
+        })
     }
 
     /// `run id,id,…` (or just `run`): attempts of some run finished.
@@ -161,41 +259,43 @@ public final class QueueCoordinator: RemoteQueue {
             return true
         }
         guard start else { return }
-        db.submit { [self] c, _ in
+        db.submit({ [self] c, again in
             let (ids, scan, tasks) = state.withLock { s in
+                // Tried again after a reconnect: look by everything waited for.
+                if again { s.scan = true }
                 let r = (s.named, s.scan, s.scan ? Array(Set(s.waiting.keys.map(\.task))) : [])
                 s.named = []
                 s.scan = false
                 return r
             }
-            var rows: [FinishedJob] = []
-            if let c {
-                do {
-                    rows = scan ? try QueueStore.finished(run: run, tasks: tasks, c) : try QueueStore.finished(ids: ids, c)
-                } catch {
-                    state.withLock { $0.error = "\(error)" }
+            let rows = scan ? try QueueStore.finished(run: run, tasks: tasks, c) : try QueueStore.finished(ids: ids, c)
+            fetched(rows)
+        }, failed: { [self] error in
+            state.withLock { $0.error = error.message }
+            fetched([])
+        })
+    }
+
+    private func fetched(_ rows: [FinishedJob]) {
+        var deliveries: [(@Sendable (RemoteOutcome) -> Void, RemoteOutcome)] = []
+        var otherVersions: [FinishedJob] = []
+        let again = state.withLock { s in
+            for r in rows {
+                guard let w = s.waiting.removeValue(forKey: Key(task: r.task, attempt: r.attempt)) else { continue }
+                deliveries.append((w.done, Self.outcome(r)))
+                if let v = r.version, let ran = r.ranVersion, v != ran, s.warnedVersion.insert(r.name).inserted {
+                    otherVersions.append(r)
                 }
             }
-            var deliveries: [(@Sendable (RemoteOutcome) -> Void, RemoteOutcome)] = []
-            var otherVersions: [FinishedJob] = []
-            let again = state.withLock { s in
-                for r in rows {
-                    guard let w = s.waiting.removeValue(forKey: Key(task: r.task, attempt: r.attempt)) else { continue }
-                    deliveries.append((w.done, Self.outcome(r)))
-                    if let v = r.version, let ran = r.ranVersion, v != ran, s.warnedVersion.insert(r.name).inserted {
-                        otherVersions.append(r)
-                    }
-                }
-                s.fetching = false
-                return !s.named.isEmpty || s.scan
-            }
-            for r in otherVersions {
-                warn("'\(r.name)' ran on worker \(r.worker ?? "?") with another version of its definition "
-                     + "(the worker's \(r.ranVersion ?? "?"), this pipeline's \(r.version ?? "?")): update the workers' FILE")
-            }
-            for (cb, o) in deliveries { cb(o) }
-            if again { fetch() }
+            s.fetching = false
+            return (!s.named.isEmpty || s.scan) && s.gaveUp == nil
         }
+        for r in otherVersions {
+            warn("'\(r.name)' ran on worker \(r.worker ?? "?") with another version of its definition "
+                 + "(the worker's \(r.ranVersion ?? "?"), this pipeline's \(r.version ?? "?")): update the workers' FILE")
+        }
+        for (cb, o) in deliveries { cb(o) }
+        if again { fetch() }
     }
 
     static func outcome(_ r: FinishedJob) -> RemoteOutcome {
@@ -232,8 +332,8 @@ public final class QueueCoordinator: RemoteQueue {
             return due
         }
         guard !names.isEmpty else { return }
-        db.submit { [self] c, _ in
-            let undefined = c.flatMap { try? QueueStore.undefined(Array(names.keys), $0) } ?? []
+        db.submit({ [self] c, _ in
+            let undefined = (try? QueueStore.undefined(Array(names.keys), c)) ?? []
             let fresh = state.withLock { s in
                 s.checking = false
                 return undefined.filter { s.warnedUndefined.insert($0).inserted }
@@ -243,7 +343,7 @@ public final class QueueCoordinator: RemoteQueue {
                 warn("no live worker defines '\(name)': \(n) task\(n == 1 ? "" : "s") of it wait in the queue "
                      + "(start `tasker worker` with a FILE that defines it)")
             }
-        }
+        }, failed: { [self] _ in state.withLock { $0.checking = false } })
     }
 
     /// A worker records a failure as its description (`[position: ]kind:
@@ -270,8 +370,17 @@ public final class QueueCoordinator: RemoteQueue {
             return s.outbox.count == before
         }
         guard inDatabase else { return }
-        db.submit { [run] c, _ in
-            if let c { try? QueueStore.cancel(run: run, task: task, attempt: attempt, c) }
-        }
+        db.submit { [run] c, _ in try QueueStore.cancel(run: run, task: task, attempt: attempt, c) }
     }
+}
+
+/// Passes the database thread's outage events to the coordinator once it
+/// exists (the thread starts before the coordinator is whole).
+private final class CoordinatorEvents: @unchecked Sendable {
+    // Safety: `target` is set once, right after the first (synchronous)
+    // database call, before any other work is handed to the thread, and
+    // read only by that thread afterwards (the hand-over's lock orders the
+    // two); events before it are set-up failures, which `init` throws.
+    weak var target: QueueCoordinator?
+    func send(_ e: PGOutageEvent) { target?.outage(e) }
 }

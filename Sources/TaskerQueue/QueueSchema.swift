@@ -5,6 +5,9 @@
 /// reads finished rows by the ids their NOTIFY names, and every second by
 /// the attempts it still waits for: never by a high-water mark on
 /// `done_seq`, which would skip rows (two workers' commits land out of order).
+/// Workers and coordinators hold leases (`tasker_workers`,
+/// `tasker_coordinators`): silent past theirs, their claims are given up,
+/// or their run's jobs cancelled.
 enum QueueSchema {
     static let sql = """
         CREATE TABLE IF NOT EXISTS tasker_jobs (
@@ -38,6 +41,14 @@ enum QueueSchema {
           lease double precision NOT NULL,
           heartbeat timestamptz NOT NULL DEFAULT now(),
           started timestamptz NOT NULL DEFAULT now(),
+          stopped timestamptz
+        );
+        CREATE TABLE IF NOT EXISTS tasker_coordinators (
+          run text PRIMARY KEY,
+          host text NOT NULL,
+          pid int NOT NULL,
+          lease double precision NOT NULL,
+          heartbeat timestamptz NOT NULL DEFAULT now(),
           stopped timestamptz
         );
         CREATE TABLE IF NOT EXISTS tasker_runs (

@@ -1,3 +1,4 @@
+import Foundation
 import TaskerCore
 
 /// A job a worker claimed; `claim` goes back with its completion.
@@ -231,8 +232,23 @@ enum QueueStore {
         return (wasDead, stop)
     }
 
+    /// Seconds a process gets, after the server (re)started, to reconnect
+    /// and heartbeat before its lease counts again: it may be in its
+    /// longest reconnect backoff (5 s) when the server comes back.
+    static let restartGrace = StoreOutage.maxBackoff
+
+    /// Whether a lease has lapsed: no heartbeat for `lease` seconds, the
+    /// server's own start counting as one (a restart or stop silenced
+    /// everyone: an outage, not a death).
+    private static let lapsed = """
+        greatest(heartbeat, pg_postmaster_start_time() + make_interval(secs => \(restartGrace)))
+          < now() - make_interval(secs => lease)
+        """
+
     /// Workers silent past their lease lose their claims: each running job
-    /// of theirs becomes a failed attempt of kind `lost`.
+    /// of theirs becomes a failed attempt of kind `lost`. Runs whose
+    /// coordinator is silent past its lease have their queued and running
+    /// jobs cancelled (nobody waits for their results).
     static func rescue(_ c: PGConnection) throws {
         try c.transaction {
             // Usually nobody is dead: then the jobs table is not touched
@@ -240,18 +256,111 @@ enum QueueStore {
             // for a scan, and an index of running rows slowed every claim).
             let dead = try c.query("""
                 UPDATE tasker_workers SET stopped = now()
-                WHERE stopped IS NULL AND heartbeat < now() - make_interval(secs => lease) RETURNING id
+                WHERE stopped IS NULL AND \(lapsed) RETURNING id
                 """).values.compactMap { $0[0] }
-            guard !dead.isEmpty else { return }
-            let rows = try c.query("""
-                UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost', claim = NULL,
-                  error = 'worker ' || j.worker || ' stopped heartbeating: its claim was given up',
-                  done_seq = nextval('tasker_done_seq'), finished_at = now()
-                WHERE j.state = 'running' AND j.worker = ANY($1::text[])
-                RETURNING j.run
-                """, [PGArray.text(dead)])
-            try notifyDone(runs: Set(rows.values.map { $0[0]! }), c)
+            if !dead.isEmpty {
+                let rows = try c.query("""
+                    UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost', claim = NULL,
+                      error = 'worker ' || j.worker || ' stopped heartbeating: its claim was given up',
+                      done_seq = nextval('tasker_done_seq'), finished_at = now()
+                    WHERE j.state = 'running' AND j.worker = ANY($1::text[])
+                    RETURNING j.run
+                    """, [PGArray.text(dead)])
+                try notifyDone(runs: Set(rows.values.map { $0[0]! }), c)
+            }
+            let orphaned = try c.query("""
+                UPDATE tasker_coordinators SET stopped = now()
+                WHERE stopped IS NULL AND \(lapsed) RETURNING run
+                """).values.compactMap { $0[0] }
+            if !orphaned.isEmpty {
+                try cancel(runs: orphaned, why: "its coordinator stopped heartbeating", c)
+            }
         }
+    }
+
+    /// Cancels the queued and running jobs of `runs`; the workers running
+    /// them hear of it at once (NOTIFY) or at their next heartbeat.
+    static func cancel(runs: [String], why: String, _ c: PGConnection) throws {
+        let rows = try c.query("""
+            UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled: ' || $2, error_kind = 'cancelled',
+              claim = NULL, finished_at = now()
+            WHERE run = ANY($1::text[]) AND state IN ('queued', 'running')
+            RETURNING id, worker
+            """, [PGArray.text(runs), why])
+        for r in rows.values where r[1] != nil {
+            try c.query("SELECT pg_notify('\(cancelChannel)', $1)", [r[0]!])
+        }
+    }
+
+    // MARK: the coordinator's lease
+
+    /// Registers the coordinator of `run`: it heartbeats, and once it is
+    /// silent past `lease` the workers cancel the run's jobs.
+    static func register(run: String, host: String, pid: Int32, lease: Double, _ c: PGConnection) throws {
+        try c.query("""
+            INSERT INTO tasker_coordinators(run, host, pid, lease) VALUES ($1, $2, $3::int, $4::float8)
+            ON CONFLICT (run) DO UPDATE SET host = $2, pid = $3::int, lease = $4::float8, heartbeat = now(), stopped = NULL
+            """, [run, host, String(pid), String(lease)])
+    }
+
+    /// The coordinator is alive; false when it had been declared dead (the
+    /// run's jobs were cancelled).
+    @discardableResult
+    static func heartbeat(run: String, _ c: PGConnection) throws -> Bool {
+        let rows = try c.query("UPDATE tasker_coordinators SET heartbeat = now() WHERE run = $1 RETURNING stopped IS NULL", [run])
+        return rows.values.first?[0] == "t"
+    }
+
+    static func coordinatorStopped(run: String, _ c: PGConnection) throws {
+        try c.query("UPDATE tasker_coordinators SET stopped = now() WHERE run = $1", [run])
+    }
+
+    /// A resumed run takes over the run it resumes: when that run's
+    /// coordinator is gone (stopped, silent past its lease, or a process of
+    /// this machine that no longer exists) its jobs are cancelled now rather
+    /// than when its lease lapses. Returns whether it was taken over.
+    @discardableResult
+    static func takeOver(run: String, host: String, _ c: PGConnection) throws -> Bool {
+        let rows = try c.query("""
+            SELECT host, pid, stopped IS NOT NULL OR \(lapsed) FROM tasker_coordinators WHERE run = $1
+            """, [run])
+        if let r = rows.values.first {
+            let gone = r[2] == "t" || (r[0] == host && !processExists(Int32(r[1] ?? "") ?? 0))
+            guard gone else { return false }
+        }
+        try c.transaction {
+            try coordinatorStopped(run: run, c)
+            try cancel(runs: [run], why: "its run was resumed by another coordinator", c)
+        }
+        return true
+    }
+
+    private static func processExists(_ pid: Int32) -> Bool {
+        pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
+    }
+
+    /// After a claim whose answer was lost with the connection (it may have
+    /// been committed): the worker's running jobs it does not know of
+    /// (`known`: those it runs or has results of) go back to the queue.
+    static func handBackUnknown(worker: String, known: [Int64], _ c: PGConnection) throws {
+        let rows = try c.query("""
+            UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL
+            WHERE worker = $1 AND state = 'running' AND NOT id = ANY($2::bigint[]) RETURNING id
+            """, [worker, PGArray.integers(known)])
+        if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
+    }
+
+    /// Jobs this worker stopped without finishing them (it could not
+    /// heartbeat for a whole lease) go back to the queue, unless their
+    /// claim ended meanwhile (rescued, cancelled).
+    static func handBack(_ jobs: [(id: Int64, claim: Int64)], _ c: PGConnection) throws {
+        guard !jobs.isEmpty else { return }
+        let rows = try c.query("""
+            UPDATE tasker_jobs j SET state = 'queued', worker = NULL, claim = NULL
+            FROM unnest($1::bigint[], $2::bigint[]) AS v(id, claim) WHERE j.id = v.id AND j.claim = v.claim
+            RETURNING j.id
+            """, [PGArray.integers(jobs.map(\.id)), PGArray.integers(jobs.map(\.claim))])
+        if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
     }
 
     /// A worker that stops hands back what it still holds.

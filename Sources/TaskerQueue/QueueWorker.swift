@@ -49,9 +49,19 @@ public final class QueueWorker {
     private var claimAgain = false
     private var draining = false
     private var outbox: [JobCompletion] = []
+    /// Jobs stopped unfinished because this worker could not heartbeat for
+    /// a whole lease: they go back to the queue (fenced by their claim).
+    private var returns: [(id: Int64, claim: Int64)] = []
+    /// What the write in flight carries (results and returns).
+    private var inFlight: Set<Int64> = []
     private var completing = false
     private var heartbeatTimer: LoopTimer?
+    private var heartbeating = false
+    /// The connection is lost (or the last heartbeat failed) and not back.
+    private var cannotHeartbeat = false
     private var lastHeartbeat = Monotonic.now()
+    /// Running jobs this worker stopped for want of a heartbeat.
+    private var selfStopped: Set<Int64> = []
     private var onStopped: (() -> Void)?
     /// Names already logged (jobs left for others; another version).
     private var saidLacking: Set<String> = []
@@ -60,7 +70,7 @@ public final class QueueWorker {
     /// mostly not for this worker, so looking at it is cheap and useful (a
     /// backlog of its own jobs is not walked at every heartbeat).
     private var lastClaimShort = true
-    /// Lines for the worker's log (claims refused, lease trouble).
+    /// Lines for the worker's log (claims refused, lease trouble, outages).
     public var log: (String) -> Void = { _ in }
 
     public init(url: String, settings: Settings, loop: EventLoop, runner: WorkerJobRunner) throws {
@@ -71,13 +81,18 @@ public final class QueueWorker {
         self.settings = settings
         self.loop = loop
         self.runner = runner
-        db = PGThread(url: url, name: "tasker.queue")
+        // A worker waits for the server for ever (its results are kept
+        // meanwhile); the loop hears of the outage and of the return.
+        let events = EventRelay()
+        db = PGThread(url: url, name: "tasker.queue", outageLimit: nil) { events.send($0) }
         let me = id
         try db.sync { c in
             try QueueSchema.ensure(c)
             try QueueStore.register(worker: me, host: hostName, pid: getpid(), lease: settings.lease,
                                     versions: settings.versions, c)
         }
+        let bound = LoopBound(self, loop: loop)
+        events.target = { event in bound.loop.execute { bound.value.outage(event) } }
     }
 
     static var hostName: String {
@@ -111,7 +126,7 @@ public final class QueueWorker {
         // now, not only at the first heartbeat.
         let names = Array(settings.versions.keys)
         db.submit { c, _ in
-            let lacking = c.flatMap { try? QueueStore.queuedNames(notIn: names, $0) } ?? []
+            let lacking = (try? QueueStore.queuedNames(notIn: names, c)) ?? []
             bound.loop.execute { bound.value.noteLacking(lacking) }
         }
     }
@@ -133,27 +148,29 @@ public final class QueueWorker {
         claiming = true
         let bound = LoopBound(self, loop: loop)
         let me = id, versions = settings.versions
-        db.submit { c, error in
-            var jobs: [ClaimedJob] = []
-            var failure = error
-            if let c {
-                do { jobs = try QueueStore.claim(worker: me, limit: free, versions: versions, c) } catch { failure = PGError(error) }
-            }
-            let claimed = jobs
-            let why = failure?.message
-            bound.loop.execute {
-                let w = bound.value
-                w.claiming = false
-                if let why { w.log("cannot claim jobs: \(why)") } else { w.lastClaimShort = claimed.count < free }
-                for j in claimed { w.running[j.id] = j }
-                for j in claimed {
-                    w.noteVersion(j)
-                    w.runner.start(j)
-                }
-                // a full batch: there may be more waiting
-                if claimed.count == free || w.claimAgain { w.claimMore() }
-            }
+        // What this worker holds or has results of, should the claim's
+        // answer be lost with the connection (see `handBackUnknown`).
+        let known = Array(running.keys) + outbox.map(\.id) + returns.map(\.id) + Array(inFlight)
+        db.submit({ c, again in
+            if again { try QueueStore.handBackUnknown(worker: me, known: known, c) }
+            let claimed = try QueueStore.claim(worker: me, limit: free, versions: versions, c)
+            bound.loop.execute { bound.value.claimed(claimed, free: free, failure: nil) }
+        }, failed: { error in
+            let why = error.message
+            bound.loop.execute { bound.value.claimed([], free: free, failure: why) }
+        })
+    }
+
+    private func claimed(_ jobs: [ClaimedJob], free: Int, failure: String?) {
+        claiming = false
+        if let failure { log("cannot claim jobs: \(failure)") } else { lastClaimShort = jobs.count < free }
+        for j in jobs { running[j.id] = j }
+        for j in jobs {
+            noteVersion(j)
+            runner.start(j)
         }
+        // a full batch: there may be more waiting
+        if jobs.count == free || claimAgain { claimMore() }
     }
 
     /// Says once per name when the coordinator's definition is not this
@@ -178,8 +195,14 @@ public final class QueueWorker {
     /// The runner's report that a job ended.
     public func finished(_ completion: JobCompletion) {
         loop.assertInLoop()
-        guard running.removeValue(forKey: completion.id) != nil else { return }
-        outbox.append(completion)
+        guard let job = running.removeValue(forKey: completion.id) else { return }
+        if selfStopped.remove(completion.id) != nil && completion.state != .succeeded {
+            // Stopped for want of a heartbeat, not by its own doing: the job
+            // goes back to the queue for another try of the same attempt.
+            returns.append((job.id, job.claim))
+        } else {
+            outbox.append(completion)
+        }
         guard !turnEnding else { return }
         // Jobs that end in one turn of the loop go back in one statement,
         // and their slots are claimed again in one (not one each).
@@ -192,35 +215,68 @@ public final class QueueWorker {
     }
     private var turnEnding = false
 
+    /// Writes the results (and returns) gathered so far; while the server
+    /// is away they wait, in memory, and are written once it is back.
     private func flushCompletions() {
-        guard !completing, !outbox.isEmpty else {
+        guard !completing, !outbox.isEmpty || !returns.isEmpty else {
             checkStopped()
             return
         }
         completing = true
-        let batch = outbox
+        let batch = outbox, back = returns
         outbox = []
+        returns = []
+        inFlight = Set(batch.map(\.id) + back.map(\.id))
         let bound = LoopBound(self, loop: loop)
-        db.submit { c, error in
-            var refused: [Int64] = []
-            var failure = error
-            if let c {
-                do { refused = try QueueStore.complete(batch, c) } catch { failure = PGError(error) }
+        db.submit({ c, again in
+            try QueueStore.handBack(back, c)
+            let refused = try QueueStore.complete(batch, c)
+            bound.loop.execute { bound.value.completed(batch.count, refused: refused, again: again) }
+        }, failed: { error in
+            // Not a lost connection (that waits): the statement itself
+            // failed. Each result is recorded on its own, and one that
+            // still cannot be is recorded as a failure saying why.
+            let why = error.message
+            bound.loop.execute { bound.value.completeOneByOne(batch, back, why) }
+        })
+    }
+
+    private func completed(_ count: Int, refused: [Int64], again: Bool) {
+        completing = false
+        inFlight = []
+        for id in refused {
+            // Sent again after the connection broke under the first try:
+            // that try may have recorded it.
+            log(again ? "job \(id): result not recorded again (recorded before the connection broke, or its claim was given up meanwhile)"
+                      : "job \(id): result refused (its claim was given up meanwhile)")
+        }
+        flushCompletions()
+    }
+
+    private func completeOneByOne(_ batch: [JobCompletion], _ back: [(id: Int64, claim: Int64)], _ why: String) {
+        log("cannot record \(batch.count) results: \(why); recording them one by one")
+        let bound = LoopBound(self, loop: loop)
+        db.submit({ c, _ in
+            try? QueueStore.handBack(back, c)
+            for one in batch {
+                do {
+                    _ = try QueueStore.complete([one], c)
+                } catch where !PGSession.isConnectionLoss(PGError(error), c) {
+                    let failure = JobCompletion(id: one.id, claim: one.claim, state: .failed,
+                                                error: "the worker could not record the result: \(PGError(error).message)",
+                                                errorKind: "store")
+                    _ = try QueueStore.complete([failure], c)
+                }
             }
-            let why = failure?.message
-            let gone = refused
+            bound.loop.execute { bound.value.completed(batch.count, refused: [], again: false) }
+        }, failed: { error in
+            let message = error.message
             bound.loop.execute {
                 let w = bound.value
-                w.completing = false
-                if let why {
-                    // Not recorded: the claims run out and the jobs are
-                    // rescued and run again (at least once).
-                    w.log("cannot record \(batch.count) results: \(why)")
-                }
-                for id in gone { w.log("job \(id): result refused (its claim was given up meanwhile)") }
-                w.flushCompletions()
+                w.log("cannot record \(batch.count) results: \(message)")
+                w.completed(batch.count, refused: [], again: false)
             }
-        }
+        })
     }
 
     // MARK: heartbeat
@@ -228,57 +284,86 @@ public final class QueueWorker {
     private var heartbeatInterval: Double { settings.lease / 6 }
 
     private func scheduleHeartbeat() {
-        heartbeatTimer = loop.schedule(after: heartbeatInterval, keepAlive: false) { [unowned self] in heartbeat() }
+        heartbeatTimer = loop.schedule(after: heartbeatInterval, keepAlive: false) { [unowned self] in
+            heartbeat()
+            if !draining || !running.isEmpty || completing { scheduleHeartbeat() }
+        }
     }
 
+    /// Six times per lease; one at a time (while the server is away the one
+    /// in flight waits for it, and is sent once it is back).
     private func heartbeat() {
+        checkLease()
+        guard !heartbeating else { return }
+        heartbeating = true
         let bound = LoopBound(self, loop: loop)
         let me = id
         let ids = Array(running.keys)
         let names = Array(settings.versions.keys)
         let lookForLacking = lastClaimShort
-        db.submit { c, error in
-            var result: (wasDead: Bool, stop: [Int64])?
-            var lacking: [String] = []
-            var failure = error
-            if let c {
-                do {
-                    result = try QueueStore.heartbeat(worker: me, running: ids, c)
-                    try QueueStore.rescue(c)
-                    // only for a log line: never a reason to count the heartbeat failed
-                    if lookForLacking { lacking = (try? QueueStore.queuedNames(notIn: names, c)) ?? [] }
-                } catch { failure = PGError(error) }
-            }
-            let outcome = result
-            let why = failure?.message
-            let missing = lacking
+        db.submit({ c, _ in
+            let result = try QueueStore.heartbeat(worker: me, running: ids, c)
+            try QueueStore.rescue(c)
+            // only for a log line: never a reason to count the heartbeat failed
+            let lacking = lookForLacking ? ((try? QueueStore.queuedNames(notIn: names, c)) ?? []) : []
             bound.loop.execute {
-                bound.value.noteLacking(missing)
-                bound.value.heartbeatDone(outcome, why)
+                bound.value.noteLacking(lacking)
+                bound.value.heartbeatDone(result, nil)
             }
-        }
+        }, failed: { error in
+            let why = error.message
+            bound.loop.execute { bound.value.heartbeatDone(nil, why) }
+        })
     }
 
     private func heartbeatDone(_ result: (wasDead: Bool, stop: [Int64])?, _ failure: String?) {
-        if let result {
-            lastHeartbeat = Monotonic.now()
-            if result.wasDead {
-                log("this worker was silent past its lease: its claims were given to others")
-                let me = id, lease = settings.lease, host = host, versions = settings.versions
-                db.submit { c, _ in
-                    if let c { try? QueueStore.register(worker: me, host: host, pid: getpid(), lease: lease, versions: versions, c) }
-                }
-            }
-            for id in result.stop where running[id] != nil { runner.stop(id) }
-        } else {
+        heartbeating = false
+        guard let result else {
             log("heartbeat failed: \(failure ?? "no connection")")
-            // Past the lease others may run these jobs: stop ours.
-            if Double(Monotonic.now() &- lastHeartbeat) / 1e9 > settings.lease {
-                log("no heartbeat for the whole lease: stopping the attempts this worker holds")
-                for id in running.keys { runner.stop(id) }
-            }
+            cannotHeartbeat = true
+            checkLease()
+            return
         }
-        if !draining || !running.isEmpty { scheduleHeartbeat() }
+        lastHeartbeat = Monotonic.now()
+        cannotHeartbeat = false
+        if result.wasDead {
+            log("this worker was silent past its lease: its claims were given to others")
+            let me = id, lease = settings.lease, host = host, versions = settings.versions
+            db.submit { c, _ in try QueueStore.register(worker: me, host: host, pid: getpid(), lease: lease, versions: versions, c) }
+        }
+        for id in result.stop where running[id] != nil { runner.stop(id) }
+    }
+
+    /// A worker that could not heartbeat for a whole lease (the server is
+    /// away, or refuses) stops the attempts it holds: past the lease others
+    /// may run them. They go back to the queue once the server answers
+    /// (unless taken already). A heartbeat that is merely slow (a loaded
+    /// machine) stops nothing.
+    private func checkLease() {
+        guard cannotHeartbeat, Double(Monotonic.now() &- lastHeartbeat) / 1e9 > settings.lease else { return }
+        let stopping = running.keys.filter { !selfStopped.contains($0) }
+        guard !stopping.isEmpty else { return }
+        log("no heartbeat for the whole lease (\(settings.lease) s): stopping the \(stopping.count) attempts this worker holds")
+        for id in stopping {
+            selfStopped.insert(id)
+            runner.stop(id)
+        }
+    }
+
+    /// The server went away or came back.
+    private func outage(_ event: PGOutageEvent) {
+        switch event {
+        case .lost(let why):
+            cannotHeartbeat = true
+            log("lost the connection to PostgreSQL (\(why)): reconnecting; results are kept until it is back")
+        case .back(let seconds):
+            log("reconnected to PostgreSQL after \(String(format: "%.1f", seconds)) s")
+            // What waited went first; heartbeat now rather than at the next tick.
+            heartbeat()
+            claimMore()
+        case .gaveUp(let why):
+            log(why)
+        }
     }
 
     // MARK: stopping
@@ -293,10 +378,19 @@ public final class QueueWorker {
     }
 
     /// Stops at once: what is still running goes back to the queue. Safe
-    /// from any thread (a second signal), as it touches only the database.
+    /// from any thread (a second signal), as it touches only the database,
+    /// on a connection of its own, and waits at most 3 s (the server may be
+    /// away: the claims then run out with the lease).
     public var handBack: @Sendable () -> Void {
-        let me = id, db = db
-        return { try? db.sync { c in try QueueStore.handBack(worker: me, c) } }
+        let me = id, url = url
+        return {
+            let done = DispatchSemaphore(value: 0)
+            Thread {
+                if let c = try? PGConnection(url: url) { try? QueueStore.handBack(worker: me, c) }
+                done.signal()
+            }.start()
+            _ = done.wait(timeout: .now() + 3)
+        }
     }
 
     private func checkStopped() {
@@ -304,9 +398,7 @@ public final class QueueWorker {
         onStopped = nil
         heartbeatTimer?.cancel()
         let me = id
-        db.submit { c, _ in
-            if let c { try? QueueStore.markStopped(worker: me, c) }
-        }
+        db.submit { c, _ in try QueueStore.markStopped(worker: me, c) }
         done()
     }
 
@@ -317,3 +409,14 @@ public final class QueueWorker {
         db.stop()
     }
 }
+
+/// Passes the database thread's outage events to the worker once it
+/// exists (the thread starts before the worker is whole).
+private final class EventRelay: @unchecked Sendable {
+    // Safety: `target` is set once, right after the first (synchronous)
+    // database call and before `start`; events before that are set-up
+    // failures, which `init` reports by throwing.
+    var target: (@Sendable (PGOutageEvent) -> Void)?
+    func send(_ e: PGOutageEvent) { target?(e) }
+}
+

@@ -48,6 +48,9 @@ extension Tasker {
         @Option(name: .long, help: ArgumentHelp("Queue the defined tasks in PostgreSQL for workers (tasker worker) to run; the run's journal goes there too.", valueName: "postgres://..."))
         var store: String?
 
+        @Option(name: .long, help: "With --store: seconds without this run's heartbeat after which workers cancel its jobs (it heartbeats 6 times per lease).")
+        var lease: Double = 60
+
         @Argument(help: "The pipeline file.")
         var file: String
 
@@ -61,6 +64,7 @@ extension Tasker {
             if plan && !resume { throw ValidationError("--plan goes with --resume") }
             if resumeFromOther && !resume { throw ValidationError("--resume-from-other goes with --resume") }
             if let store { try StoreURL.validate(store) }
+            guard lease >= 0.5, lease.isFinite else { throw ValidationError("--lease must be at least 0.5 seconds (got \(lease))") }
             if noJournal && (resume || report != nil) {
                 throw ValidationError("--no-journal cannot go with \(resume ? "--resume" : "--report") (both read the journal)")
             }
@@ -128,8 +132,11 @@ extension Tasker {
             var queue: QueueCoordinator?
             if let store {
                 do {
-                    queue = try QueueCoordinator(url: store, run: runID)
-                    options.remote = queue
+                    let q = try QueueCoordinator(url: store, run: runID, lease: lease, resuming: resumedFrom)
+                    let say = options.diagnostics
+                    q.notice = { say("tasker: warning: \($0)") }
+                    queue = q
+                    options.remote = q
                 } catch {
                     StandardError.write("tasker: error: \(error)\n")
                     throw ExitCode(2)
@@ -192,6 +199,11 @@ extension Tasker {
                 StandardError.write("tasker: error: \(e)\n")
             }
             if events?.error != nil && code < 2 { code = 2 }
+            // The server stayed away past the outage limit: the run failed.
+            if let why = queue?.failure {
+                StandardError.write("tasker: error: store: \(why)\n")
+                if code < 1 { code = 1 }
+            }
             throw ExitCode(code)
         }
     }

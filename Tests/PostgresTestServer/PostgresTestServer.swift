@@ -11,7 +11,11 @@ import Glibc
 public final class PostgresTestServer: Sendable {
     public let port: Int
     public let dataDir: String
+    private let root: String
     private let stopCommand: [String]
+    /// pg_ctl as the server's user, and the options it starts the server with.
+    private let pgCtl: [String]
+    private let options: String
     /// The server, or why it did not start.
     public static let shared: Result<PostgresTestServer, StartError> = Result { () throws(StartError) in try PostgresTestServer() }
 
@@ -28,11 +32,12 @@ public final class PostgresTestServer: Sendable {
         return nil
     }
 
-    private init() throws(StartError) {
+    /// A server of the caller's own (`isolated()`), or the shared one.
+    private init(root: String, removeAtExit: Bool) throws(StartError) {
         guard let bin = Self.binDir() else {
             throw StartError(description: "PostgreSQL is not installed (scripts/install-deps installs it)")
         }
-        let root = "/tmp/tasker-pg-\(getpid())"
+        self.root = root
         try? FileManager.default.removeItem(atPath: root)
         do {
             try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -52,19 +57,63 @@ public final class PostgresTestServer: Sendable {
         guard s1 == 0 else {
             throw StartError(description: "initdb failed: \(o1)")
         }
-        let opts = "-p \(port) -k \(root) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200"
-        let (s2, o2) = pg("pg_ctl", ["-D", dataDir, "-o", opts, "-l", root + "/log", "-w", "start"])
+        options = "-p \(port) -k \(root) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200"
+        pgCtl = prefix + ["\(bin)/pg_ctl", "-D", dataDir]
+        stopCommand = pgCtl + ["-m", "immediate", "stop"]
+        let (s2, o2) = pgCtlRun(["-o", options, "-l", root + "/log", "-w", "start"])
         guard s2 == 0 else {
             throw StartError(description: "pg_ctl start failed: \(o2)")
         }
-        stopCommand = prefix + ["\(bin)/pg_ctl", "-D", dataDir, "-m", "immediate", "stop"]
+        guard removeAtExit else { return }
         // The server goes when the tests go (it is theirs alone).
         atexit {
             guard case .success(let server) = PostgresTestServer.shared else { return }
-            let c = server.stopCommand
-            _ = PostgresTestServer.run(c[0], Array(c.dropFirst()))
-            try? FileManager.default.removeItem(atPath: "/tmp/tasker-pg-\(getpid())")
+            server.destroy()
         }
+    }
+
+    private convenience init() throws(StartError) {
+        try self.init(root: "/tmp/tasker-pg-\(getpid())", removeAtExit: true)
+    }
+
+    /// A server of the caller's own, for a test that stops or restarts it
+    /// (the shared one serves every other test at the same time). The
+    /// caller `destroy()`s it.
+    public static func isolated() async throws -> PostgresTestServer {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread {
+                do throws(StartError) {
+                    let root = "/tmp/tasker-pg-\(getpid())-\(UUID().uuidString.prefix(8).lowercased())"
+                    continuation.resume(returning: try PostgresTestServer(root: root, removeAtExit: false))
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }.start()
+        }
+    }
+
+    private func pgCtlRun(_ args: [String]) -> (Int32, String) {
+        let all = pgCtl + args
+        return Self.run(all[0], Array(all.dropFirst()))
+    }
+
+    /// `pg_ctl restart -m fast`: every connection is closed, the server is
+    /// back once this returns.
+    @discardableResult
+    public func restart() -> Bool { pgCtlRun(["-o", options, "-l", root + "/log", "-m", "fast", "-w", "restart"]).0 == 0 }
+
+    /// `pg_ctl stop -m fast`, and `start` again.
+    @discardableResult
+    public func stop() -> Bool { pgCtlRun(["-m", "fast", "-w", "stop"]).0 == 0 }
+
+    @discardableResult
+    public func start() -> Bool { pgCtlRun(["-o", options, "-l", root + "/log", "-w", "start"]).0 == 0 }
+
+    /// Stops the server at once and removes its files.
+    public func destroy() {
+        let c = stopCommand
+        _ = Self.run(c[0], Array(c.dropFirst()))
+        try? FileManager.default.removeItem(atPath: root)
     }
 
     /// The server; fails the calling test with why it could not start.

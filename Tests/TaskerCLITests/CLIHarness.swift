@@ -140,8 +140,8 @@ final class Background: @unchecked Sendable {
     private var err = ""
     private var open = 2
 
-    init(_ args: [String], in cwd: URL, environment: [String: String] = [:]) throws {
-        let (p, o, e) = try launch(args, in: cwd, environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
+    init(_ args: [String], in cwd: URL, environment: [String: String]? = nil) throws {
+        let (p, o, e) = try launch(args, in: cwd, environment: ProcessInfo.processInfo.environment.merging(environment ?? [:]) { $1 })
         process = p
         for (pipe, isErr) in [(o, false), (e, true)] {
             Thread { [self] in
@@ -185,6 +185,23 @@ final class Background: @unchecked Sendable {
     }
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// `finish()`, but a process still running after `seconds` is killed
+    /// (SIGKILL) and its status reads -1: a hang fails the test instead of
+    /// the suite.
+    func finish(within seconds: Double) async -> CLIResult {
+        let exited = await withCheckedContinuation { continuation in
+            Thread { [self] in
+                let deadline = Date(timeIntervalSinceNow: seconds)
+                while process.isRunning && Date() < deadline { usleep(20_000) }
+                continuation.resume(returning: !process.isRunning)
+            }.start()
+        }
+        if !exited { signal(SIGKILL) }
+        var result = await finish()
+        if !exited { result.status = -1 }
+        return result
+    }
 
     /// Waits for the exit and both streams' end (at most 30 s after the
     /// exit, as `drain`).

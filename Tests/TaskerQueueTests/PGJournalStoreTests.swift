@@ -68,4 +68,27 @@ import Testing
         let task = try #require(try reader.tasks(of: "dead").first)
         #expect(task.state == "failed" && task.errorKind == "lost")
     }
+
+    @Test func theStoreJournalRidesOutARestart() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let url = server.url()
+        let w = JournalWriter(run: JournalRun(id: "r1", pipeline: "/p.lua", args: [], vars: [:], started: 1000, pid: 1)) {
+            try PGJournalStore(url: url)
+        }
+        for i in 1...50 { w.submit(JournalEntry(id: i, state: .succeeded)) }
+        // written, before the restart
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while server.psql(url, "SELECT count(*) FROM tasker_task_log").trimmingCharacters(in: .whitespacesAndNewlines) == "0",
+              Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(server.restart())
+        for i in 51...100 { w.submit(JournalEntry(id: i, state: .succeeded)) }
+        #expect(w.close(ended: 1002, exitCode: 0, counts: ["succeeded": 100], requests: []) == nil)
+        let reader = try JournalReader(store: PGJournalStore(url: url))
+        let run = try #require(try reader.run("r1"))
+        #expect(run.exitCode == 0 && run.counts["succeeded"] == 100)
+        #expect(try reader.tasks(of: "r1").count == 100)
+    }
 }

@@ -135,6 +135,18 @@ import Testing
         #expect(got.hasPrefix("r1 "))
         #expect(Set(ids) == Set(js.map(\.id)))
     }
+
+    @Test func queueConnectionsPlanWithoutJIT() throws {
+        #expect(try db.sync { c in try c.query("SHOW jit").values.first?.first ?? nil } == "off")
+        // the rescue's statement, as a heartbeat runs it: no JIT in its plan
+        let plan = try db.sync { c in
+            try c.query("""
+                EXPLAIN (ANALYZE, FORMAT TEXT) UPDATE tasker_workers SET stopped = now()
+                WHERE stopped IS NULL AND heartbeat < now() - make_interval(secs => lease) RETURNING id
+                """).values.compactMap { $0.first ?? nil }.joined(separator: "\n")
+        }
+        #expect(!plan.contains("JIT"), "\(plan)")
+    }
 }
 
 /// Notification payloads a listener thread hands to a test.

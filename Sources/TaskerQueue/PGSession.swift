@@ -1,0 +1,138 @@
+import Foundation
+import TaskerCore
+
+/// What a session reports about the server going away and coming back.
+public enum PGOutageEvent: Sendable {
+    /// The connection broke or could not be made; reconnecting.
+    case lost(String)
+    /// Connected again after this many seconds.
+    case back(Double)
+    /// Past the outage limit: the message names the server (password as `***`).
+    case gaveUp(String)
+}
+
+/// One connection to PostgreSQL that is opened again when the server went
+/// away (a restart, a stop, a dropped connection): an outage, not a
+/// failure. Work given to `run` waits while the server is away, trying
+/// again after 0.1 s, doubling to 5 s, and runs again on the new
+/// connection; past the outage limit (none: forever) it fails. Used by one
+/// thread at a time, its owner's.
+final class PGSession {
+    let url: String
+    private let limit: Double?
+    private let setUp: (PGConnection) throws -> Void
+    private let onEvent: (PGOutageEvent) -> Void
+    private var connection: PGConnection?
+    private var downSince: UInt64?
+    private var backoff = StoreOutage.firstBackoff
+    /// Set past the limit: everything fails at once from then on.
+    private(set) var gaveUp: PGError?
+
+    init(url: String, limit: Double?, setUp: @escaping (PGConnection) throws -> Void = { _ in },
+         onEvent: @escaping (PGOutageEvent) -> Void = { _ in }) {
+        self.url = url
+        self.limit = limit
+        self.setUp = setUp
+        self.onEvent = onEvent
+    }
+
+    /// Runs `body` with a live connection (`again`: it ran before and the
+    /// connection broke under it, so what it sent may or may not have been
+    /// committed: `body` must be safe to run twice). With `patient` false a
+    /// connection failure fails at once (set-up: a wrong URL shows at once).
+    /// `pause` waits between tries and returns false to stop waiting (the
+    /// owner is stopping).
+    func run<T>(patient: Bool = true, pause: (Double) -> Bool,
+                _ body: (PGConnection, _ again: Bool) throws -> T) throws -> T {
+        var again = false
+        while true {
+            if let gaveUp { throw gaveUp }
+            let c: PGConnection
+            do {
+                c = try live()
+            } catch {
+                let e = PGError(error)
+                guard patient else { throw e }
+                try wait(after: e, pause)
+                continue
+            }
+            do {
+                return try body(c, again)
+            } catch {
+                let e = PGError(error)
+                guard Self.isConnectionLoss(e, c) else { throw e }
+                connection = nil
+                again = true
+                markDown(e)
+                guard patient else { throw e }
+                // The server may be back already (one dropped connection):
+                // the first reconnect is at once, the next ones wait.
+            }
+        }
+    }
+
+    /// Drops the connection (stopping).
+    func close() { connection = nil }
+
+    private func live() throws -> PGConnection {
+        if let c = connection, !c.isBroken { return c }
+        connection = nil
+        do {
+            let c = try PGConnection(url: url)
+            try setUp(c)
+            connection = c
+            if let since = downSince {
+                onEvent(.back(Double(Monotonic.now() &- since) / 1e9))
+            }
+            downSince = nil
+            backoff = StoreOutage.firstBackoff
+            return c
+        } catch {
+            throw PGError(error)
+        }
+    }
+
+    private func markDown(_ e: PGError) {
+        guard downSince == nil else { return }
+        downSince = Monotonic.now()
+        backoff = StoreOutage.firstBackoff
+        onEvent(.lost(Self.oneLine(e.message)))
+    }
+
+    /// Waits before the next try, or gives up past the limit.
+    private func wait(after e: PGError, _ pause: (Double) -> Bool) throws {
+        markDown(e)
+        let down = Double(Monotonic.now() &- (downSince ?? Monotonic.now())) / 1e9
+        if let limit, down >= limit {
+            let why = PGError(message: "PostgreSQL at \(StoreOutage.redacted(url)) unreachable for \(Self.seconds(limit)): \(Self.oneLine(e.message))",
+                              sqlState: e.sqlState)
+            gaveUp = why
+            onEvent(.gaveUp(why.message))
+            throw why
+        }
+        let delay = limit.map { min(backoff, max(0.01, $0 - down)) } ?? backoff
+        backoff = min(backoff * 2, StoreOutage.maxBackoff)
+        guard pause(delay) else { throw e }
+    }
+
+    /// libpq's messages span lines ("…failed: Connection refused\n\tIs the
+    /// server running…"): one line for a log or an error.
+    static func oneLine(_ s: String) -> String {
+        s.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\t" })
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: " ")
+    }
+
+    static func seconds(_ s: Double) -> String {
+        s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
+    }
+
+    /// Whether `e` means the connection is gone (the statement may be tried
+    /// again on a new one), not that the statement failed.
+    static func isConnectionLoss(_ e: PGError, _ c: PGConnection) -> Bool {
+        if c.isBroken { return true }
+        guard let state = e.sqlState else { return false }
+        // 08: connection exception; 57P01-03: the server is shutting down,
+        // crashed, or not accepting connections yet.
+        return state.hasPrefix("08") || ["57P01", "57P02", "57P03"].contains(state)
+    }
+}

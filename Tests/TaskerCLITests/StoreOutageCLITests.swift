@@ -1,0 +1,169 @@
+import Foundation
+import PostgresTestServer
+import Testing
+
+/// PostgreSQL going away under a coordinator and its workers (a restart, a
+/// stop, a server that never comes back), and a coordinator that dies. Each
+/// test that stops the server has a server of its own.
+@Suite struct StoreOutageCLITests {
+    static let defs = """
+        local function flush() io.stdout:flush() end
+        double = tasker.define("double", function(ctx, args)
+          io.stdout:write("start " .. args.n .. "\\n"); flush()
+          if args.t then tasker.sleep(args.t) end
+          return args.n * 2
+        end)
+        """
+
+    static let pipeline = """
+        dofile("defs.lua")
+        local n, t = tonumber(tasker.args[1]), tonumber(tasker.args[2])
+        local hs = {}
+        for i = 1, n do hs[i] = double{args = {n = i, t = t}} end
+        local sum = 0
+        for _, h in ipairs(hs) do sum = sum + h:await() end
+        print("sum " .. sum)
+        """
+
+    func sql(_ server: PostgresTestServer, _ url: String, _ q: String) -> String {
+        server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Every job recorded once, none left running, the run's journal in the
+    /// store ended with the run's code and counts.
+    func expectEveryResultOnce(_ server: PostgresTestServer, _ url: String, jobs n: Int, in s: Scratch) async throws {
+        #expect(sql(server, url, "SELECT count(*), count(DISTINCT task) FROM tasker_jobs WHERE state = 'succeeded'") == "\(n)|\(n)")
+        #expect(sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state IN ('queued', 'running')") == "0")
+        let runs = try await tasker(["runs", "--store", url, "--json"], in: s.dir)
+        let list = try #require(try JSONSerialization.jsonObject(with: Data(runs.stdout.utf8)) as? [[String: Any]], "\(runs.stderr)")
+        #expect(list.count == 1)
+        #expect(list.first?["exit_code"] as? Int == 0, "\(list)")
+        #expect((list.first?["counts"] as? [String: Any])?["succeeded"] as? Int == n, "\(list)")
+    }
+
+    @Test func aRestartMidRunLosesNoResultAndHangsNothing() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let url = server.url()
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        // 200 jobs of 0.2 s on 2 x 4 slots: about 5 s, the restart 1 s in
+        let w1 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let w2 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "200", "0.2"], in: s.dir)
+        #expect(await w1.waitFor("start 9"))
+        #expect(server.restart())
+        let result = await run.finish(within: 40)
+        w1.signal(SIGTERM)
+        w2.signal(SIGTERM)
+        let (r1, r2) = await (w1.finish(within: 20), w2.finish(within: 20))
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("sum 40200"))
+        #expect(r1.status == 0 && r2.status == 0, "\(r1.stderr)\(r2.stderr)")
+        #expect((r1.stderr + r2.stderr).contains("reconnected to PostgreSQL"), "\(r1.stderr)\(r2.stderr)")
+        try await expectEveryResultOnce(server, url, jobs: 200, in: s)
+    }
+
+    @Test func aStopOfSecondsThenAStartIsRiddenOut() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let url = server.url()
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        let w1 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let w2 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "40", "0.2"], in: s.dir)
+        #expect(await w1.waitFor("start "))
+        #expect(server.stop())
+        // Jobs finish while the server is away: their results wait in memory.
+        try await Task.sleep(for: .seconds(3))
+        #expect(server.start())
+        let result = await run.finish(within: 40)
+        w1.signal(SIGTERM)
+        w2.signal(SIGTERM)
+        let (r1, r2) = await (w1.finish(within: 20), w2.finish(within: 20))
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("sum 1640"))
+        #expect(r1.status == 0 && r2.status == 0, "\(r1.stderr)\(r2.stderr)")
+        try await expectEveryResultOnce(server, url, jobs: 40, in: s)
+    }
+
+    @Test func aServerThatNeverComesBackFailsTheRunWithKindStoreAndNoPassword() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        // trust authentication: the password is only there to be hidden
+        let url = "postgres://tasker:sekret-pw@127.0.0.1:\(server.port)/postgres"
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        var env = ProcessInfo.processInfo.environment
+        env["TASKER_STORE_OUTAGE_LIMIT"] = "2"
+        env["TASKER_STATE_DIR"] = s.dir.appendingPathComponent(".tasker-state").path
+        let w = try Background(["worker", "--store", url, "defs.lua"], in: s.dir, environment: env)
+        let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "4", "5"], in: s.dir, environment: env)
+        #expect(await w.waitFor("start "))
+        #expect(server.stop())
+        let result = await run.finish(within: 30)
+        w.signal(SIGKILL)  // a worker waits for the server for ever
+        let worker = await w.finish()
+        #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
+        #expect(result.stderr.contains("store") && result.stderr.contains("unreachable for 2 s"), "\(result.stderr)")
+        #expect(result.stderr.contains("postgres://tasker:***@127.0.0.1"), "\(result.stderr)")
+        for text in [result.stdout, result.stderr, worker.stdout, worker.stderr] { #expect(!text.contains("sekret")) }
+    }
+
+    @Test func aServerDownBeforeTheRunStartsIsAClearErrorAtOnce() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        #expect(server.stop())
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        let run = try Background(["run", "--no-progress", "--store", server.url(), "p.lua", "1", "0"], in: s.dir)
+        let result = await run.finish(within: 20)
+        #expect(result.status == 2, "\(result.stdout)\(result.stderr)")
+        #expect(result.stderr.contains("cannot connect to PostgreSQL"), "\(result.stderr)")
+    }
+
+    @Test func aKilledCoordinatorsJobsAreCancelledOnceItsLeaseLapsesAndItsRunResumes() async throws {
+        let (server, url) = try await PostgresTestServer.freshDatabase()
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        let w = try Background(["worker", "--store", url, "--concurrency", "1", "--lease", "1", "defs.lua"], in: s.dir)
+        let coordinator = try Background(["run", "--no-progress", "--store", url, "--lease", "1", "p.lua", "3", "60"], in: s.dir)
+        #expect(await w.waitFor("start "))
+        coordinator.signal(SIGKILL)
+        _ = await coordinator.finish()
+        // the running job is stopped and the queued ones never start
+        let deadline = Date(timeIntervalSinceNow: 15)
+        while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state IN ('queued', 'running')") != "0" && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(sql(server, url, "SELECT string_agg(state, ',') FROM tasker_jobs") == "cancelled,cancelled,cancelled")
+        // its slot is free again: the resumed run's jobs run on it
+        let resumed = try await tasker(["run", "--no-progress", "--store", url, "--resume", "p.lua", "3", "0"], in: s.dir)
+        w.signal(SIGTERM)
+        let worker = await w.finish(within: 20)
+        #expect(resumed.status == 0, "\(resumed.stdout)\(resumed.stderr)")
+        #expect(resumed.stdout.contains("sum 12"))
+        #expect(worker.status == 0, "\(worker.stderr)")
+        #expect(worker.stdout.components(separatedBy: "start ").count - 1 == 4, "\(worker.stdout)")
+    }
+
+    @Test func aResumedRunTakesOverTheJobsOfItsDeadCoordinatorAtOnce() async throws {
+        let (server, url) = try await PostgresTestServer.freshDatabase()
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        let w = try Background(["worker", "--store", url, "--concurrency", "1", "defs.lua"], in: s.dir)
+        // the default lease (60 s): only the take-over can free the worker in time
+        let coordinator = try Background(["run", "--no-progress", "--store", url, "p.lua", "2", "60"], in: s.dir)
+        #expect(await w.waitFor("start "))
+        coordinator.signal(SIGKILL)
+        _ = await coordinator.finish()
+        let resumed = try Background(["run", "--no-progress", "--store", url, "--resume", "p.lua", "2", "0"], in: s.dir)
+        let result = await resumed.finish(within: 20)
+        w.signal(SIGTERM)
+        _ = await w.finish(within: 20)
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("sum 6"))
+        #expect(sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state = 'cancelled'") == "2")
+    }
+}
