@@ -87,8 +87,12 @@ import Testing
         }
         let a = try db.sync { c in try QueueStore.claim(worker: "dead", limit: 1, versions: QueueStoreTests.work, c) }
         let b = try db.sync { c in try QueueStore.claim(worker: "alive", limit: 1, versions: QueueStoreTests.work, c) }
-        // rescue looks at heartbeats against the database clock: wait past the lease
-        _ = try db.sync { c in try c.query("SELECT pg_sleep(0.3)") }
+        // rescue looks at heartbeats against the database clock: wait past
+        // the lease, and past the grace a freshly (re)started server gives
+        // everyone to reconnect (the test server may have just started)
+        _ = try db.sync { c in
+            try c.query("SELECT pg_sleep(greatest(0.3, extract(epoch FROM pg_postmaster_start_time() + interval '5.3 s' - now())::float8))")
+        }
         try db.sync { c in try QueueStore.rescue(c) }
         let done = try db.sync { c in try QueueStore.finished(run: "r1", tasks: [1, 2], c) }
         #expect(done.map(\.task) == [1])
