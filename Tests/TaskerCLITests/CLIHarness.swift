@@ -220,3 +220,28 @@ final class Background: @unchecked Sendable {
         }
     }
 }
+
+/// Runs `command` with /bin/sh in a pseudo-terminal (through `script`) in
+/// `dir`, its journal there too; everything it drew. Colours stay on (as
+/// for most users) unless `noColor`.
+func inPseudoTerminal(_ command: String, in dir: URL, noColor: Bool = false) async throws -> String {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+    p.arguments = ["-qfec", command, "/dev/null"]
+    p.currentDirectoryURL = dir
+    var environment = ProcessInfo.processInfo.environment
+    environment["NO_COLOR"] = noColor ? "1" : nil
+    environment["TASKER_STATE_DIR"] = dir.appendingPathComponent(".tasker-state").path
+    p.environment = environment
+    let out = Pipe()
+    p.standardOutput = out
+    p.standardInput = FileHandle.nullDevice
+    try p.run()
+    return await withCheckedContinuation { continuation in
+        Thread {
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            continuation.resume(returning: String(decoding: data, as: UTF8.self))
+        }.start()
+    }
+}

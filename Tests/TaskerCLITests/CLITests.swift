@@ -321,25 +321,7 @@ import Testing
     func inTerminal(_ args: String, noColor: Bool = false) async throws -> String {
         let s = try Scratch(["prog.lua": script])
         defer { s.cleanup() }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        p.arguments = ["-qfec", "\(taskerBinary().path) \(args)", "/dev/null"]
-        p.currentDirectoryURL = s.dir
-        var environment = ProcessInfo.processInfo.environment
-        environment["NO_COLOR"] = noColor ? "1" : nil
-        environment["TASKER_STATE_DIR"] = s.dir.appendingPathComponent(".tasker-state").path
-        p.environment = environment
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        return await withCheckedContinuation { continuation in
-            Thread {
-                let data = out.fileHandleForReading.readDataToEndOfFile()
-                p.waitUntilExit()
-                continuation.resume(returning: String(decoding: data, as: UTF8.self))
-            }.start()
-        }
+        return try await inPseudoTerminal("\(taskerBinary().path) \(args)", in: s.dir, noColor: noColor)
     }
 
     @Test func showsRunningDoneAndABarPerTaskThenClearsForTheSummary() async throws {

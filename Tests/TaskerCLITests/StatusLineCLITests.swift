@@ -21,11 +21,12 @@ import Testing
         """
 
     /// Runs `prog.lua` in a pseudo-terminal `columns` wide (through
-    /// `script`), after `setup` in the same shell; the raw bytes it drew.
-    func inTerminal(columns: Int, setup: String = "", resizeTo: Int? = nil) async throws -> String {
+    /// `script`), resized to `resizeTo` columns mid-run if given; the raw
+    /// bytes it drew.
+    func inTerminal(columns: Int, resizeTo: Int? = nil) async throws -> String {
         let s = try Scratch(["prog.lua": Self.script])
         defer { s.cleanup() }
-        var command = "stty cols \(columns) rows 50; \(setup)"
+        var command = "stty cols \(columns) rows 50; "
         if let resizeTo {
             // Resize once the tasks have drawn (they wait for "resized"),
             // and mark the moment in the output.
@@ -36,25 +37,7 @@ import Testing
         } else {
             command += "exec \(taskerBinary().path) run prog.lua"
         }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        p.arguments = ["-qfec", command, "/dev/null"]
-        p.currentDirectoryURL = s.dir
-        var environment = ProcessInfo.processInfo.environment
-        environment["TASKER_STATE_DIR"] = s.dir.appendingPathComponent(".tasker-state").path
-        environment["NO_COLOR"] = nil  // colours on, as for most users
-        p.environment = environment
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardInput = FileHandle.nullDevice
-        try p.run()
-        return await withCheckedContinuation { continuation in
-            Thread {
-                let data = out.fileHandleForReading.readDataToEndOfFile()
-                p.waitUntilExit()
-                continuation.resume(returning: String(decoding: data, as: UTF8.self))
-            }.start()
-        }
+        return try await inPseudoTerminal(command, in: s.dir)
     }
 
     @Test(arguments: [20, 45])
