@@ -4,6 +4,11 @@
 /// tasks are log rows of what `JournalCodec` packs: the stores know nothing
 /// of tasks.
 public protocol JournalStore: AnyObject {
+    /// Seconds the writer may wait, at the run's end, for rows it could
+    /// not write yet (a locked file: a few; a database server that is
+    /// away: its outage limit).
+    var endWait: Double { get }
+
     /// Records a run's start (replacing an earlier row with its id).
     func insert(_ run: JournalRun) throws
     /// The run's highest log sequence number (0: none yet).
@@ -41,4 +46,8 @@ public struct UnendedRun: Sendable {
         self.host = host
         self.started = started
     }
+}
+
+extension JournalStore {
+    public var endWait: Double { JournalWriter.lockWait }
 }

@@ -48,9 +48,9 @@ public final class JournalWriter {
                 let now = Date().timeIntervalSinceReferenceDate
                 closedAt = closedAt ?? now
                 if rows.isDone { break }
-                // Still waiting for the journal: give up after `lockWait`
-                // (at once when it can never be written).
-                if rows.hopeless || now - closedAt! >= JournalWriter.lockWait {
+                // Still waiting for the journal: give up after the store's
+                // `endWait` (at once when it can never be written).
+                if rows.hopeless || now - closedAt! >= rows.store?.endWait ?? JournalWriter.lockWait {
                     rows.giveUp()
                     break
                 }

@@ -9,6 +9,9 @@ import TaskerJournal
 /// (reconnecting with backoff) and is tried again, up to the outage limit:
 /// every write here is safe to repeat.
 public final class PGJournalStore: JournalStore {
+    /// The server may be away for as long as the run rides out an outage.
+    public var endWait: Double { StoreOutage.limit }
+
     private let session: PGSession
     private let host: String
 
