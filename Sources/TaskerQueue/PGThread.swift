@@ -133,3 +133,15 @@ private final class ResultBox<T>: @unchecked Sendable {
     // read by the caller after it has waited on it.
     var value: Result<T, PGError>?
 }
+
+/// Hands a connection thread's outage events to their owner, which exists
+/// only once the thread does (the thread is made in the owner's `init`).
+final class OutageRelay: @unchecked Sendable {
+    // Safety: `target` is set once, right after the owner's first
+    // (synchronous) database call and before any other work is handed to
+    // the thread, and only read by that thread afterwards (the hand-over's
+    // lock orders the two); events before it are set-up failures, which
+    // the owner's `init` reports by throwing.
+    var target: (@Sendable (PGOutageEvent) -> Void)?
+    func send(_ e: PGOutageEvent) { target?(e) }
+}

@@ -83,7 +83,7 @@ public final class QueueCoordinator: RemoteQueue {
     public init(url: String, run: String, lease: Double = 60, resuming: String? = nil) throws {
         self.run = run
         self.lease = lease
-        let events = CoordinatorEvents()
+        let events = OutageRelay()
         db = PGThread(url: url, name: "tasker.queue", outageLimit: StoreOutage.limit) { events.send($0) }
         let host = QueueWorker.hostName
         try db.sync { c throws in
@@ -91,7 +91,7 @@ public final class QueueCoordinator: RemoteQueue {
             try QueueStore.register(run: run, host: host, pid: getpid(), lease: lease, c)
             if let resuming { try QueueStore.takeOver(run: resuming, host: host, c) }
         }
-        events.target = self
+        events.target = { [weak self] event in self?.outage(event) }
         let listener = PGListener(
             url: url, channels: [QueueStore.doneChannel], tick: 1,
             onNotify: { [weak self] _, payload in self?.notified(payload) },
@@ -186,7 +186,7 @@ public final class QueueCoordinator: RemoteQueue {
     }
 
     /// The server went away or came back (on the database thread).
-    fileprivate func outage(_ event: PGOutageEvent) {
+    private func outage(_ event: PGOutageEvent) {
         switch event {
         case .lost(let why):
             notice("lost the connection to PostgreSQL (\(why)): reconnecting (the run waits for it up to \(PGSession.seconds(StoreOutage.limit)))")
@@ -372,15 +372,4 @@ public final class QueueCoordinator: RemoteQueue {
         guard inDatabase else { return }
         db.submit { [run] c, _ in try QueueStore.cancel(run: run, task: task, attempt: attempt, c) }
     }
-}
-
-/// Passes the database thread's outage events to the coordinator once it
-/// exists (the thread starts before the coordinator is whole).
-private final class CoordinatorEvents: @unchecked Sendable {
-    // Safety: `target` is set once, right after the first (synchronous)
-    // database call, before any other work is handed to the thread, and
-    // read only by that thread afterwards (the hand-over's lock orders the
-    // two); events before it are set-up failures, which `init` throws.
-    weak var target: QueueCoordinator?
-    func send(_ e: PGOutageEvent) { target?.outage(e) }
 }

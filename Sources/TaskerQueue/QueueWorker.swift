@@ -83,7 +83,7 @@ public final class QueueWorker {
         self.runner = runner
         // A worker waits for the server for ever (its results are kept
         // meanwhile); the loop hears of the outage and of the return.
-        let events = EventRelay()
+        let events = OutageRelay()
         db = PGThread(url: url, name: "tasker.queue", outageLimit: nil) { events.send($0) }
         let me = id
         try db.sync { c in
@@ -409,14 +409,3 @@ public final class QueueWorker {
         db.stop()
     }
 }
-
-/// Passes the database thread's outage events to the worker once it
-/// exists (the thread starts before the worker is whole).
-private final class EventRelay: @unchecked Sendable {
-    // Safety: `target` is set once, right after the first (synchronous)
-    // database call and before `start`; events before that are set-up
-    // failures, which `init` reports by throwing.
-    var target: (@Sendable (PGOutageEvent) -> Void)?
-    func send(_ e: PGOutageEvent) { target?(e) }
-}
-

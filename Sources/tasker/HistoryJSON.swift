@@ -1,4 +1,5 @@
 import Foundation
+import TaskerCore
 import TaskerJournal
 
 /// `tasker show --json` written as the tasks are read: the run's fields one
@@ -95,27 +96,6 @@ enum HistoryJSON {
         out += String((d * 1e6).rounded() / 1e6)
     }
 
-    /// `s` quoted: `"` and `\` escaped, control characters as `\n`, `\u001b`….
-    static func string(_ s: String, into out: inout String) {
-        out += "\""
-        guard s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }) else {
-            out += s
-            out += "\""
-            return
-        }
-        for c in s.unicodeScalars {
-            switch c {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{0}"..."\u{1F}", "\u{7F}":
-                let hex = String(c.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(c)
-            }
-        }
-        out += "\""
-    }
+    /// `s` quoted, control characters escaped.
+    static func string(_ s: String, into out: inout String) { JSONString.append(s, to: &out) }
 }
