@@ -204,7 +204,9 @@ import TaskerCore
               tasker.sleep(0.025)
               running = running - 1
             end})
-            tasker.sleep(0.1)
+            -- until a second instance has started (not a fixed time: a
+            -- loaded machine may run only one in 0.1 s)
+            while #names < 2 do tasker.sleep(0.01) end
             s:cancel()
             print(names[1], names[2], overlap, #names >= 2 and #names <= 6, s:state())
             """)
