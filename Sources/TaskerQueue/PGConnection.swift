@@ -30,7 +30,7 @@ final class PGConnection {
         guard PQstatus(c) == CONNECTION_OK else {
             let message = StoreURL.redact(Self.trimmed(String(cString: PQerrorMessage(c))), url: url)
             PQfinish(c)
-            throw PGError(message: "cannot connect to PostgreSQL: \(message)", sqlState: nil)
+            throw PGError(message: "cannot connect to PostgreSQL: \(message)", sqlState: Self.connectState(message))
         }
         conn = c
         // Notices ("relation already exists, skipping") are not for users.
@@ -38,6 +38,18 @@ final class PGConnection {
     }
 
     deinit { PQfinish(conn) }
+
+    /// libpq gives no SQLSTATE for a failed connection. A server that is
+    /// there but shutting down or starting up (a restart) says so in words
+    /// (in English unless `lc_messages` says otherwise), or closes the new
+    /// connection: 57P03, cannot_connect_now, a passing state. Anything
+    /// else (refused, no such host, a wrong password) is 08001.
+    private static func connectState(_ message: String) -> String {
+        let passing = ["the database system is shutting down", "the database system is starting up",
+                       "the database system is in recovery mode", "the database system is not yet accepting connections",
+                       "server closed the connection unexpectedly"]
+        return passing.contains { message.contains($0) } ? "57P03" : "08001"
+    }
 
     /// The socket, for waiting on notifications with poll(2).
     var socket: Int32 { PQsocket(conn) }

@@ -18,18 +18,21 @@ public final class PGJournalStore: JournalStore {
     public init(url: String) throws {
         session = PGSession(url: url, limit: StoreOutage.limit)
         host = JournalReader.hostName
-        // A server that is not there at the start fails at once.
-        try session.run(patient: false, pause: { _ in false }) { c, _ in try QueueSchema.ensure(c) }
+        // A server that is not there at the start fails at once; one
+        // restarting just then is waited for.
+        try session.run(patient: false, pause: Self.sleep) { c, _ in try QueueSchema.ensure(c) }
     }
 
     /// Runs `body` on a live connection, waiting for the server while it
     /// is away (`body` may run twice).
     @discardableResult
     private func use<T>(_ body: (PGConnection) throws -> T) throws -> T {
-        try session.run(pause: { seconds in
-            Thread.sleep(forTimeInterval: seconds)
-            return true
-        }) { c, _ in try body(c) }
+        try session.run(pause: Self.sleep) { c, _ in try body(c) }
+    }
+
+    private static func sleep(_ seconds: Double) -> Bool {
+        Thread.sleep(forTimeInterval: seconds)
+        return true
     }
 
     private static let runColumns = "id, pipeline, args, vars, started, ended, exit_code, counts, pid, resumed_from"

@@ -39,20 +39,26 @@ final class PGSession {
     /// Runs `body` with a live connection (`again`: it ran before and the
     /// connection broke under it, so what it sent may or may not have been
     /// committed: `body` must be safe to run twice). With `patient` false a
-    /// connection failure fails at once (set-up: a wrong URL shows at once).
+    /// server that cannot be reached fails within `startGrace` (set-up: a
+    /// wrong URL shows at once, a restart's moment of silence is waited
+    /// out); one that was reached and then went away, or says it is
+    /// shutting down or starting up, is an outage like any other.
     /// `pause` waits between tries and returns false to stop waiting (the
     /// owner is stopping).
     func run<T>(patient: Bool = true, pause: (Double) -> Bool,
                 _ body: (PGConnection, _ again: Bool) throws -> T) throws -> T {
         var again = false
+        var reached = false
         while true {
             if let gaveUp { throw gaveUp }
             let c: PGConnection
             do {
                 c = try live()
+                reached = true
             } catch {
                 let e = PGError(error)
-                guard patient else { throw e }
+                guard patient || reached || e.sqlState == "57P03" || (e.sqlState == "08001" && withinStartGrace())
+                else { throw e }
                 try wait(after: e, pause)
                 continue
             }
@@ -64,11 +70,19 @@ final class PGSession {
                 connection = nil
                 again = true
                 markDown(e)
-                guard patient else { throw e }
                 // The server may be back already (one dropped connection):
                 // the first reconnect is at once, the next ones wait.
             }
         }
+    }
+
+    /// How long a server that refuses at the start is tried again: a
+    /// restart has a moment when nothing listens.
+    static let startGrace = 1.0
+
+    private func withinStartGrace() -> Bool {
+        guard let since = downSince else { return true }
+        return Double(Monotonic.now() &- since) / 1e9 < Self.startGrace
     }
 
     /// Drops the connection (stopping).

@@ -79,7 +79,8 @@ import Testing
         for i in 1...50 { w.submit(JournalEntry(id: i, state: .succeeded)) }
         // written, before the restart
         let deadline = Date(timeIntervalSinceNow: 20)
-        while server.psql(url, "SELECT count(*) FROM tasker_task_log").trimmingCharacters(in: .whitespacesAndNewlines) == "0",
+        // (psql prints an error, not a count, until the writer has made the table)
+        while (Int(server.psql(url, "SELECT count(*) FROM tasker_task_log").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) == 0,
               Date() < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -89,6 +90,29 @@ import Testing
         let reader = try JournalReader(store: PGJournalStore(url: url))
         let run = try #require(try reader.run("r1"))
         #expect(run.exitCode == 0 && run.counts["succeeded"] == 100)
+        #expect(try reader.tasks(of: "r1").count == 100)
+    }
+
+    /// A restart while the writer connects and sets up the schema (the
+    /// server says it is shutting down, or drops the new connection) is an
+    /// outage, not a server that is not there.
+    @Test func theStoreJournalRidesOutARestartAtItsStart() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let url = server.url()
+        let restarted = DispatchSemaphore(value: 0)
+        Thread {
+            server.restart()
+            restarted.signal()
+        }.start()
+        let w = JournalWriter(run: JournalRun(id: "r1", pipeline: "/p.lua", args: [], vars: [:], started: 1000, pid: 1)) {
+            try PGJournalStore(url: url)
+        }
+        for i in 1...100 { w.submit(JournalEntry(id: i, state: .succeeded)) }
+        restarted.wait()
+        #expect(w.close(ended: 1002, exitCode: 0, counts: ["succeeded": 100], requests: []) == nil)
+        let reader = try JournalReader(store: PGJournalStore(url: url))
+        #expect(try reader.run("r1")?.exitCode == 0)
         #expect(try reader.tasks(of: "r1").count == 100)
     }
 }
