@@ -45,6 +45,16 @@ final class TaskIdentities {
     private var lastHash: UInt64?
     private var lastCount = 0
     private var explicitIDs: Set<String> = []
+    /// Bytecode hashes by function prototype: every closure made from one
+    /// function expression (a new one per task in a loop) shares it, so
+    /// the dump is hashed once per prototype. The first closure of each is
+    /// kept in the registry table `prototypeAnchors`, so a prototype cannot
+    /// be collected and its address given to another.
+    private var prototypeHashes: [UnsafeRawPointer: UInt64] = [:]
+    private var prototypeAnchors: Int32 = LUA_NOREF
+    /// Beyond this many prototypes (code made with `load` in a loop), the
+    /// hash is cached per closure, weakly, as before.
+    static let maxPrototypes = 4096
     /// Registry ref of a weak-keyed table: function -> hash of its bytecode.
     private var bytecodeHashes: Int32 = LUA_NOREF
     /// Names of loaded modules and their functions, by address; built the
@@ -357,8 +367,31 @@ final class TaskIdentities {
     }
 
     /// The hash of the function's stripped bytecode without line numbers,
-    /// cached per function (weak keys: a collected function's entry goes).
+    /// cached per prototype (see `prototypeHashes`).
     private func bytecodeHash(_ L: OpaquePointer, _ f: Int32) throws(Unidentifiable) -> UInt64 {
+        guard let proto = tasker_proto(L, f).map(UnsafeRawPointer.init) else { return try closureBytecodeHash(L, f) }
+        if let h = prototypeHashes[proto] { return h }
+        guard prototypeHashes.count < Self.maxPrototypes, lua_checkstack(L, 2) != 0 else {
+            return try closureBytecodeHash(L, f)
+        }
+        let hash = try Self.hashOfDump(L, f)
+        let s = LuaStack(L)
+        if prototypeAnchors == LUA_NOREF {
+            s.newTable()
+            prototypeAnchors = s.ref()
+        }
+        s.pushRegistry(prototypeAnchors)
+        lua_pushvalue(L, f)
+        lua_rawseti(L, -2, lua_Integer(prototypeHashes.count + 1))
+        tasker_pop(L, 1)
+        prototypeHashes[proto] = hash
+        return hash
+    }
+
+    /// The same, cached per function (weak keys: a collected function's
+    /// entry goes): when the prototype cannot be read, and past
+    /// `maxPrototypes`.
+    private func closureBytecodeHash(_ L: OpaquePointer, _ f: Int32) throws(Unidentifiable) -> UInt64 {
         let s = LuaStack(L)
         if bytecodeHashes == LUA_NOREF {
             s.newTable()
@@ -378,11 +411,22 @@ final class TaskIdentities {
             tasker_pop(L, 1)
             return UInt64(bitPattern: Int64(cached))
         }
-        var len = 0
-        guard let dump = tasker_dump(L, f, &len) else {
+        let hash: UInt64
+        do { hash = try Self.hashOfDump(L, f) } catch {
             tasker_pop(L, 1)
-            throw Unidentifiable(reason: "its body could not be dumped")
+            throw error
         }
+        lua_pushvalue(L, f)
+        lua_pushinteger(L, lua_Integer(Int64(bitPattern: hash)))
+        lua_rawset(L, -3)
+        tasker_pop(L, 1)
+        return hash
+    }
+
+    /// Dumps the function at `f` (stripped) and hashes it without line numbers.
+    private static func hashOfDump(_ L: OpaquePointer, _ f: Int32) throws(Unidentifiable) -> UInt64 {
+        var len = 0
+        guard let dump = tasker_dump(L, f, &len) else { throw Unidentifiable(reason: "its body could not be dumped") }
         defer { free(dump) }
         let raw = UnsafeRawBufferPointer(start: dump, count: len)
         var h = IdentityHasher()
@@ -391,12 +435,7 @@ final class TaskIdentities {
         } else {
             h.bytes(raw)
         }
-        let hash = h.finish()
-        lua_pushvalue(L, f)
-        lua_pushinteger(L, lua_Integer(Int64(bitPattern: hash)))
-        lua_rawset(L, -3)
-        tasker_pop(L, 1)
-        return hash
+        return h.finish()
     }
 
     /// "string", "_G.print", "tasker.exec": loaded modules by name, and the

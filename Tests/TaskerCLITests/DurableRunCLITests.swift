@@ -73,6 +73,36 @@ import Testing
         #expect(other.stdout == "no runs recorded of other.lua\n")
     }
 
+    /// Closures of one function expression share a prototype (its bytecode
+    /// is hashed once): what they capture still tells them apart. Code made
+    /// with `load` (a prototype each, more than are cached) is told apart
+    /// by its bytecode and captures too.
+    @Test func closuresOfOnePrototypeAreToldApartByWhatTheyCapture() async throws {
+        let s = try Scratch(["p.lua": """
+            local dir = tasker.args[1]
+            local function mark(name) local f = assert(io.open(dir .. "/" .. name, "a")); f:write("x"); f:close() end
+            for i = 1, 5 do
+              tasker.add(function() mark("c" .. i); if tasker.vars.fail and i == 3 then error("no") end; return i end)
+            end
+            for i = 1, 5000 do
+              local f = load("local i = ...; return function() if tasker.vars.fail and i == 4999 then error('no') end return i end")(i)
+              tasker.add(f)
+            end
+            local g = load("return function() mark('g') end", "g", "t", {mark = mark})()
+            tasker.add(g)
+            """])
+        defer { s.cleanup() }
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        let first = try await tasker(["run", "--no-progress", "--var", "fail=1", "p.lua", "out"], in: s.dir)
+        #expect(first.status == 1)
+        let second = try await tasker(["run", "--no-progress", "--resume", "p.lua", "out"], in: s.dir)
+        #expect(second.status == 0, "\(second.stderr)")
+        // only the two that failed ran again
+        #expect(second.stderr.contains("5006 succeeded (5004 reused)"), "\(second.stderr)")
+        for i in 1...5 { #expect(runs(s, "c\(i)") == (i == 3 ? 2 : 1)) }
+        #expect(runs(s, "g") == 1)
+    }
+
     @Test func historyListsRunsAndShowsTasksAsJSON() async throws {
         let s = try Scratch(["p.lua": Self.pipeline])
         defer { s.cleanup() }

@@ -109,6 +109,10 @@ int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chu
 /// The stripped bytecode of the Lua function at idx in a malloc'd buffer
 /// the caller frees, or NULL (a C function, out of memory).
 unsigned char *tasker_dump(lua_State *L, int idx, size_t *len);
+/* The prototype of the Lua closure at idx (shared by every closure made
+   from one function expression), or NULL when idx is not a Lua closure or
+   the layout is not the one expected. Raises nothing. */
+const void *tasker_proto(lua_State *L, int idx);
 /// pidfd_open(2): a descriptor that polls readable when `pid` exits, or -1.
 int tasker_pidfd_open(int pid);
 /// glibc's posix_spawn_file_actions_addclosefrom_np / _addchdir_np.
