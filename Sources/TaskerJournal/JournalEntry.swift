@@ -128,9 +128,10 @@ public struct JournalEntry: Sendable {
 
 /// The common entry, with nothing that needs memory management: a task that
 /// ran (or is running) under its default name with a derived identity (or
-/// none), and no values to store beyond an empty list. The run's thread
-/// appends these to a plain array; the writer thread encodes them. Times
-/// are raw `TickClock` readings (0: none), converted by the writer.
+/// none), and its stored values (if any) as JSON bytes in a buffer that
+/// goes to the writer with the entries. The run's thread appends these to a
+/// plain array; the writer thread encodes them. Times are raw `TickClock`
+/// readings (0: none), converted by the writer.
 public struct PlainEntry: Sendable {
     public var id: Int
     public var state: JournalEntry.State
@@ -141,11 +142,13 @@ public struct PlainEntry: Sendable {
     public var added: UInt64
     public var started: UInt64
     public var ended: UInt64
-    /// Whether the stored values are `[]` (a succeeded task that returned nothing).
-    public var emptyValue: Bool
+    /// Where the stored values (a JSON array) are in the values buffer
+    /// handed over with the entries; `valueLength` -1: none stored.
+    public var valueStart: Int32
+    public var valueLength: Int32
 
     public init(id: Int, state: JournalEntry.State, attempts: Int, identityHash: UInt64, occurrence: Int,
-                added: UInt64, started: UInt64, ended: UInt64, emptyValue: Bool) {
+                added: UInt64, started: UInt64, ended: UInt64, valueStart: Int32 = 0, valueLength: Int32 = -1) {
         self.id = id
         self.state = state
         self.attempts = attempts
@@ -154,7 +157,8 @@ public struct PlainEntry: Sendable {
         self.added = added
         self.started = started
         self.ended = ended
-        self.emptyValue = emptyValue
+        self.valueStart = valueStart
+        self.valueLength = valueLength
     }
 }
 
@@ -269,7 +273,8 @@ public enum JournalCodec {
     /// A plain entry, appended. `previous` is the derived identity of the
     /// plain entry before it in the same blob: tasks added in a loop repeat
     /// it one occurrence later, and then it takes no bytes.
-    static func encode(plain p: PlainEntry, scale: TickScale, previous: inout (UInt64, Int)?, into out: inout [UInt8]) {
+    static func encode(plain p: PlainEntry, scale: TickScale, values: UnsafeRawBufferPointer, previous: inout (UInt64, Int)?,
+                       into out: inout [UInt8]) {
         varint(UInt64(p.id), &out)
         var flags = p.state.rawValue
         var same = false
@@ -284,7 +289,8 @@ public enum JournalCodec {
         }
         out.append(flags)
         var fields: UInt8 = 0
-        if p.emptyValue { fields |= Field.value }
+        let hasValue = p.valueLength >= 0 && Int(p.valueStart) + Int(p.valueLength) <= values.count
+        if hasValue { fields |= Field.value }
         if p.started > 0 { fields |= Field.started }
         if p.ended > 0 { fields |= Field.ended }
         out.append(fields)
@@ -298,10 +304,9 @@ public enum JournalCodec {
         out.append(0)  // held
         if p.started > 0 { time(started - added, &out) }
         if p.ended > 0 { time(ended - (p.started > 0 ? started : added), &out) }
-        if p.emptyValue {
-            out.append(2)
-            out.append(UInt8(ascii: "["))
-            out.append(UInt8(ascii: "]"))
+        if hasValue {
+            varint(UInt64(p.valueLength), &out)
+            out.append(contentsOf: values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)])
         }
     }
 

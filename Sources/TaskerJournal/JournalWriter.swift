@@ -69,12 +69,12 @@ public final class JournalWriter {
         queue.append(&encoded)
     }
 
-    /// Hands over plain entries, whose times `scale` converts; `plain`
-    /// comes back empty, with the storage of a batch the thread has written
-    /// when there is one.
-    public func submit(plain: inout [PlainEntry], scale: TickScale) {
+    /// Hands over plain entries, whose times `scale` converts, and the
+    /// buffer their values are in; both come back empty, with the storage
+    /// of a batch the thread has written when there is one.
+    public func submit(plain: inout [PlainEntry], values: inout [UInt8], scale: TickScale) {
         guard !plain.isEmpty else { return }
-        queue.append(plain: &plain, scale: scale)
+        queue.append(plain: &plain, values: &values, scale: scale)
     }
 
     /// Encodes and hands over one entry (tests, rare writes).
@@ -171,7 +171,9 @@ private struct PendingRows {
         var previous: (UInt64, Int)?
         for part in batch.plain {
             for p in part.entries {
-                JournalCodec.encode(plain: p, scale: part.scale, previous: &previous, into: &blob)
+                part.values.withUnsafeBytes {
+                    JournalCodec.encode(plain: p, scale: part.scale, values: $0, previous: &previous, into: &blob)
+                }
             }
         }
         blob.append(contentsOf: batch.encoded)
@@ -259,6 +261,7 @@ struct Batch {
 
 struct PlainPart {
     var entries: [PlainEntry]
+    var values: [UInt8]
     var scale: TickScale
 }
 
@@ -283,8 +286,10 @@ private final class WriteQueue: @unchecked Sendable {
         /// Entries the thread holds but has not written (its last word).
         var unrecorded = 0
         var flushes: [DispatchSemaphore] = []
-        /// Emptied arrays of plain entries, for the run's thread to reuse.
+        /// Emptied arrays of plain entries and of their values, for the
+        /// run's thread to reuse.
         var spare: [[PlainEntry]] = []
+        var spareValues: [[UInt8]] = []
     }
     private let condition = NSCondition()
     private var state = State()
@@ -304,21 +309,27 @@ private final class WriteQueue: @unchecked Sendable {
 
     /// Plain entries come in batches: the writer starts on one at once.
     /// The array itself is queued (no copy) and a spare one comes back.
-    func append(plain: inout [PlainEntry], scale: TickScale) {
+    func append(plain: inout [PlainEntry], values: inout [UInt8], scale: TickScale) {
         condition.lock()
-        state.pending.plain.append(PlainPart(entries: plain, scale: scale))
+        state.pending.plain.append(PlainPart(entries: plain, values: values, scale: scale))
         plain = state.spare.popLast() ?? []
+        values = state.spareValues.popLast() ?? []
         condition.signal()
         condition.unlock()
     }
 
-    /// Arrays of plain entries the writer is done with; a few are kept.
+    /// Arrays of plain entries (and values) the writer is done with; a few
+    /// are kept.
     func recycle(_ parts: inout [PlainPart]) {
-        while var part = parts.popLast()?.entries {  // popped: unique, emptied in place
-            part.removeAll(keepingCapacity: true)
+        while var part = parts.popLast() {  // popped: unique, emptied in place
+            part.entries.removeAll(keepingCapacity: true)
+            part.values.removeAll(keepingCapacity: true)
             condition.lock()
             let kept = state.spare.count < Self.spareKept
-            if kept { state.spare.append(part) }
+            if kept {
+                state.spare.append(part.entries)
+                state.spareValues.append(part.values)
+            }
             condition.unlock()
             if !kept { break }
         }

@@ -22,9 +22,27 @@ enum StoredValueCodec {
     static let version = 2
 }
 
-/// Why values cannot be stored (and where: `value 1.cb[2]`).
+/// Why values cannot be stored (and where: `value 1.cb[2]`). The place is
+/// put together only when a value fails, from the inside out: a value that
+/// stores pays nothing for it.
 struct NotStorable: Error {
-    let reason: String
+    let what: String
+    /// Innermost first.
+    var place: [String] = []
+
+    init(reason: String) { what = reason }
+    init(what: String, at place: String) {
+        self.what = what
+        self.place = [place]
+    }
+
+    var reason: String { place.isEmpty ? what : "\(what) at \(place.reversed().joined())" }
+
+    func under(_ part: String) -> NotStorable {
+        var e = self
+        if !e.place.isEmpty { e.place.append(part) }
+        return e
+    }
 }
 
 /// Writes values from the Lua stack (raw access: no metamethod runs).
@@ -34,12 +52,12 @@ struct StoredValueEncoder {
     /// The registry ref of the metatable `json.array` sets (0: none).
     let arrayMeta: Int32
     var out: [UInt8] = []
+    /// Where this encoder's output starts in `out`.
+    private var base = 0
     /// A tag or a hole was written: the tagged form is needed.
     var tagged = false
     /// Tables on the way down (a cycle is one of them again).
     private var open: [UnsafeRawPointer] = []
-    /// Where the encoder is, for the reason something cannot be stored.
-    private var path: [String] = []
 
     init(_ L: OpaquePointer, limit: Int, arrayMeta: Int32) {
         self.L = L
@@ -49,23 +67,45 @@ struct StoredValueEncoder {
 
     /// The values at `first`…`first + count - 1` as stored text.
     static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32) throws(NotStorable) -> String {
-        var e = StoredValueEncoder(L, limit: limit, arrayMeta: arrayMeta)
-        e.out.append(UInt8(ascii: "["))
-        for k in 0..<count {
-            if k > 0 { e.out.append(UInt8(ascii: ",")) }
-            e.path = ["value \(k + 1)"]
-            try e.value(first + k)
-        }
-        e.out.append(UInt8(ascii: "]"))
-        if e.tagged {
-            e.out = Array("{\"$v\":\(StoredValueCodec.version),\"values\":".utf8) + e.out + [UInt8(ascii: "}")]
-        }
-        guard e.out.count <= limit else { throw NotStorable(reason: "its values are over \(limit >> 20) MiB as JSON, the limit for a stored value") }
-        return String(decoding: e.out, as: UTF8.self)
+        var out: [UInt8] = []
+        try encode(L, first: first, count: count, limit: limit, arrayMeta: arrayMeta, appendingTo: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
+    /// The same, appended to `buffer` (the journal collects many tasks'
+    /// values in one); on a failure `buffer` is as it was.
+    static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32,
+                       appendingTo buffer: inout [UInt8]) throws(NotStorable) {
+        let start = buffer.count
+        var e = StoredValueEncoder(L, limit: limit, arrayMeta: arrayMeta)
+        swap(&e.out, &buffer)
+        defer { swap(&e.out, &buffer) }
+        e.base = start
+        do throws(NotStorable) {
+            e.out.append(UInt8(ascii: "["))
+            for k in 0..<count {
+                if k > 0 { e.out.append(UInt8(ascii: ",")) }
+                do { try e.value(first + k) } catch { throw error.under("value \(k + 1)") }
+            }
+            e.out.append(UInt8(ascii: "]"))
+            if e.tagged {
+                e.out.insert(contentsOf: "{\"$v\":\(StoredValueCodec.version),\"values\":".utf8, at: start)
+                e.out.append(UInt8(ascii: "}"))
+            }
+            guard e.out.count - start <= limit else { throw e.tooBig() }
+        } catch {
+            e.out.removeSubrange(start...)
+            throw error
+        }
+    }
+
+    private func tooBig() -> NotStorable {
+        NotStorable(reason: "its values are over \(limit >> 20) MiB as JSON, the limit for a stored value")
+    }
+
+    /// What cannot be stored; the place is added on the way out.
     private func fail(_ what: String) -> NotStorable {
-        NotStorable(reason: "\(what) at \(path.joined())")
+        NotStorable(what: what, at: "")
     }
 
     private mutating func append(_ s: String) {
@@ -73,7 +113,7 @@ struct StoredValueEncoder {
     }
 
     private mutating func checkSize() throws(NotStorable) {
-        if out.count > limit { throw NotStorable(reason: "its values are over \(limit >> 20) MiB as JSON, the limit for a stored value") }
+        if out.count - base > limit { throw tooBig() }
     }
 
     mutating func value(_ i: Int32) throws(NotStorable) {
@@ -102,7 +142,7 @@ struct StoredValueEncoder {
 
     private mutating func number(_ i: Int32) {
         if tasker_isinteger_value(L, i) != 0 {
-            append(String(tasker_tointeger(L, i, nil)))
+            Self.decimal(tasker_tointeger(L, i, nil), into: &out)
             return
         }
         let d = tasker_tonumber(L, i, nil)
@@ -118,11 +158,30 @@ struct StoredValueEncoder {
         }
     }
 
+    /// An integer in decimal, without making a String.
+    static func decimal(_ n: lua_Integer, into out: inout [UInt8]) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: Int64.min has 20 characters
+        var m = n.magnitude
+        withUnsafeMutableBytes(of: &digits) { buf in
+            var i = buf.count
+            repeat {
+                i -= 1
+                buf[i] = UInt8(ascii: "0") + UInt8(m % 10)
+                m /= 10
+            } while m > 0
+            if n < 0 {
+                i -= 1
+                buf[i] = UInt8(ascii: "-")
+            }
+            out.append(contentsOf: buf[i...])
+        }
+    }
+
     private mutating func string(_ i: Int32) throws(NotStorable) {
         var len = 0
         let p = tasker_tostring(L, i, &len)!
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
-        if out.count + len > limit { throw NotStorable(reason: "its values are over \(limit >> 20) MiB as JSON, the limit for a stored value") }
+        if out.count - base + len > limit { throw tooBig() }
         if String(validating: bytes, as: UTF8.self) != nil {
             Self.quote(bytes, into: &out)
         } else {
@@ -201,9 +260,7 @@ struct StoredValueEncoder {
             for k in 1...maxIndex {
                 if k > 1 { out.append(UInt8(ascii: ",")) }
                 lua_rawgeti(L, t, lua_Integer(k))
-                path.append("[\(k)]")
-                try value(-1)
-                path.removeLast()
+                do { try value(-1) } catch { throw error.under("[\(k)]") }
                 tasker_pop(L, 1)
                 try checkSize()
             }
@@ -217,9 +274,8 @@ struct StoredValueEncoder {
                 first = false
                 try string(-2)
                 out.append(UInt8(ascii: ":"))
-                path.append(keyPath(-2))
-                try value(-1)
-                path.removeLast()
+                let key = lua_gettop(L) - 1
+                do { try value(-1) } catch { throw error.under(keyPath(key)) }
                 tasker_pop(L, 1)
                 try checkSize()
             }
@@ -233,17 +289,13 @@ struct StoredValueEncoder {
                 if !first { out.append(UInt8(ascii: ",")) }
                 first = false
                 out.append(UInt8(ascii: "["))
-                let key = keyPath(-2)
-                path.append(key + " (key)")
+                let key = lua_gettop(L) - 1
                 // A copy: writing a number key must not touch the one lua_next reads.
                 lua_pushvalue(L, -2)
-                try value(-1)
+                do { try value(-1) } catch { throw error.under(keyPath(key) + " (key)") }
                 tasker_pop(L, 1)
-                path.removeLast()
                 out.append(UInt8(ascii: ","))
-                path.append(key)
-                try value(-1)
-                path.removeLast()
+                do { try value(-1) } catch { throw error.under(keyPath(key)) }
                 out.append(UInt8(ascii: "]"))
                 tasker_pop(L, 1)
                 try checkSize()

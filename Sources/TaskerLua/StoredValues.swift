@@ -29,6 +29,35 @@ public struct IdentityParts: Sendable {
 extension LuaRuntime {
     static let maxStoredValueBytes = 1 << 20
 
+    /// Appends the stored form of succeeded task `id`'s values to `buffer`
+    /// (the journal's common path: no String per task); false, with
+    /// `buffer` as it was, when they cannot be stored (`storableValues`
+    /// then says why).
+    public func appendStorableValues(of id: TaskID, to buffer: inout [UInt8]) -> Bool {
+        loop.assertInLoop()
+        guard case .succeeded(let value)? = engine.outcome(id) else { return false }
+        switch value {
+        case .none:
+            buffer.append(UInt8(ascii: "["))
+            buffer.append(UInt8(ascii: "]"))
+            return true
+        case .group, .swift:
+            return false
+        case .stored:
+            let top = lua_gettop(L)
+            defer { lua_settop(L, top) }
+            guard lua_checkstack(L, 64) != 0 else { return false }
+            let n = pushValues(L, value)
+            do {
+                try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
+                                              arrayMeta: json.arrayMeta, appendingTo: &buffer)
+                return true
+            } catch {
+                return false
+            }
+        }
+    }
+
     /// The values of finished task `id`, for the journal (and a worker's
     /// result). With `warn`, values that cannot be stored are named in a
     /// warning (the task then runs again on resume).

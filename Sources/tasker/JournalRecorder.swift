@@ -37,6 +37,10 @@ final class JournalRecorder: EngineObserver {
     /// tick): the buffers stay small and warm instead of growing with the
     /// run's pace.
     static let plainBatch = 4096
+    /// Their values, in one buffer; it goes with them (and earlier, past
+    /// this many bytes).
+    private var plainValues: [UInt8] = []
+    static let plainValuesBatch = 1 << 20
     private var encoded: [UInt8] = []
 
     private struct Extra {
@@ -106,7 +110,7 @@ final class JournalRecorder: EngineObserver {
     }
 
     private func submitPlain() {
-        writer.submit(plain: &plain, scale: clock.scale(origin: start))
+        writer.submit(plain: &plain, values: &plainValues, scale: clock.scale(origin: start))
         plain.reserveCapacity(Self.plainBatch)
     }
 
@@ -133,13 +137,16 @@ final class JournalRecorder: EngineObserver {
     /// The common case as a plain value, or nil when the task needs more
     /// (a name, `spec.id`, tags, dependencies, values, a held time…).
     private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64) -> PlainEntry? {
-        guard case .succeeded(.none) = outcome, let runtime, !f.hasExplicitName, !f.isReused, !f.isGroup,
+        guard case .succeeded = outcome, let runtime, !f.hasExplicitName, !f.isReused, !f.isGroup,
               !f.isSchedule, !f.isEphemeral, !f.hasDependencies, extras.isEmpty || extras[id] == nil else { return nil }
         let d = runtime.derivedIdentity(of: id)
         guard d.occurrence > 0, !runtime.hasTags(id) else { return nil }
+        let start = plainValues.count
+        // Values that cannot be stored take the full path, which says why.
+        guard runtime.appendStorableValues(of: id, to: &plainValues) else { return nil }
         return PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
                           occurrence: d.occurrence, added: f.added, started: f.started, ended: ended,
-                          emptyValue: true)
+                          valueStart: Int32(start), valueLength: Int32(plainValues.count - start))
     }
 
     /// The parts every entry has.
@@ -171,7 +178,7 @@ final class JournalRecorder: EngineObserver {
         if f.started > 0 { noteDuration(id, ticks: end &- f.started, f, engine) }
         if let p = plainEntry(id, outcome, f, ended: end) {
             plain.append(p)
-            if plain.count >= Self.plainBatch { submitPlain() }
+            if plain.count >= Self.plainBatch || plainValues.count >= Self.plainValuesBatch { submitPlain() }
             scheduleTick(engine)
             return
         }
@@ -240,7 +247,7 @@ final class JournalRecorder: EngineObserver {
     /// The run's end; the writer flushes and stops. Returns a write error,
     /// if the journal could not be written.
     func finish(_ result: RunResult, exitCode: Int32) -> String? {
-        writer.submit(plain: &plain, scale: clock.scale(origin: start))
+        writer.submit(plain: &plain, values: &plainValues, scale: clock.scale(origin: start))
         writer.submit(&encoded)
         var counts: [String: Int] = [:]
         for (state, n) in result.counts { counts[state.rawValue] = n }

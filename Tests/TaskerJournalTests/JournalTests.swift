@@ -45,11 +45,12 @@ import Testing
     @Test func plainEntriesRepeatingAnIdentityTakeFewBytes() {
         var blob: [UInt8] = [JournalCodec.version]
         var previous: (UInt64, Int)?
+        let values = Array("[][42]".utf8)
         for i in 1...100 {
             let p = PlainEntry(id: i, state: .succeeded, attempts: 1, identityHash: 0xabcdef, occurrence: i,
                                added: UInt64(1_000_000 * i), started: UInt64(500_000_000 + 1_000_000 * i),
-                               ended: UInt64(600_000_000 + 1_000_000 * i), emptyValue: true)
-            JournalCodec.encode(plain: p, scale: .nanoseconds(), previous: &previous, into: &blob)
+                               ended: UInt64(600_000_000 + 1_000_000 * i), valueStart: i == 7 ? 2 : 0, valueLength: i == 7 ? 4 : 2)
+            values.withUnsafeBytes { JournalCodec.encode(plain: p, scale: .nanoseconds(), values: $0, previous: &previous, into: &blob) }
         }
         var other = JournalEntry(id: 101, state: .failed)
         other.error = "boom"
@@ -58,6 +59,7 @@ import Testing
         let d = try! #require(blob.withUnsafeBytes { JournalCodec.decode($0) })
         #expect(d.count == 101)
         #expect(d[41].identity == .derived(0xabcdef, occurrence: 42) && d[41].value == "[]")
+        #expect(d[6].value == "[42]")
         #expect(abs((d[41].started ?? 0) - 0.542) < 1e-6 && abs((d[41].ended ?? 0) - 0.642) < 3e-6)
         #expect(d[100].error == "boom" && d[100].identity == .none)
     }
