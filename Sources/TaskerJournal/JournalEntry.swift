@@ -275,7 +275,6 @@ public enum JournalCodec {
     /// it one occurrence later, and then it takes no bytes.
     static func encode(plain p: PlainEntry, scale: TickScale, values: UnsafeRawBufferPointer, previous: inout (UInt64, Int)?,
                        into out: inout [UInt8]) {
-        varint(UInt64(p.id), &out)
         var flags = p.state.rawValue
         var same = false
         if p.occurrence > 0 {
@@ -287,28 +286,39 @@ public enum JournalCodec {
             }
             previous = (p.identityHash, p.occurrence)
         }
-        out.append(flags)
-        var fields: UInt8 = 0
         let hasValue = p.valueLength >= 0 && Int(p.valueStart) + Int(p.valueLength) <= values.count
+        var fields: UInt8 = 0
         if hasValue { fields |= Field.value }
         if p.started > 0 { fields |= Field.started }
         if p.ended > 0 { fields |= Field.ended }
-        out.append(fields)
-        if p.occurrence > 0 && !same {
-            for k in 0..<8 { out.append(UInt8(truncatingIfNeeded: p.identityHash >> (8 * UInt64(k)))) }
-            varint(UInt64(p.occurrence), &out)
-        }
-        varint(UInt64(p.attempts), &out)
         let added = scale.seconds(p.added), started = scale.seconds(p.started), ended = scale.seconds(p.ended)
-        time(added, &out)
-        out.append(0)  // held
-        if p.started > 0 { time(started - added, &out) }
-        if p.ended > 0 { time(ended - (p.started > 0 ? started : added), &out) }
+        // The fixed part goes through a scratch on the stack and into `out`
+        // at once: appending byte by byte checked `out`'s storage each time.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.plainScratch) { buf in
+            var w = ScratchWriter(buf)
+            w.varint(UInt64(p.id))
+            w.byte(flags)
+            w.byte(fields)
+            if p.occurrence > 0 && !same {
+                w.word(p.identityHash)
+                w.varint(UInt64(p.occurrence))
+            }
+            w.varint(UInt64(p.attempts))
+            w.time(added)
+            w.byte(0)  // held
+            if p.started > 0 { w.time(started - added) }
+            if p.ended > 0 { w.time(ended - (p.started > 0 ? started : added)) }
+            if hasValue { w.varint(UInt64(p.valueLength)) }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[..<w.count]))
+        }
         if hasValue {
-            varint(UInt64(p.valueLength), &out)
-            out.append(contentsOf: values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)])
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)]))
         }
     }
+
+    /// Room for a plain entry's fixed part: 8 varints of at most 10 bytes,
+    /// the hash's 8 and 3 single bytes.
+    static let plainScratch = 96
 
     /// The entries of one blob; nil if it is not one this version reads.
     static func decode(_ bytes: UnsafeRawBufferPointer) -> [JournalEntry]? {
@@ -389,8 +399,10 @@ public enum JournalCodec {
 
     /// Seconds as whole microseconds (times are never negative).
     private static func time(_ t: Double, _ out: inout [UInt8]) {
-        varint(t.isFinite && t > 0 ? UInt64(min(t * 1e6, 1.8e19)) : 0, &out)
+        varint(micros(t), &out)
     }
+
+    static func micros(_ t: Double) -> UInt64 { t.isFinite && t > 0 ? UInt64(min(t * 1e6, 1.8e19)) : 0 }
 
     private static func string(_ s: String, _ out: inout [UInt8]) {
         varint(UInt64(s.utf8.count), &out)
@@ -429,4 +441,33 @@ public enum JournalCodec {
             return s
         }
     }
+}
+
+/// Writes the codec's varints into a buffer known to be big enough.
+private struct ScratchWriter {
+    let buf: UnsafeMutableBufferPointer<UInt8>
+    var count = 0
+
+    init(_ buf: UnsafeMutableBufferPointer<UInt8>) { self.buf = buf }
+
+    mutating func byte(_ b: UInt8) {
+        buf[count] = b
+        count += 1
+    }
+
+    mutating func varint(_ v: UInt64) {
+        var v = v
+        while v >= 0x80 {
+            byte(UInt8(v & 0x7f) | 0x80)
+            v >>= 7
+        }
+        byte(UInt8(v))
+    }
+
+    /// Little-endian, as the codec writes a derived identity.
+    mutating func word(_ h: UInt64) {
+        for k in 0..<8 { byte(UInt8(truncatingIfNeeded: h >> (8 * UInt64(k)))) }
+    }
+
+    mutating func time(_ t: Double) { varint(JournalCodec.micros(t)) }
 }

@@ -160,20 +160,24 @@ struct StoredValueEncoder {
 
     /// An integer in decimal, without making a String.
     static func decimal(_ n: lua_Integer, into out: inout [UInt8]) {
+        if n >= 0 && n < 10 {
+            out.append(UInt8(ascii: "0") + UInt8(n))
+            return
+        }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: Int64.min has 20 characters
         var m = n.magnitude
         withUnsafeMutableBytes(of: &digits) { buf in
             var i = buf.count
             repeat {
                 i -= 1
-                buf[i] = UInt8(ascii: "0") + UInt8(m % 10)
+                buf[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m % 10)
                 m /= 10
             } while m > 0
             if n < 0 {
                 i -= 1
                 buf[i] = UInt8(ascii: "-")
             }
-            out.append(contentsOf: buf[i...])
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
         }
     }
 

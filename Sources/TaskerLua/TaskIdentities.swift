@@ -39,18 +39,14 @@ final class TaskIdentities {
         var occurrence: Int32
     }
     private var special: [TaskID: Entry] = [:]
-    private var derivedCounts: [UInt64: Int] = [:]
-    /// The last identity counted, and its count (tasks added in a loop
-    /// repeat it: no dictionary work for them until it changes).
-    private var lastHash: UInt64?
-    private var lastCount = 0
+    private var derivedCounts = IdentityCounts()
     private var explicitIDs: Set<String> = []
     /// Bytecode hashes by function prototype: every closure made from one
     /// function expression (a new one per task in a loop) shares it, so
     /// the dump is hashed once per prototype. The first closure of each is
     /// kept in the registry table `prototypeAnchors`, so a prototype cannot
     /// be collected and its address given to another.
-    private var prototypeHashes: [UnsafeRawPointer: UInt64] = [:]
+    private var prototypeHashes = PrototypeHashes()
     private var prototypeAnchors: Int32 = LUA_NOREF
     /// Beyond this many prototypes (code made with `load` in a loop), the
     /// hash is cached per closure, weakly, as before.
@@ -126,16 +122,7 @@ final class TaskIdentities {
     }
 
     /// Counts one more task with identity `h`; returns its occurrence.
-    private func count(_ h: UInt64) -> Int {
-        if h == lastHash {
-            lastCount += 1
-            return lastCount
-        }
-        if let last = lastHash { derivedCounts[last] = lastCount }
-        lastHash = h
-        lastCount = (derivedCounts[h] ?? 0) + 1
-        return lastCount
-    }
+    private func count(_ h: UInt64) -> Int { derivedCounts.increment(h) }
 
     /// Marks a task that has no identity of its own (groups, schedules).
     func recordNone(_ id: TaskID, reason: String) {
@@ -384,7 +371,7 @@ final class TaskIdentities {
         lua_pushvalue(L, f)
         lua_rawseti(L, -2, lua_Integer(prototypeHashes.count + 1))
         tasker_pop(L, 1)
-        prototypeHashes[proto] = hash
+        prototypeHashes.insert(proto, hash)
         return hash
     }
 
