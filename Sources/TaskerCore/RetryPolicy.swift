@@ -8,7 +8,7 @@ import Darwin
 /// `attempts` counts tries including the first; the delay before try k+1 is
 /// `delay * factor^(k-1)` capped at `maxDelay`, or uniform in [d/2, d] with
 /// jitter. The `when` predicate travels beside it (`TaskSpec.retryWhen`).
-public struct RetryPolicy: Sendable {
+public struct RetryPolicy: Sendable, Equatable {
     public enum Backoff: String, Sendable { case exponential, fixed }
 
     public var attempts: Int

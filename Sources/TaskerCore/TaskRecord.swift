@@ -20,15 +20,9 @@ final class TaskRecord {
 
     // spec
     var priority = 0
-    var timeout: Double?
-    var retry = RetryPolicy.none
-    var retryWhen: ((TaskFailure, Int) -> Bool)?
     var condition = DependencyCondition.success
     var startRequested = true
-    var delay: Double = 0
-    var key: String?
     var body: TaskBody?
-    var parent: TaskID?
     var after: [TaskID] = []
 
     // progress of the work
@@ -39,17 +33,9 @@ final class TaskRecord {
     /// The running attempt gave its slot back while it waits on other tasks.
     var slotLent = false
     var queued = false
-    var timer: LoopTimer?
-    var timeoutTimer: LoopTimer?
     var deadline: UInt64 = 0
-    var followers: [TaskID] = []
     /// The next interceptor to ask for this attempt.
     var chainIndex = 0
-    /// The batch holding this task (state `held`).
-    var heldBy: HeldBatch?
-    /// Only while reactions for this task run (most tasks never have one).
-    var reacting: ReactingState?
-    var requeues = 0
     /// The next enqueue skips the interceptors (a requeue without reintercept).
     var skipChain = false
     /// Added by a reaction: starts even while reactors suspend, and is not
@@ -60,7 +46,6 @@ final class TaskRecord {
     /// `h:pause()`: not started while set; a running attempt's timeout
     /// clock stands still (`pausedRemaining` is what was left of it).
     var paused = false
-    var pausedRemaining: UInt64?
     /// Came up to start while paused: queued again on resume.
     var parkedWhilePaused = false
     var liveHandles = 1
@@ -82,9 +67,94 @@ final class TaskRecord {
     var moreWaiters: [TaskWaiter] = []
     var dependents: [TaskID] = []
 
+    /// What most tasks never use (a timeout, retries, a key, a delay,
+    /// followers, a hold, reactions, a pause), apart: the record stays
+    /// small for the 200,000-task loop. Made on the first write of a value
+    /// other than the default.
+    private var rare: RareParts?
+
     init(id: TaskID) { self.id = id }
 
     var name: String { explicitName ?? "task-\(id)" }
+
+    private var parts: RareParts {
+        if let rare { return rare }
+        let r = RareParts()
+        rare = r
+        return r
+    }
+
+    var timeout: Double? {
+        get { rare?.timeout }
+        set { if newValue != nil || rare != nil { parts.timeout = newValue } }
+    }
+    var retry: RetryPolicy {
+        get { rare?.retry ?? .none }
+        set { if newValue != .none || rare != nil { parts.retry = newValue } }
+    }
+    var retryWhen: ((TaskFailure, Int) -> Bool)? {
+        get { rare?.retryWhen }
+        set { if newValue != nil || rare != nil { parts.retryWhen = newValue } }
+    }
+    var delay: Double {
+        get { rare?.delay ?? 0 }
+        set { if newValue != 0 || rare != nil { parts.delay = newValue } }
+    }
+    var key: String? {
+        get { rare?.key }
+        set { if newValue != nil || rare != nil { parts.key = newValue } }
+    }
+    var parent: TaskID? {
+        get { rare?.parent }
+        set { if newValue != nil || rare != nil { parts.parent = newValue } }
+    }
+    var timer: LoopTimer? {
+        get { rare?.timer }
+        set { if newValue != nil || rare != nil { parts.timer = newValue } }
+    }
+    var timeoutTimer: LoopTimer? {
+        get { rare?.timeoutTimer }
+        set { if newValue != nil || rare != nil { parts.timeoutTimer = newValue } }
+    }
+    var followers: [TaskID] {
+        get { rare?.followers ?? [] }
+        _modify { yield &parts.followers }
+    }
+    /// The batch holding this task (state `held`).
+    var heldBy: HeldBatch? {
+        get { rare?.heldBy }
+        set { if newValue != nil || rare != nil { parts.heldBy = newValue } }
+    }
+    /// Only while reactions for this task run (most tasks never have one).
+    var reacting: ReactingState? {
+        get { rare?.reacting }
+        set { if newValue != nil || rare != nil { parts.reacting = newValue } }
+    }
+    var requeues: Int {
+        get { rare?.requeues ?? 0 }
+        set { if newValue != 0 || rare != nil { parts.requeues = newValue } }
+    }
+    var pausedRemaining: UInt64? {
+        get { rare?.pausedRemaining }
+        set { if newValue != nil || rare != nil { parts.pausedRemaining = newValue } }
+    }
+}
+
+/// A record's rarely used parts (see `TaskRecord.rare`).
+final class RareParts {
+    var timeout: Double?
+    var retry = RetryPolicy.none
+    var retryWhen: ((TaskFailure, Int) -> Bool)?
+    var delay: Double = 0
+    var key: String?
+    var parent: TaskID?
+    var timer: LoopTimer?
+    var timeoutTimer: LoopTimer?
+    var followers: [TaskID] = []
+    var heldBy: HeldBatch?
+    var reacting: ReactingState?
+    var requeues = 0
+    var pausedRemaining: UInt64?
 }
 
 /// What a reacting task keeps: how many reactions are pending, the result
