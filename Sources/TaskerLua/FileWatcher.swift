@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -8,15 +7,19 @@ import Glibc
 /// a watch on the file itself goes deaf after an editor's atomic save
 /// (write a temp file, rename it over), so directories are watched and
 /// events filtered by name (`IN_CLOSE_WRITE` and `IN_MODIFY` for in-place
-/// writes, `IN_MOVED_TO` for renames). `onChange` runs on a private queue.
-final class FileWatcher: @unchecked Sendable {
-    // Safety: `directories` and `files` are guarded by `lock`; `fd` and
-    // `source` are set in init and never change.
-    private let fd: Int32
-    private let source: DispatchSourceRead
+/// writes, `IN_MOVED_TO` for renames). The inotify descriptor waits in the
+/// process reactor's epoll set beside the children's pipes (no thread of
+/// its own); `onChange` runs on the reactor thread.
+final class FileWatcher: ReactorStream, @unchecked Sendable {
+    // Safety: `directories`, `files` and `stopped` are guarded by `lock`;
+    // `fd` is set in init and closed only by the reactor thread, once, after
+    // `stop` (`interest` then says nil and the reactor lets go).
+    let fd: Int32
     private let lock = NSLock()
     private var directories: [Int32: String] = [:]
     private var files: Set<String> = []
+    private var stopped = false
+    private var closed = false
     private let onChange: @Sendable (String) -> Void
 
     init(onChange: @escaping @Sendable (String) -> Void) throws {
@@ -27,14 +30,8 @@ final class FileWatcher: @unchecked Sendable {
         #endif
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         self.onChange = onChange
-        source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: DispatchQueue(label: "tasker.watch"))
-        source.setEventHandler { [unowned self] in self.readEvents() }
-        let fd = self.fd
-        source.setCancelHandler { close(fd) }
-        source.resume()
+        ProcessReactor.shared.add(self)
     }
-
-    deinit { stop() }
 
     /// Starts watching `path` (absolute or relative to the working directory).
     func watch(file path: String) throws {
@@ -52,9 +49,29 @@ final class FileWatcher: @unchecked Sendable {
         #endif
     }
 
+    /// Stops watching; the reactor closes the descriptor.
     func stop() {
-        if !source.isCancelled { source.cancel() }
+        lock.lock()
+        stopped = true
+        lock.unlock()
+        ProcessReactor.shared.poke()
     }
+
+    // MARK: on the reactor
+
+    func interest() -> Int16? {
+        lock.lock()
+        let stop = stopped
+        lock.unlock()
+        guard stop else { return Int16(POLLIN) }
+        if !closed {
+            closed = true
+            close(fd)
+        }
+        return nil
+    }
+
+    func ready(_ revents: Int16, _ buffer: inout [UInt8]) { readEvents() }
 
     private func readEvents() {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)

@@ -7,7 +7,8 @@ import Synchronization
 /// these bytes, close) through the stream's lock and `ProcessReactor.poke()`.
 protocol ReactorStream: AnyObject, Sendable {
     var fd: Int32 { get }
-    /// On the reactor: the poll(2) events it waits for now (0: none), or
+    /// On the reactor: the events it waits for now (poll(2)/epoll bits,
+    /// which agree: POLLIN, POLLOUT; 0: none), or
     /// nil when it is finished (its descriptor closed): it then leaves.
     func interest() -> Int16?
     /// On the reactor: poll reported `revents` for it.

@@ -2,7 +2,9 @@ import Foundation
 import Synchronization
 
 /// One thread that watches every running child of `exec`/`sh`, `os.execute`
-/// and `io.popen`: it polls their stdout and stderr pipes and their pidfds,
+/// and `io.popen`: one epoll set holds their stdout and stderr pipes and
+/// their pidfds (registered once, not rebuilt at every wake as a poll(2)
+/// list was),
 /// collects the output (and hands complete lines to a sink when streaming),
 /// reaps the child when it exits, and reports once both pipes are drained.
 /// It also reads and writes the pipes of popen'd files for the loop
@@ -85,62 +87,97 @@ final class ProcessReactor: Sendable {
         _ = write(wake.write, &byte, 1)
     }
 
+    /// Who a registration in the epoll set is for.
+    private enum Owner {
+        case wake
+        case output(Watch, Int)
+        case exit(Watch)
+        case stream(any ReactorStream)
+    }
+
+    /// A stream and its registration (token 0: none; it wants nothing now).
+    private struct StreamEntry {
+        let stream: any ReactorStream
+        var token: UInt64 = 0
+        var events: UInt32 = 0
+    }
+
     private func run() {
-        let wake = self.wake.read
+        // Without an epoll set (descriptors ran out at the first use) every
+        // descriptor is tried each 10 ms: reads are non-blocking.
+        let epoll = Epoll()
+        var owners: [UInt64: Owner] = [:]
+        var nextToken: UInt64 = 1
         var watches: [Watch] = []
-        var streams: [any ReactorStream] = []
+        var streams: [StreamEntry] = []
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        if wake.read >= 0 {
+            owners[0] = .wake
+            epoll?.add(wake.read, events: Epoll.readable, token: 0)
+        }
+        func register(_ fd: Int32, _ events: UInt32, _ owner: Owner) -> UInt64 {
+            let token = nextToken
+            nextToken += 1
+            owners[token] = owner
+            epoll?.add(fd, events: events, token: token)
+            return token
+        }
         while true {
-            watches += incoming.withLock { list in
-                defer { list.removeAll() }
-                return list
-            }
+            // Streams first: one that closed its descriptor leaves the set
+            // before a new child's pipe can be registered under that number.
             streams += incomingStreams.withLock { list in
                 defer { list.removeAll() }
-                return list
+                return list.map { StreamEntry(stream: $0) }
             }
-            var polls = [pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-            // Streams first (after the wake pipe): what they want now, and
-            // those that are done leave.
-            var polled: [any ReactorStream] = []
-            streams.removeAll { stream in
-                guard let events = stream.interest() else { return true }
-                if events != 0 {
-                    polls.append(pollfd(fd: stream.fd, events: events, revents: 0))
-                    polled.append(stream)
+            var kept = 0
+            for var entry in streams {
+                let wanted = entry.stream.interest().map { UInt32(UInt16(bitPattern: $0)) }
+                if entry.token != 0 && wanted != entry.events {
+                    if wanted != nil { epoll?.remove(entry.stream.fd) }  // nil: closed, gone from the set
+                    owners[entry.token] = nil
+                    entry.token = 0
                 }
-                return false
+                guard let wanted else { continue }
+                if wanted != 0 && entry.token == 0 { entry.token = register(entry.stream.fd, wanted, .stream(entry.stream)) }
+                entry.events = wanted
+                streams[kept] = entry
+                kept += 1
             }
-            let firstWatch = polls.count
-            var owners: [(Watch, Int)] = []  // index into fds, or -1 for the pidfd
-            for w in watches {
-                for (k, fd) in w.fds.enumerated() where fd >= 0 {
-                    polls.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0))
-                    owners.append((w, k))
-                }
-                if w.status == nil && w.pidfd >= 0 {
-                    polls.append(pollfd(fd: w.pidfd, events: Int16(POLLIN), revents: 0))
-                    owners.append((w, -1))
-                }
+            streams.removeSubrange(kept...)
+            for w in incoming.withLock({ list in defer { list.removeAll() }; return list }) {
+                watches.append(w)
+                for (k, fd) in w.fds.enumerated() where fd >= 0 { _ = register(fd, Epoll.readable, .output(w, k)) }
+                if w.pidfd >= 0 { _ = register(w.pidfd, Epoll.readable, .exit(w)) }
             }
             // Without pidfds, a child that closed its pipes is reaped by
             // polling; without a wake pipe (made when descriptors ran out),
             // new work is noticed by polling.
-            let timeout: Int32 = wake < 0 || watches.contains { $0.pidfd < 0 && $0.status == nil } ? 10 : -1
-            let n = poll(&polls, nfds_t(polls.count), timeout)
-            if n < 0 && errno != EINTR { usleep(1000) }
-            if polls[0].revents != 0 {
-                var sink = [UInt8](repeating: 0, count: 64)
-                while read(wake, &sink, sink.count) > 0 {}
+            let polling = epoll == nil || wake.read < 0 || watches.contains { $0.pidfd < 0 && $0.status == nil }
+            var ready: [(UInt64, UInt32)] = []
+            if let epoll {
+                let n = epoll.wait(timeout: polling ? 10 : -1) { ready.append(($0, $1)) }
+                if n < 0 && errno != EINTR { usleep(1000) }
+            } else {
+                usleep(10_000)
+                ready = owners.map { token, owner in
+                    if case .stream = owner, let e = streams.first(where: { $0.token == token }) { return (token, e.events) }
+                    return (token, Epoll.readable)
+                }
             }
-            for (i, stream) in polled.enumerated() where polls[i + 1].revents != 0 {
-                stream.ready(polls[i + 1].revents, &buffer)
-            }
-            for (i, (w, k)) in owners.enumerated() where polls[i + firstWatch].revents != 0 {
-                if k < 0 {
-                    Self.reap(w, blocking: true)
-                } else {
-                    Self.drain(w, k, &buffer)
+            for (token, events) in ready {
+                switch owners[token] {
+                case .wake?:
+                    var sink = [UInt8](repeating: 0, count: 64)
+                    while read(wake.read, &sink, sink.count) > 0 {}
+                case .output(let w, let k)?:
+                    if Self.drain(w, k, &buffer) { owners[token] = nil }
+                case .exit(let w)?:
+                    Self.reap(w, blocking: epoll != nil)
+                    if w.status != nil { owners[token] = nil }
+                case .stream(let stream)?:
+                    stream.ready(Int16(truncatingIfNeeded: events), &buffer)
+                case nil:
+                    break  // a descriptor closed since this wait began
                 }
             }
             for w in watches where w.pidfd < 0 && w.status == nil { Self.reap(w, blocking: false) }
@@ -152,9 +189,10 @@ final class ProcessReactor: Sendable {
         }
     }
 
-    /// Reads what the pipe has; at EOF closes it.
-    private static func drain(_ w: Watch, _ k: Int, _ buffer: inout [UInt8]) {
+    /// Reads what the pipe has; at EOF closes it (and returns true).
+    private static func drain(_ w: Watch, _ k: Int, _ buffer: inout [UInt8]) -> Bool {
         let fd = w.fds[k]
+        guard fd >= 0 else { return true }
         while true {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n > 0 {
@@ -166,7 +204,7 @@ final class ProcessReactor: Sendable {
                 if let sink = w.lineSink { emitLines(w, k, buffer[0..<n], sink) }
                 continue
             }
-            if n < 0 && (errno == EAGAIN || errno == EINTR) { return }
+            if n < 0 && (errno == EAGAIN || errno == EINTR) { return false }
             // EOF or an error: this stream is done.
             if let sink = w.lineSink, !w.partial[k].isEmpty {
                 sink(w.prefix + String(decoding: w.partial[k], as: UTF8.self))
@@ -174,7 +212,7 @@ final class ProcessReactor: Sendable {
             }
             close(fd)
             w.fds[k] = -1
-            return
+            return true
         }
     }
 

@@ -118,6 +118,16 @@ int tasker_pidfd_open(int pid);
 /// glibc's posix_spawn_file_actions_addclosefrom_np / _addchdir_np.
 int tasker_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
 int tasker_spawn_chdir(posix_spawn_file_actions_t *actions, const char *dir);
+/// epoll, through C: `struct epoll_event` is packed on x86-64, which Swift
+/// does not lay out. Each registration carries a 64-bit token; `wait` fills
+/// `tokens` and `events` (EPOLLIN, EPOLLOUT, EPOLLERR, EPOLLHUP bits) and
+/// returns how many, or -1 with errno.
+int tasker_epoll_create(void);
+int tasker_epoll_ctl(int ep, int op, int fd, unsigned events, unsigned long long token);
+int tasker_epoll_wait(int ep, unsigned long long *tokens, unsigned *events, int max, int timeout_ms);
+#define TASKER_EPOLL_ADD 1
+#define TASKER_EPOLL_DEL 2
+#define TASKER_EPOLL_MOD 3
 /// lua_pcall with luaL_traceback as the message handler.
 int tasker_pcall_traceback(lua_State *L, int nargs, int nresults);
 

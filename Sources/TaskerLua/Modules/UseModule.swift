@@ -44,6 +44,9 @@ final class UseModule: LuaModule {
 
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
+    // The process reactor holds a watcher until it is stopped.
+    deinit { watcher?.stop() }
+
     /// `tasker.use`, added to the `tasker` table.
     func install(in runtime: LuaRuntime) {
         addToTaskerTable([("use", { L in UseModule.this(L!).use(L!) })], in: runtime.L)
