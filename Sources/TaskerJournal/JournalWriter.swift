@@ -56,12 +56,7 @@ public final class JournalWriter {
                 }
                 usleep(20_000)
             }
-            let shortfall = rows.shortfall()
-            // Closed here, before the run's end is told: the process exits
-            // right after, and a journal left open keeps its WAL, which the
-            // next run must then read through before it can write.
-            rows.close()
-            queue.finish(shortfall)
+            queue.finish(rows.shortfall())
         }
         thread.name = "tasker.journal"
         thread.start()
@@ -246,13 +241,6 @@ private struct PendingRows {
             end.counts["unrecorded"] = dropped
             endRecorded = (try? log.end(end)) != nil
         }
-    }
-
-    /// Lets go of the store (SQLite closes the file; the last connection
-    /// folds the WAL back into it).
-    mutating func close() {
-        log = nil
-        store = nil
     }
 
     mutating func shortfall() -> Shortfall? {
