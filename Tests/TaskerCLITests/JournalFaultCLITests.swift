@@ -49,14 +49,16 @@ import Testing
         #expect(first.status == 1)
         let lock = try LockHolder(s.dir.appendingPathComponent(".tasker-state/journal.db"))
         defer { lock.end() }
+        // Timed from before the start: a loaded machine can only make it
+        // longer (timing from when "last done" was seen could be late).
+        let launched = Date()
         let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir)
         #expect(await run.waitFor("last done"))
-        let lastTask = Date()
         let locked = await run.finish()
-        let took = Date().timeIntervalSince(lastTask)
+        let took = Date().timeIntervalSince(launched)
         #expect(locked.status == 1, "\(locked.stderr)")  // the run's own code
-        #expect(took < 12, "the end took \(took) s after the last task")
-        #expect(took > 3, "gave up before waiting for the lock (\(took) s)")
+        #expect(took < 15, "the run took \(took) s")
+        #expect(took > 5, "gave up before waiting 5 s for the lock (\(took) s)")
         #expect(locked.stderr.range(of: #"warning: run [0-9a-z]+: [0-9]+ journal entries could not be recorded, nor its end \(the journal is locked"#,
                                     options: .regularExpression) != nil, "\(locked.stderr)")
         #expect(locked.stderr.contains("2 succeeded, 1 failed"))

@@ -55,15 +55,19 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
             print(code("http://127.0.0.1:1/x", {retry = false}))
             print(code("http://no-such-host.invalid/x", {retry = false}))
             print(code("https://127.0.0.1:\(port)/echo", {retry = false}))
+            local t0 = tasker.now()
             print(code(base .. "/delay?s=5", {retry = false, timeout = 0.2}))
+            local waited = tasker.now() - t0
             print(code(base .. "/drop", {retry = false}))
+            print(waited < 4.5)
             """)
         #expect(r.lines == ["http\tconnect\thttp://127.0.0.1:1/x\tpipeline.lua:3",
                             "http\tdns\thttp://no-such-host.invalid/x\tpipeline.lua:3",
                             "http\ttls\thttps://127.0.0.1:\(port)/echo\tpipeline.lua:3",
                             "http\ttimeout\t\(TestHTTPServer.shared.base)/delay?s=5\tpipeline.lua:3",
-                            "http\treset\t\(TestHTTPServer.shared.base)/drop\tpipeline.lua:3"])
-        #expect(r.result.seconds < 4)
+                            "http\treset\t\(TestHTTPServer.shared.base)/drop\tpipeline.lua:3",
+                            // the 0.2 s timeout, not the server's 5 s (a bound a loaded machine keeps)
+                            "true"])
     }
 
     @Test func bodyLargerThanTheLimitFailsClearly() async throws {
@@ -134,11 +138,13 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         let r = try await runHTTP("""
             http.configure{concurrency = 3}
             local hs = {}
-            for i = 1, 12 do hs[i] = tasker.add(function() return http.get(base .. "/delay?s=0.2&key=\(key)").status end) end
+            for i = 1, 9 do hs[i] = tasker.add(function() return http.get(base .. "/delay?s=0.5&key=\(key)").status end) end
             print(#tasker.all(hs))
             """, concurrency: 12)
-        #expect(r.lines == ["12"])
-        #expect(TestHTTPServer.shared.maxInFlight(key) == 3)
+        #expect(r.lines == ["9"])
+        // Never more than the cap; at least two at once (on a loaded machine
+        // the third may reach the server after the first has been answered).
+        #expect((2...3).contains(TestHTTPServer.shared.maxInFlight(key)), "\(TestHTTPServer.shared.maxInFlight(key))")
     }
 
     @Test func secretHeadersAreMaskedInLogs() async throws {
