@@ -77,9 +77,11 @@ public final class EventLoop: @unchecked Sendable {
         return pthread_equal(thread, pthread_self()) != 0
     }
 
+    /// Debug builds only: the check takes the loop's lock, and the journal
+    /// and stored values ask once per task.
     @inline(__always)
     public func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
-        precondition(inLoop, "must run on the event loop thread", file: file, line: line)
+        assert(inLoop, "must run on the event loop thread", file: file, line: line)
     }
 
     // MARK: loop thread only
