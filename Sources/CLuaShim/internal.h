@@ -5,6 +5,19 @@
 #include "CLuaShim.h"
 #include <stdatomic.h>
 
+/// Blocks up to this size come from the pool (pool.c).
+#define TASKER_POOL_MAX 512
+#define TASKER_POOL_CLASSES (TASKER_POOL_MAX / 16)
+
+/// The Lua state's small-block allocator: a free list per 16-byte size
+/// class, carved from slabs that live until the state is closed.
+typedef struct tasker_Pool {
+    void **free[TASKER_POOL_CLASSES + 1];
+    char *bump;
+    char *end;
+    struct Slab *slabs;
+} tasker_Pool;
+
 struct tasker_Runtime {
     /// Unretained pointer to the Swift owner (LuaRuntime).
     void *owner;
@@ -20,7 +33,13 @@ struct tasker_Runtime {
     /// The thread whose yield came from the hook, and whether it was a stop.
     lua_State *hook_yield;
     int hook_stop;
+    /// Lua's memory (the state's allocator's `ud` is this record).
+    tasker_Pool pool;
 };
+
+void *tasker_pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+/// Returns every slab (after lua_close).
+void tasker_pool_release(tasker_Pool *pool);
 
 int tasker_open_coroutine(lua_State *L);
 /// The hook's raise path: make every instruction on `L` check, then raise

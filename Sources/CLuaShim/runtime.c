@@ -18,12 +18,6 @@ uint64_t tasker_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void *tasker_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    (void)ud; (void)osize;
-    if (nsize == 0) { free(ptr); return NULL; }
-    return realloc(ptr, nsize);
-}
-
 tasker_Runtime *tasker_runtime(lua_State *L) {
     void *ud = NULL;
     lua_getallocf(L, &ud);
@@ -44,7 +38,10 @@ tasker_Runtime *tasker_runtime_new(void) {
     return rt;
 }
 
-void tasker_runtime_free(tasker_Runtime *rt) { free(rt); }
+void tasker_runtime_free(tasker_Runtime *rt) {
+    tasker_pool_release(&rt->pool);
+    free(rt);
+}
 
 void tasker_runtime_set_owner(tasker_Runtime *rt, void *owner, tasker_InterruptFunction fn) {
     rt->owner = owner;
@@ -136,7 +133,7 @@ static int open_all(lua_State *L) {
 }
 
 lua_State *tasker_newstate(tasker_Runtime *rt, char *err, size_t errlen) {
-    lua_State *L = lua_newstate(tasker_alloc, rt);
+    lua_State *L = lua_newstate(tasker_pool_alloc, rt);
     if (L == NULL) { snprintf(err, errlen, "cannot create Lua state: out of memory"); return NULL; }
     tasker_setfiber(L, NULL);
     lua_pushcfunction(L, open_all);
