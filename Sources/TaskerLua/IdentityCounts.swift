@@ -2,54 +2,62 @@
 /// table keyed by the identity hash itself (already well mixed, so it is
 /// its own bucket index). A loop of closures gives every task a new
 /// identity: a Dictionary rehashed each key with SipHash and moved its
-/// entries at every growth; this probes one array.
-struct IdentityCounts {
-    private var keys: [UInt64]
-    private var counts: [Int32]
-    private var mask: Int
-    private var used = 0
-    /// Hash 0 is the empty slot's marker: its count lives here.
-    private var zeroCount: Int32 = 0
-
-    init() {
-        keys = Array(repeating: 0, count: 1024)
-        counts = Array(repeating: 0, count: 1024)
-        mask = 1023
+/// entries at every growth; this probes one array, key and count side by
+/// side (one cache line per probe: the table outgrows the cache).
+final class IdentityCounts {
+    private struct Slot {
+        var key: UInt64
+        var count: UInt64
     }
 
+    private var slots: UnsafeMutablePointer<Slot>
+    private var capacity: Int
+    private var used = 0
+    /// Hash 0 is the empty slot's marker: its count lives here.
+    private var zeroCount = 0
+
+    init() {
+        capacity = 1024
+        slots = .allocate(capacity: capacity)
+        slots.initialize(repeating: Slot(key: 0, count: 0), count: capacity)
+    }
+
+    deinit { slots.deallocate() }
+
     /// One more task with identity `h`; returns its count with this one.
-    mutating func increment(_ h: UInt64) -> Int {
+    func increment(_ h: UInt64) -> Int {
         guard h != 0 else {
-            zeroCount &+= 1
-            return Int(zeroCount)
+            zeroCount += 1
+            return zeroCount
         }
+        let mask = capacity - 1
         var i = Int(truncatingIfNeeded: h) & mask
         while true {
-            let k = keys[i]
+            let k = slots[i].key
             if k == h {
-                counts[i] &+= 1
-                return Int(counts[i])
+                slots[i].count &+= 1
+                return Int(truncatingIfNeeded: slots[i].count)
             }
             if k == 0 { break }
             i = (i + 1) & mask
         }
-        keys[i] = h
-        counts[i] = 1
+        slots[i] = Slot(key: h, count: 1)
         used += 1
-        if used * 2 > keys.count { grow() }
+        if used * 2 > capacity { grow() }
         return 1
     }
 
-    private mutating func grow() {
-        let oldKeys = keys, oldCounts = counts
-        keys = Array(repeating: 0, count: oldKeys.count * 2)
-        counts = Array(repeating: 0, count: oldKeys.count * 2)
-        mask = keys.count - 1
-        for (k, n) in zip(oldKeys, oldCounts) where k != 0 {
-            var i = Int(truncatingIfNeeded: k) & mask
-            while keys[i] != 0 { i = (i + 1) & mask }
-            keys[i] = k
-            counts[i] = n
+    private func grow() {
+        let old = slots, oldCapacity = capacity
+        capacity *= 2
+        slots = .allocate(capacity: capacity)
+        slots.initialize(repeating: Slot(key: 0, count: 0), count: capacity)
+        let mask = capacity - 1
+        for j in 0..<oldCapacity where old[j].key != 0 {
+            var i = Int(truncatingIfNeeded: old[j].key) & mask
+            while slots[i].key != 0 { i = (i + 1) & mask }
+            slots[i] = old[j]
         }
+        old.deallocate()
     }
 }

@@ -36,6 +36,12 @@ extension LuaRuntime {
     public func appendStorableValues(of id: TaskID, to buffer: inout [UInt8]) -> Bool {
         loop.assertInLoop()
         guard case .succeeded(let value)? = engine.outcome(id) else { return false }
+        return appendStorableValues(value, to: &buffer)
+    }
+
+    /// The same for a succeeded task's value already in hand.
+    public func appendStorableValues(_ value: TaskValue, to buffer: inout [UInt8]) -> Bool {
+        loop.assertInLoop()
         switch value {
         case .none:
             buffer.append(UInt8(ascii: "["))
@@ -43,10 +49,23 @@ extension LuaRuntime {
             return true
         case .group, .swift:
             return false
-        case .stored:
+        case .stored(let slot, let count):
             let top = lua_gettop(L)
             defer { lua_settop(L, top) }
             guard lua_checkstack(L, 64) != 0 else { return false }
+            if count == 1 {
+                // One integer (a count, an exit code, an index): written
+                // straight from the values table.
+                lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.values))
+                lua_rawgeti(L, -1, lua_Integer(slot))
+                if tasker_isinteger_value(L, -1) != 0 {
+                    buffer.append(UInt8(ascii: "["))
+                    StoredValueEncoder.decimal(tasker_tointeger(L, -1, nil), into: &buffer)
+                    buffer.append(UInt8(ascii: "]"))
+                    return true
+                }
+                lua_settop(L, top)
+            }
             let n = pushValues(L, value)
             do {
                 try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,

@@ -39,7 +39,7 @@ final class TaskIdentities {
         var occurrence: Int32
     }
     private var special: [TaskID: Entry] = [:]
-    private var derivedCounts = IdentityCounts()
+    private let derivedCounts = IdentityCounts()
     private var explicitIDs: Set<String> = []
     /// Bytecode hashes by function prototype: every closure made from one
     /// function expression (a new one per task in a loop) shares it, so
@@ -134,11 +134,15 @@ final class TaskIdentities {
     private func derive(name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> TaskIdentity {
         namesChecked = false
         var h = IdentityHasher()
-        var walk = reusableWalk
+        // Taken out, not copied: a copy would share the array's storage and
+        // the first append would copy it (an allocation per task).
+        var walk = Walk()
+        swap(&walk, &reusableWalk)
         walk.open.removeAll(keepingCapacity: true)
         walk.tableBytes = 0
         walk.tableDepth = 0
-        defer { reusableWalk = walk }
+        walk.captures = 0
+        defer { swap(&walk, &reusableWalk) }
         do {
             if let name {
                 h.byte(0x4e)  // N
@@ -156,7 +160,7 @@ final class TaskIdentities {
             return .unidentifiable(error.reason)
         }
         let hash = h.finish()
-        if name == nil, args == 0, body != 0 { rememberBody(L, lua_absindex(L, body), hash) }
+        if name == nil, args == 0, body != 0, walk.captures == 0 { rememberBody(L, lua_absindex(L, body), hash) }
         return .derived(hash)
     }
 
@@ -182,16 +186,6 @@ final class TaskIdentities {
     private var lastBodyRef: Int32 = LUA_NOREF
     private var reusableWalk = Walk()
 
-    private func capturesOnlyEnv(_ L: OpaquePointer, _ f: Int32) -> Bool {
-        guard lua_type(L, f) == LUA_TFUNCTION, lua_iscfunction(L, f) == 0, lua_checkstack(L, 2) != 0 else { return false }
-        guard let first = lua_getupvalue(L, f, 1) else { return true }
-        tasker_pop(L, 1)
-        guard strcmp(first, "_ENV") == 0 else { return false }
-        guard lua_getupvalue(L, f, 2) != nil else { return true }
-        tasker_pop(L, 1)
-        return false
-    }
-
     /// The derived hash of the body at stack index `f`, if it is the last one remembered.
     private func sameBodyAsLast(_ L: OpaquePointer, _ f: Int32) -> UInt64? {
         guard let last = lastBody else { return nil }
@@ -200,8 +194,9 @@ final class TaskIdentities {
         return lastBodyHash
     }
 
+    /// `f` captured nothing but _ENV (the walk counted no captures).
     private func rememberBody(_ L: OpaquePointer, _ f: Int32, _ hash: UInt64) {
-        guard capturesOnlyEnv(L, f) else { return }
+        guard lua_type(L, f) == LUA_TFUNCTION, lua_iscfunction(L, f) == 0 else { return }
         if lastBodyRef == LUA_NOREF {
             lua_pushvalue(L, f)
             lastBodyRef = LuaStack(L).ref()
@@ -221,6 +216,8 @@ final class TaskIdentities {
         /// Bytes of table content seen since the outermost table began.
         var tableBytes = 0
         var tableDepth = 0
+        /// Values captured by the functions walked (_ENV aside).
+        var captures = 0
     }
 
     private func value(_ L: OpaquePointer, _ i: Int32, into h: inout IdentityHasher, _ walk: inout Walk) throws(Unidentifiable) {
@@ -341,10 +338,11 @@ final class TaskIdentities {
         while let upname = lua_getupvalue(L, f, n) {
             defer { n += 1 }
             // _ENV is the globals: excluded (a task reads them when it runs).
-            if strcmp(upname, "_ENV") == 0 {
+            if upname.pointee == 0x5F /* _ */, strcmp(upname, "_ENV") == 0 {
                 tasker_pop(L, 1)
                 continue
             }
+            walk.captures += 1
             do { try value(L, lua_gettop(L), into: &h, &walk) } catch {
                 tasker_pop(L, 1)
                 throw error

@@ -137,13 +137,13 @@ final class JournalRecorder: EngineObserver {
     /// The common case as a plain value, or nil when the task needs more
     /// (a name, `spec.id`, tags, dependencies, values, a held time…).
     private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64) -> PlainEntry? {
-        guard case .succeeded = outcome, let runtime, !f.hasExplicitName, !f.isReused, !f.isGroup,
+        guard case .succeeded(let value) = outcome, let runtime, !f.hasExplicitName, !f.isReused, !f.isGroup,
               !f.isSchedule, !f.isEphemeral, !f.hasDependencies, extras.isEmpty || extras[id] == nil else { return nil }
         let d = runtime.derivedIdentity(of: id)
         guard d.occurrence > 0, !runtime.hasTags(id) else { return nil }
         let start = plainValues.count
         // Values that cannot be stored take the full path, which says why.
-        guard runtime.appendStorableValues(of: id, to: &plainValues) else { return nil }
+        guard runtime.appendStorableValues(value, to: &plainValues) else { return nil }
         return PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
                           occurrence: d.occurrence, added: f.added, started: f.started, ended: ended,
                           valueStart: Int32(start), valueLength: Int32(plainValues.count - start))
