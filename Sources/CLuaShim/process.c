@@ -3,7 +3,10 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <errno.h>
 #include <spawn.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,10 +36,27 @@ int tasker_epoll_ctl(int ep, int op, int fd, unsigned events, unsigned long long
     return epoll_ctl(ep, cop, fd, &e);
 }
 
-int tasker_epoll_wait(int ep, unsigned long long *tokens, unsigned *events, int max, int timeout_ms) {
+int tasker_epoll_wait(int ep, unsigned long long *tokens, unsigned *events, int max, long long timeout_ns) {
+    // epoll_pwait2 (Linux 5.11) waits to the nanosecond: the event loop
+    // waits here for its next timer. Older kernels round up to the next ms.
+    static atomic_int no_pwait2;
     struct epoll_event buf[64];
     if (max > 64) max = 64;
-    int n = epoll_wait(ep, buf, max, timeout_ms);
+    int n = -1;
+    int tried = 0;
+    if (timeout_ns > 0 && !atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        struct timespec ts = {(time_t)(timeout_ns / 1000000000LL), (long)(timeout_ns % 1000000000LL)};
+        n = epoll_pwait2(ep, buf, max, &ts, NULL);
+        tried = 1;
+        if (n < 0 && errno == ENOSYS) {
+            atomic_store_explicit(&no_pwait2, 1, memory_order_relaxed);
+            tried = 0;
+        }
+    }
+    if (!tried) {
+        long long ms = timeout_ns < 0 ? -1 : (timeout_ns + 999999) / 1000000;
+        n = epoll_wait(ep, buf, max, ms > 0x7fffffff ? 0x7fffffff : (int)ms);
+    }
     for (int i = 0; i < n; i++) {
         tokens[i] = buf[i].data.u64;
         events[i] = buf[i].events;

@@ -18,13 +18,26 @@ import Darwin
 ///     loop.execute { print("on the loop") }
 ///     loop.run()            // blocks until loop.stop()
 public final class EventLoop: @unchecked Sendable {
-    // Safety: `inbox`, `stopRequested` and `thread` are guarded by `lock`.
+    // Safety: `inbox`, `stopRequested`, `thread` and `sleepingInPoller` are
+    // guarded by `lock`; `poller` is set before `run` and only read after.
     // Everything else is confined to the loop thread: the entry points assert
     // it in debug builds (like NIO's preconditionInEventLoop).
     private let lock = ConditionLock()
     private var inbox: [@Sendable () -> Void] = []
     private var stopRequested = false
     private var thread: pthread_t?
+    /// The loop is inside `poller.poll`: a job from another thread wakes it.
+    private var sleepingInPoller = false
+
+    /// Descriptors the loop thread waits on itself (the process reactor's
+    /// epoll set): set before `run`. Without one the loop sleeps on a
+    /// condition variable.
+    public var poller: LoopPoller?
+    /// When the poller last looked, so that a busy loop still looks every
+    /// `pollInterval` (children's output and exits are not held up by a
+    /// long run of Lua work).
+    private var lastPoll: UInt64 = 0
+    static let pollInterval: UInt64 = 1_000_000
 
     private var timers = Heap<TimerEntry>()
     private var timerSequence: UInt64 = 0
@@ -59,7 +72,9 @@ public final class EventLoop: @unchecked Sendable {
         lock.lock()
         inbox.append(job)
         lock.signal()
+        let wake = sleepingInPoller
         lock.unlock()
+        if wake { poller?.wake() }
     }
 
     /// Ends `run()` after the current turn.
@@ -67,7 +82,9 @@ public final class EventLoop: @unchecked Sendable {
         lock.lock()
         stopRequested = true
         lock.signal()
+        let wake = sleepingInPoller
         lock.unlock()
+        if wake { poller?.wake() }
     }
 
     public var inLoop: Bool {
@@ -146,6 +163,10 @@ public final class EventLoop: @unchecked Sendable {
             lock.unlock()
             if stopping { return }
             for job in jobs { job() }
+            if let poller, Monotonic.now() &- lastPoll >= Self.pollInterval {
+                lastPoll = Monotonic.now()
+                poller.poll(until: 0)
+            }
             fireDueTimers()
             if !deferred.isEmpty {
                 microtasks.append(contentsOf: deferred)
@@ -226,11 +247,33 @@ public final class EventLoop: @unchecked Sendable {
             let next = nextDeadline()
             if next == nil || next! > clock.now {
                 // A manual clock only moves when the program moves it.
-                lock.wait(until: clock.isManual ? nil : next)
+                let until = clock.isManual ? nil : next
+                if let poller {
+                    sleepingInPoller = true
+                    lock.unlock()
+                    // A job sent between the unlock and the wait still
+                    // wakes it: `wake` makes the poller's descriptor ready.
+                    poller.poll(until: until)
+                    lastPoll = Monotonic.now()
+                    lock.lock()
+                    sleepingInPoller = false
+                } else {
+                    lock.wait(until: until)
+                }
             }
         }
         lock.unlock()
     }
+}
+
+/// Descriptors an `EventLoop` waits on in its own thread instead of
+/// sleeping (one thread fewer than a poller of their own).
+public protocol LoopPoller: AnyObject, Sendable {
+    /// On the loop thread: handles what is ready, waiting for it until
+    /// `deadline` (monotonic ns; nil: no limit, 0: only looks) or `wake`.
+    func poll(until deadline: UInt64?)
+    /// Any thread: makes a `poll` in progress return.
+    func wake()
 }
 
 /// A timer armed on an `EventLoop`; loop-confined.

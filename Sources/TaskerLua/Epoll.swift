@@ -32,8 +32,9 @@ struct Epoll {
         _ = tasker_epoll_ctl(fd, TASKER_EPOLL_DEL, descriptor, 0, 0)
     }
 
-    /// Waits up to `timeout` ms (-1: no limit); calls `ready` per event.
-    func wait(timeout: Int32, _ ready: (UInt64, UInt32) -> Void) -> Int32 {
+    /// Waits up to `timeout` ns (-1: no limit; 0: only looks); calls
+    /// `ready` per event.
+    func wait(timeout: Int64, _ ready: (UInt64, UInt32) -> Void) -> Int32 {
         var tokens = (UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0),
                       UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0), UInt64(0))
         var events = (UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0), UInt32(0),

@@ -28,6 +28,11 @@ public final class LuaRuntime {
         /// exits right after the run (the CLI) skips this: the OS frees it
         /// all at once, and freeing 200k tasks one by one costs ~20 ms.
         public var tearDown = true
+        /// The only run in this process (the CLI): its loop thread also
+        /// waits on the process reactor's descriptors, so the reactor needs
+        /// no thread of its own. Runs that share a process (tests) leave it
+        /// to the reactor's thread.
+        public var soleRun = false
         /// Reload files loaded with `tasker.use` when they change.
         public var watch = false
         /// Derive every task's identity when it is added (the journal

@@ -15,6 +15,10 @@ public enum PipelineRunner {
         let loop = EventLoop()
         var result: RunResult?
         var runtime: LuaRuntime?
+        // The process's only run: its loop waits on the children's pipes
+        // itself (one thread fewer).
+        let hosted = options.soleRun && ProcessReactor.shared.host(on: loop)
+        defer { if hosted { ProcessReactor.shared.unhost() } }
         loop.run {
             do {
                 let rt = try LuaRuntime(loop: loop, options: options)

@@ -1,15 +1,21 @@
 import Foundation
 import Synchronization
+import TaskerCore
 
-/// One thread that watches every running child of `exec`/`sh`, `os.execute`
-/// and `io.popen`: one epoll set holds their stdout and stderr pipes and
-/// their pidfds (registered once, not rebuilt at every wake as a poll(2)
-/// list was),
-/// collects the output (and hands complete lines to a sink when streaming),
-/// reaps the child when it exits, and reports once both pipes are drained.
-/// It also reads and writes the pipes of popen'd files for the loop
-/// (`PipeReader`, `PipeWriter`). A thread per child, as a general process
-/// library uses, costs more than the child itself for short commands.
+/// Watches every running child of `exec`/`sh`, `os.execute` and
+/// `io.popen`: one epoll set holds their stdout and stderr pipes and their
+/// pidfds (registered once, not rebuilt at every wake as a poll(2) list
+/// was), collects the output (and hands complete lines to a sink when
+/// streaming), reaps the child when it exits, and reports once both pipes
+/// are drained. It also reads and writes the pipes of popen'd files and
+/// the `--watch` inotify descriptor for the loop (`ReactorStream`). A
+/// thread per child, as a general process library uses, costs more than
+/// the child itself for short commands.
+///
+/// Where it waits: a `tasker run` hands the set to its event loop
+/// (`host(on:)`), whose thread then waits on it instead of sleeping; the
+/// reactor needs no thread of its own. Otherwise (several runtimes in one
+/// process, as in tests) it starts its own thread at the first use.
 final class ProcessReactor: Sendable {
     /// The result of one child: its status (`exited`/`signaled`) and output.
     struct Finished: Sendable {
@@ -52,6 +58,13 @@ final class ProcessReactor: Sendable {
     private let incomingStreams = Mutex<[any ReactorStream]>([])
     private let wake: (read: Int32, write: Int32)
 
+    /// Who waits on the set: nobody yet, its own thread, or a loop.
+    private enum Waiter { case none, thread, loop }
+    private let waiter = Mutex(Waiter.none)
+    /// The set and what is registered in it. Touched only by the one
+    /// waiter (the reactor's thread, or the hosting loop's thread).
+    private let state: State
+
     private init() {
         var p: [Int32] = [-1, -1]
         _ = pipe(&p)
@@ -60,9 +73,67 @@ final class ProcessReactor: Sendable {
             _ = fcntl(fd, F_SETFL, O_NONBLOCK)
         }
         wake = (p[0], p[1])
-        let thread = Thread { [self] in self.run() }
+        state = State(wake: wake.read)
+    }
+
+    /// Makes `loop`'s thread the one that waits on the set (before anything
+    /// was added); false when the reactor already has a waiter.
+    @discardableResult
+    func host(on loop: EventLoop) -> Bool {
+        let hosted = waiter.withLock { w in
+            guard w == .none else { return false }
+            w = .loop
+            return true
+        }
+        if hosted { loop.poller = LoopHost(reactor: self) }
+        return hosted
+    }
+
+    /// The hosting loop has ended: the reactor's own thread takes over
+    /// whatever is still registered (children a script left running, the
+    /// `--watch` descriptor), so they are still reaped and drained.
+    func unhost() {
+        let wasHosted = waiter.withLock { w in
+            guard w == .loop else { return false }
+            w = .none
+            return true
+        }
+        guard wasHosted else { return }
+        let idle = state.watches.isEmpty && state.streams.isEmpty
+            && incoming.withLock { $0.isEmpty } && incomingStreams.withLock { $0.isEmpty }
+        if !idle { ensureWaiter() }
+    }
+
+    /// Starts the reactor's own thread unless a loop waits on the set.
+    private func ensureWaiter() {
+        let start = waiter.withLock { w in
+            guard w == .none else { return false }
+            w = .thread
+            return true
+        }
+        guard start else { return }
+        let thread = Thread { [self] in
+            while true { self.pass(timeout: nil) }
+        }
         thread.name = "tasker.processes"
         thread.start()
+    }
+
+    /// The loop's side of a hosted reactor.
+    private final class LoopHost: LoopPoller {
+        let reactor: ProcessReactor
+        init(reactor: ProcessReactor) { self.reactor = reactor }
+
+        func poll(until deadline: UInt64?) {
+            var timeout: Int64? = nil
+            if let deadline {
+                let now = Monotonic.now()
+                timeout = deadline > now ? Int64(deadline - now) : 0
+            }
+            reactor.pass(timeout: timeout)
+        }
+
+        func wake() { reactor.poke() }
     }
 
     /// Watches `child` until it exits and its pipes are drained; `done`
@@ -71,12 +142,14 @@ final class ProcessReactor: Sendable {
              done: @escaping @Sendable (Finished) -> Void) {
         for fd in [child.stdout, child.stderr] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
         incoming.withLock { $0.append(Watch(child, prefix: prefix, lineSink: lineSink, done: done)) }
+        ensureWaiter()
         poke()
     }
 
     /// Reads or writes `stream` for the loop until it is finished.
     func add(_ stream: any ReactorStream) {
         incomingStreams.withLock { $0.append(stream) }
+        ensureWaiter()
         poke()
     }
 
@@ -102,19 +175,28 @@ final class ProcessReactor: Sendable {
         var events: UInt32 = 0
     }
 
-    private func run() {
-        // Without an epoll set (descriptors ran out at the first use) every
-        // descriptor is tried each 10 ms: reads are non-blocking.
+    /// The waiter's state: the epoll set and what is registered in it.
+    private final class State: @unchecked Sendable {
+        // Safety: only the reactor's one waiter (its thread, or the hosting
+        // loop's thread) calls `pass`, the only user of these fields.
+        /// Without an epoll set (descriptors ran out at the first use)
+        /// every descriptor is tried each 10 ms: reads are non-blocking.
         let epoll = Epoll()
+        let wake: Int32
         var owners: [UInt64: Owner] = [:]
         var nextToken: UInt64 = 1
         var watches: [Watch] = []
         var streams: [StreamEntry] = []
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        if wake.read >= 0 {
-            owners[0] = .wake
-            epoll?.add(wake.read, events: Epoll.readable, token: 0)
+
+        init(wake: Int32) {
+            self.wake = wake
+            if wake >= 0 {
+                owners[0] = .wake
+                epoll?.add(wake, events: Epoll.readable, token: 0)
+            }
         }
+
         func register(_ fd: Int32, _ events: UInt32, _ owner: Owner) -> UInt64 {
             let token = nextToken
             nextToken += 1
@@ -122,70 +204,76 @@ final class ProcessReactor: Sendable {
             epoll?.add(fd, events: events, token: token)
             return token
         }
-        while true {
-            // Streams first: one that closed its descriptor leaves the set
-            // before a new child's pipe can be registered under that number.
-            streams += incomingStreams.withLock { list in
-                defer { list.removeAll() }
-                return list.map { StreamEntry(stream: $0) }
+    }
+
+    /// One round: takes in new children and streams, waits up to `timeout`
+    /// ns (nil: until something happens) and handles what is ready.
+    private func pass(timeout: Int64?) {
+        let st = state
+        // Streams first: one that closed its descriptor leaves the set
+        // before a new child's pipe can be registered under that number.
+        st.streams += incomingStreams.withLock { list in
+            defer { list.removeAll() }
+            return list.map { StreamEntry(stream: $0) }
+        }
+        var kept = 0
+        for var entry in st.streams {
+            let wanted = entry.stream.interest().map { UInt32(UInt16(bitPattern: $0)) }
+            if entry.token != 0 && wanted != entry.events {
+                if wanted != nil { st.epoll?.remove(entry.stream.fd) }  // nil: closed, gone from the set
+                st.owners[entry.token] = nil
+                entry.token = 0
             }
-            var kept = 0
-            for var entry in streams {
-                let wanted = entry.stream.interest().map { UInt32(UInt16(bitPattern: $0)) }
-                if entry.token != 0 && wanted != entry.events {
-                    if wanted != nil { epoll?.remove(entry.stream.fd) }  // nil: closed, gone from the set
-                    owners[entry.token] = nil
-                    entry.token = 0
-                }
-                guard let wanted else { continue }
-                if wanted != 0 && entry.token == 0 { entry.token = register(entry.stream.fd, wanted, .stream(entry.stream)) }
-                entry.events = wanted
-                streams[kept] = entry
-                kept += 1
+            guard let wanted else { continue }
+            if wanted != 0 && entry.token == 0 { entry.token = st.register(entry.stream.fd, wanted, .stream(entry.stream)) }
+            entry.events = wanted
+            st.streams[kept] = entry
+            kept += 1
+        }
+        st.streams.removeSubrange(kept...)
+        for w in incoming.withLock({ list in defer { list.removeAll() }; return list }) {
+            st.watches.append(w)
+            for (k, fd) in w.fds.enumerated() where fd >= 0 { _ = st.register(fd, Epoll.readable, .output(w, k)) }
+            if w.pidfd >= 0 { _ = st.register(w.pidfd, Epoll.readable, .exit(w)) }
+        }
+        // Without pidfds, a child that closed its pipes is reaped by
+        // polling; without a wake pipe (made when descriptors ran out),
+        // new work is noticed by polling.
+        let polling = st.epoll == nil || wake.read < 0 || st.watches.contains { $0.pidfd < 0 && $0.status == nil }
+        var wait = timeout ?? -1
+        if polling && (wait < 0 || wait > 10_000_000) { wait = 10_000_000 }
+        var ready: [(UInt64, UInt32)] = []
+        if let epoll = st.epoll {
+            let n = epoll.wait(timeout: wait) { ready.append(($0, $1)) }
+            if n < 0 && errno != EINTR && wait != 0 { usleep(1000) }
+        } else {
+            if wait != 0 { usleep(UInt32(min(wait, 10_000_000) / 1000)) }
+            ready = st.owners.map { token, owner in
+                if case .stream = owner, let e = st.streams.first(where: { $0.token == token }) { return (token, e.events) }
+                return (token, Epoll.readable)
             }
-            streams.removeSubrange(kept...)
-            for w in incoming.withLock({ list in defer { list.removeAll() }; return list }) {
-                watches.append(w)
-                for (k, fd) in w.fds.enumerated() where fd >= 0 { _ = register(fd, Epoll.readable, .output(w, k)) }
-                if w.pidfd >= 0 { _ = register(w.pidfd, Epoll.readable, .exit(w)) }
+        }
+        for (token, events) in ready {
+            switch st.owners[token] {
+            case .wake?:
+                var sink = [UInt8](repeating: 0, count: 64)
+                while read(wake.read, &sink, sink.count) > 0 {}
+            case .output(let w, let k)?:
+                if Self.drain(w, k, &st.buffer) { st.owners[token] = nil }
+            case .exit(let w)?:
+                Self.reap(w, blocking: st.epoll != nil)
+                if w.status != nil { st.owners[token] = nil }
+            case .stream(let stream)?:
+                stream.ready(Int16(truncatingIfNeeded: events), &st.buffer)
+            case nil:
+                break  // a descriptor closed since this wait began
             }
-            // Without pidfds, a child that closed its pipes is reaped by
-            // polling; without a wake pipe (made when descriptors ran out),
-            // new work is noticed by polling.
-            let polling = epoll == nil || wake.read < 0 || watches.contains { $0.pidfd < 0 && $0.status == nil }
-            var ready: [(UInt64, UInt32)] = []
-            if let epoll {
-                let n = epoll.wait(timeout: polling ? 10 : -1) { ready.append(($0, $1)) }
-                if n < 0 && errno != EINTR { usleep(1000) }
-            } else {
-                usleep(10_000)
-                ready = owners.map { token, owner in
-                    if case .stream = owner, let e = streams.first(where: { $0.token == token }) { return (token, e.events) }
-                    return (token, Epoll.readable)
-                }
-            }
-            for (token, events) in ready {
-                switch owners[token] {
-                case .wake?:
-                    var sink = [UInt8](repeating: 0, count: 64)
-                    while read(wake.read, &sink, sink.count) > 0 {}
-                case .output(let w, let k)?:
-                    if Self.drain(w, k, &buffer) { owners[token] = nil }
-                case .exit(let w)?:
-                    Self.reap(w, blocking: epoll != nil)
-                    if w.status != nil { owners[token] = nil }
-                case .stream(let stream)?:
-                    stream.ready(Int16(truncatingIfNeeded: events), &buffer)
-                case nil:
-                    break  // a descriptor closed since this wait began
-                }
-            }
-            for w in watches where w.pidfd < 0 && w.status == nil { Self.reap(w, blocking: false) }
-            watches.removeAll { w in
-                guard w.status != nil, w.fds.allSatisfy({ $0 < 0 }) else { return false }
-                Self.finish(w)
-                return true
-            }
+        }
+        for w in st.watches where w.pidfd < 0 && w.status == nil { Self.reap(w, blocking: false) }
+        st.watches.removeAll { w in
+            guard w.status != nil, w.fds.allSatisfy({ $0 < 0 }) else { return false }
+            Self.finish(w)
+            return true
         }
     }
 

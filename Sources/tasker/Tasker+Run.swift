@@ -78,6 +78,7 @@ extension Tasker {
             var options = LuaRuntime.Options()
             options.concurrency = concurrency
             options.tearDown = false  // the process exits right after the run
+            options.soleRun = true
             options.watch = watch
             options.args = scriptArgs
             script.apply(to: &options)

@@ -4,9 +4,10 @@ import Testing
 import Glibc
 #endif
 
-/// How many threads a run has: one loop, the journal's writer, the process
-/// reactor (children, popen pipes and the inotify watch in one epoll set)
-/// and what URLSession needs, not a thread per child, pipe, request or watch.
+/// How many threads a run has: the loop, which also waits on the process
+/// reactor's epoll set (children, popen pipes and the inotify watch), the
+/// journal's writer, and what URLSession needs; not a thread per child,
+/// pipe, request or watch.
 @Suite struct ThreadCountCLITests {
     /// A TCP listener that accepts connections, marks each in `dir`
     /// ("http.started") and never answers: a request stays in flight.
@@ -59,12 +60,13 @@ import Glibc
             -- all, and tasker's own (libdispatch names its threads "...qos..."),
             -- listed by a child (the reactor is running by then)
             local function named()
-              local all, own = 0, 0
+              local all, own, names = 0, 0, {}
               for name in tasker.exec{"sh", "-c", "cat /proc/$PPID/task/*/comm"}.stdout:gmatch("[^\\n]+") do
                 all = all + 1
+                names[#names + 1] = name
                 if not name:find("qos", 1, true) then own = own + 1 end
               end
-              return all, own
+              return all, own, table.concat(names, ",")
             end
             print("idle " .. threads())
             tasker.use("rules.lua")
@@ -85,14 +87,20 @@ import Glibc
               assert(tasker.now() < deadline, "they did not all start")
               tasker.sleep(0.02)
             end
-            local most, mostOwn = 0, 0
+            -- the most threads at any sample; tasker's own as most samples
+            -- saw them (a new libdispatch worker carries the process's name
+            -- for a moment, until libdispatch names it)
+            local most, owns, mostNames = 0, {}, ""
             for _ = 1, 20 do
-              local all, own = named()
-              most, mostOwn = math.max(most, all), math.max(mostOwn, own)
+              local all, own, names = named()
+              if all > most then most, mostNames = all, names end
+              owns[#owns + 1] = own
               tasker.sleep(0.025)
             end
+            table.sort(owns)
             print("busy " .. most)
-            print("own " .. mostOwn)
+            print("own " .. owns[#owns // 2 + 1])
+            print("names " .. mostNames)
             tasker.all(hs)
             """.write(to: s.dir.appendingPathComponent("p.lua"), atomically: true, encoding: .utf8)
         let r = try await tasker(["run", "--no-progress", "--watch", "p.lua"], in: s.dir)
@@ -107,10 +115,13 @@ import Glibc
         let own = try #require(counts["own"], "\(r.stdout)")
         // The loop, the journal's writer and libdispatch's manager (signals).
         #expect(idle <= 3, "idle: \(idle) threads")
-        // The loop, the journal's writer and the process reactor: nine
-        // children, three popen pipes, the watch and three requests add none
-        // of tasker's. URLSession runs on libdispatch's threads, as many as
-        // libdispatch likes (one to three here), not counted.
-        #expect(own <= 3, "busy: \(own) threads of tasker's own (\(busy) in all)")
+        // The loop (waiting on the reactor's set too) and the journal's
+        // writer: nine children, three popen pipes, the watch and three
+        // requests add none of tasker's. URLSession runs on libdispatch's
+        // manager and workers (with tasker's own callbacks on one serial
+        // queue): 4-5 threads in all on a quiet machine, but libdispatch
+        // adds workers when the CPU is busy (up to 8 under the whole
+        // suite's load), so the total is reported, not bounded.
+        #expect(own <= 2, "busy: \(own) threads of tasker's own (\(busy) in all): \(r.stdout)")
     }
 }

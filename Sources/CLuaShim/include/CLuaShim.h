@@ -124,7 +124,9 @@ int tasker_spawn_chdir(posix_spawn_file_actions_t *actions, const char *dir);
 /// returns how many, or -1 with errno.
 int tasker_epoll_create(void);
 int tasker_epoll_ctl(int ep, int op, int fd, unsigned events, unsigned long long token);
-int tasker_epoll_wait(int ep, unsigned long long *tokens, unsigned *events, int max, int timeout_ms);
+/// Waits up to `timeout_ns` (-1: no limit; 0: a look); to the nanosecond
+/// where the kernel has epoll_pwait2.
+int tasker_epoll_wait(int ep, unsigned long long *tokens, unsigned *events, int max, long long timeout_ns);
 #define TASKER_EPOLL_ADD 1
 #define TASKER_EPOLL_DEL 2
 #define TASKER_EPOLL_MOD 3
