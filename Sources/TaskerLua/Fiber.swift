@@ -18,7 +18,19 @@ final class Fiber {
     let thread: OpaquePointer
     let anchor: Int32
     /// Set when the attempt was cancelled or timed out: never resumed again.
-    var aborted: TaskFailure?
+    var aborted: TaskFailure? {
+        get { abort?.failure }
+        set { abort = newValue.map(Abort.init) }
+    }
+    var isAborted: Bool { abort != nil }
+    /// Boxed: a `TaskFailure?` holds an existential, so each copy of it
+    /// (every `aborted != nil` on the hot path) went through generic value
+    /// witnesses; a box is checked by a pointer compare.
+    private var abort: Abort?
+    private final class Abort {
+        let failure: TaskFailure
+        init(_ failure: TaskFailure) { self.failure = failure }
+    }
     /// What the last engine yield asked for; the driver performs it.
     var pending: PendingOp?
     /// What it waits for now (sleep, a process, a pipe…), if that is a
@@ -45,7 +57,7 @@ final class Fiber {
     /// Makes a pooled fiber (its thread finished cleanly) new again.
     func reuse(as kind: Kind) {
         self.kind = kind
-        aborted = nil
+        abort = nil
         pending = nil
         wait = nil
         finished = false

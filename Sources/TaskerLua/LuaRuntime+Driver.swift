@@ -25,7 +25,7 @@ extension LuaRuntime {
         f.finished = true
         f.wait?.cancel()  // a timer, a process (SIGTERM, then SIGKILL after 2 s)…
         f.wait = nil
-        if !f.endedNormally || f.aborted != nil {
+        if !f.endedNormally || f.isAborted {
             for p in f.processes { p.cancel() }  // the same for os.execute and io.popen
         }
         f.processes = []
@@ -80,7 +80,7 @@ extension LuaRuntime {
 
     func resume(_ f: Fiber, with r: Resumption) {
         guard !f.finished else { return }
-        if f.aborted != nil || (exitCode != nil && f === mainFiber) {
+        if f.isAborted || (exitCode != nil && f === mainFiber) {
             close(f)
             return
         }
@@ -121,7 +121,7 @@ extension LuaRuntime {
         let co = f.thread
         current = f
         tasker_set_deadlines(crt, f.taskID.map(engine.deadline) ?? f.deadline, sliceEnd)
-        tasker_request_interrupt(crt, f.aborted != nil ? 1 : 0)
+        tasker_request_interrupt(crt, f.isAborted ? 1 : 0)
         var nres: Int32 = 0
         let status = lua_resume(co, L, nargs, &nres)
         current = nil
@@ -132,7 +132,7 @@ extension LuaRuntime {
         case LUA_YIELD:
             if tasker_take_hook_yield(crt, co) != 0 {
                 // The hook paused it: stopped (closed now) or its slice ended.
-                if f.aborted != nil { fiberFailed(f) } else { continueLater(f) }
+                if f.isAborted { fiberFailed(f) } else { continueLater(f) }
                 return
             }
             tasker_pop(co, nres)
@@ -148,7 +148,7 @@ extension LuaRuntime {
             mainDone = true
             retire(f)
         case .task(let run):
-            if let failure = f.aborted ?? overran(run) {
+            if let failure = f.isAborted ? f.aborted : overran(run) {
                 retire(f)
                 engine.complete(run, with: .failure(failure))
                 return
@@ -157,7 +157,7 @@ extension LuaRuntime {
             retire(f)
             engine.complete(run, with: .success(value))
         case .reaction(let reaction):
-            let failure = f.aborted
+            let failure = f.isAborted ? f.aborted : nil
             retire(f)
             engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
@@ -169,7 +169,7 @@ extension LuaRuntime {
         case .main:
             mainDone = true
             if exitCode == nil && !interrupted {
-                if let name = mainTaskErrorName, f.aborted == nil {
+                if let name = mainTaskErrorName, !f.isAborted {
                     lua_rawgeti(co, tasker_registryindex(), lua_Integer(mainTaskErrorRef))
                     if lua_rawequal(co, -1, -2) != 0 { mainErrorTask = name }
                     tasker_pop(co, 1)
@@ -215,7 +215,7 @@ extension LuaRuntime {
             return
         }
         f.pending = nil
-        if f.aborted != nil || (exitCode != nil && f === mainFiber) {
+        if f.isAborted || (exitCode != nil && f === mainFiber) {
             close(f)
             return
         }
@@ -298,7 +298,7 @@ extension LuaRuntime {
 
     /// Why the running fiber must stop now, if it must. The reason sticks.
     func stopReason(for f: Fiber) -> TaskFailure? {
-        if let reason = f.aborted { return reason }
+        if f.isAborted { return f.aborted }
         let now = Monotonic.now()
         switch f.kind {
         case .task(let run):

@@ -106,7 +106,7 @@ extension LuaRuntime {
             return usage(L, "calling 'ctx:cancelled' on bad self (ctx expected, got \(LuaStack(L).got(1, expected: "ctx"))); use ctx:cancelled()")
         }
         let f = fibersByTask[c.task]
-        let live = f != nil && f!.run?.token == c.token && f!.aborted == nil
+        let live = f != nil && f!.run?.token == c.token && !f!.isAborted
             && engine.isCurrent(AttemptRun(task: c.task, attempt: c.attempt, token: c.token))
         lua_pushboolean(L, live ? 0 : 1)
         return 1
