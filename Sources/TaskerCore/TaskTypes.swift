@@ -94,6 +94,9 @@ public enum TaskOutcome: Sendable {
 public enum TaskValue: Sendable {
     /// No values.
     case none
+    /// One integer, the commonest small result (a count, a code, an
+    /// index): kept here, so a runtime stores nothing for it.
+    case integer(Int64)
     /// Values a runtime keeps itself (the Lua runtime: in its values table,
     /// under `slot`, the id of the task that produced them).
     case stored(slot: TaskID, count: Int32)

@@ -15,6 +15,12 @@ extension LuaRuntime {
     func storeValues(_ co: OpaquePointer, count: Int32, slot: TaskID) -> TaskValue {
         guard count > 0 else { return .none }
         let base = lua_gettop(co) - count
+        if count == 1 && tasker_isinteger_value(co, -1) != 0 {
+            // Nothing to keep in the values table.
+            let n = tasker_tointeger(co, -1, nil)
+            lua_settop(co, base)
+            return .integer(Int64(n))
+        }
         if count > 1 {
             lua_createtable(co, count, 0)
             for i in 1...count {
@@ -35,6 +41,9 @@ extension LuaRuntime {
         switch value {
         case .none, .swift:
             return 0
+        case .integer(let n):
+            lua_pushinteger(co, lua_Integer(n))
+            return 1
         case .stored(let slot, let count):
             lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.values))
             lua_rawgeti(co, -1, lua_Integer(slot))

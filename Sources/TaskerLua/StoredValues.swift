@@ -49,23 +49,15 @@ extension LuaRuntime {
             return true
         case .group, .swift:
             return false
-        case .stored(let slot, let count):
+        case .integer(let n):
+            buffer.append(UInt8(ascii: "["))
+            StoredValueEncoder.decimal(lua_Integer(n), into: &buffer)
+            buffer.append(UInt8(ascii: "]"))
+            return true
+        case .stored:
             let top = lua_gettop(L)
             defer { lua_settop(L, top) }
             guard lua_checkstack(L, 64) != 0 else { return false }
-            if count == 1 {
-                // One integer (a count, an exit code, an index): written
-                // straight from the values table.
-                lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.values))
-                lua_rawgeti(L, -1, lua_Integer(slot))
-                if tasker_isinteger_value(L, -1) != 0 {
-                    buffer.append(UInt8(ascii: "["))
-                    StoredValueEncoder.decimal(tasker_tointeger(L, -1, nil), into: &buffer)
-                    buffer.append(UInt8(ascii: "]"))
-                    return true
-                }
-                lua_settop(L, top)
-            }
             let n = pushValues(L, value)
             do {
                 try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
@@ -86,6 +78,8 @@ extension LuaRuntime {
         switch value {
         case .none:
             return .json("[]")
+        case .integer(let n):
+            return .json("[\(n)]")
         case .group:
             return .notStorable("it is a group")
         case .swift:
