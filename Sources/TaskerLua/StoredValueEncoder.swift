@@ -158,7 +158,9 @@ struct StoredValueEncoder {
         }
     }
 
-    /// An integer in decimal, without making a String.
+    /// An integer in decimal, without making a String: digits into a
+    /// buffer on the stack, then appended one by one (a generic append of
+    /// a buffer cost more than the digits).
     static func decimal(_ n: lua_Integer, into out: inout [UInt8]) {
         if n >= 0 && n < 10 {
             out.append(UInt8(ascii: "0") + UInt8(n))
@@ -177,7 +179,10 @@ struct StoredValueEncoder {
                 i -= 1
                 buf[i] = UInt8(ascii: "-")
             }
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: buf[i...]))
+            while i < buf.count {
+                out.append(buf[i])
+                i += 1
+            }
         }
     }
 

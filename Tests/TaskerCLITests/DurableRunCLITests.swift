@@ -103,6 +103,41 @@ import Testing
         #expect(runs(s, "g") == 1)
     }
 
+    /// A lone integer result is kept in the task's outcome and written to
+    /// the journal digit by digit: every width and sign comes back exact.
+    @Test func loneIntegerResultsComeBackExactOnResume() async throws {
+        let s = try Scratch(["p.lua": """
+            local values = {0, 7, 9, 10, 99, 100, -1, -9, -10, 123456789, math.maxinteger, math.mininteger}
+            local hs = {}
+            for i, v in ipairs(values) do
+              hs[i] = tasker.add(function()
+                print("ran " .. i)
+                return v
+              end)
+            end
+            tasker.add{after = hs, run = function()
+              if tasker.vars.fail then error("late") end
+              local out = {}
+              for i, h in ipairs(hs) do
+                local v = h:await()
+                out[i] = math.type(v) .. ":" .. tostring(v)
+                assert(v == values[i], "value " .. i)
+              end
+              print(table.concat(out, " "))
+            end}
+            """])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "--var", "fail=1", "p.lua"], in: s.dir)
+        #expect(first.status == 1, "\(first.stderr)")
+        let second = try await tasker(["run", "--no-progress", "--resume", "p.lua"], in: s.dir)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(!second.stdout.contains("ran "), "\(second.stdout)")
+        #expect(second.stderr.contains("13 succeeded (12 reused)"), "\(second.stderr)")
+        #expect(second.stdout.contains(
+            "integer:0 integer:7 integer:9 integer:10 integer:99 integer:100 integer:-1 integer:-9 integer:-10 "
+            + "integer:123456789 integer:9223372036854775807 integer:-9223372036854775808"), "\(second.stdout)")
+    }
+
     @Test func historyListsRunsAndShowsTasksAsJSON() async throws {
         let s = try Scratch(["p.lua": Self.pipeline])
         defer { s.cleanup() }
