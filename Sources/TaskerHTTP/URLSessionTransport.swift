@@ -35,7 +35,6 @@ public final class URLSessionTransport: HTTPTransport {
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
-        queue.underlyingQueue = DispatchCallbacks.queue
         router = ExchangeRouter()
         session = URLSession(configuration: configuration, delegate: router, delegateQueue: queue)
     }
@@ -61,13 +60,6 @@ public final class URLSessionTransport: HTTPTransport {
         task.resume()
         return exchange
     }
-}
-
-/// The one serial dispatch queue tasker's own callbacks run on: URLSession's
-/// delegate and the CLI's signal sources. Each serial queue of its own would
-/// get a libdispatch thread of its own whenever two are busy at once.
-public enum DispatchCallbacks {
-    public static let queue = DispatchQueue(label: "tasker.callbacks")
 }
 
 /// One request in flight.

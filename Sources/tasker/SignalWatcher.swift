@@ -2,7 +2,6 @@ import Dispatch
 import Foundation
 import Synchronization
 import TaskerCore
-import TaskerHTTP
 import TaskerLua
 
 /// SIGINT, SIGTERM and SIGHUP: the first cancels everything (runaway Lua is
@@ -10,7 +9,7 @@ import TaskerLua
 /// 128 + signal; a second kills every process group the run started and
 /// exits at once.
 final class SignalWatcher {
-    private let queue = DispatchCallbacks.queue
+    private let queue = DispatchQueue(label: "tasker.signals")
     /// Kept by the watcher (the thread that starts and stops it); the
     /// handlers themselves share only the atomic count.
     private var sources: [DispatchSourceSignal] = []
