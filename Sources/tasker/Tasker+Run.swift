@@ -58,6 +58,12 @@ extension Tasker {
         var scriptArgs: [String] = []
 
         func validate() throws {
+            // First: with an option after FILE, the others may not say what was meant.
+            if let why = MisplacedOptions.message(before: Self.wordsBeforeFile(scriptArgs: scriptArgs),
+                                                  file: file, words: scriptArgs) {
+                StandardError.write("tasker: error: \(why)\n")
+                throw ExitCode(2)
+            }
             guard concurrency >= 1 else {
                 throw ValidationError("--concurrency must be at least 1 (got \(concurrency))")
             }
@@ -70,9 +76,19 @@ extension Tasker {
             }
         }
 
+        /// The words typed between `run` and FILE.
+        static func wordsBeforeFile(scriptArgs: [String]) -> [String] {
+            let argv = Array(CommandLine.arguments.dropFirst())
+            guard let run = argv.firstIndex(of: "run") else { return [] }
+            let fileIndex = argv.count - scriptArgs.count - 1
+            return fileIndex > run ? Array(argv[(run + 1)..<fileIndex]) : []
+        }
+
         func run() throws {
-            let (resumeRun, file, scriptArgs) = resume ? RunJournal.splitResume(file: file, args: scriptArgs)
-                                                       : (nil, file, scriptArgs)
+            let words = MisplacedOptions.scriptWords(self.scriptArgs)
+            let given = Array(words.checked + words.passed)
+            let (resumeRun, file, scriptArgs) = resume ? RunJournal.splitResume(file: file, args: given)
+                                                       : (nil, file, given)
             let journal = RunJournal(state: state, store: store)
             let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
             var options = LuaRuntime.Options()
