@@ -106,15 +106,49 @@ extension LuaRuntime {
         let id: TaskID
         switch r {
         case .luaFailureOf(let t): id = t
-        case .taskResult(let t, .raising) where engine.outcome(t)?.failure != nil: id = t
+        case .taskResult(let t, _) where engine.outcome(t)?.failure != nil: id = t
         default: return
         }
-        guard n == 2 else { return }
-        luaL_unref(L, tasker_registryindex(), mainTaskErrorRef)
-        lua_pushvalue(co, -1)
-        lua_xmove(co, L, 1)
-        mainTaskErrorRef = luaL_ref(L, tasker_registryindex())
-        mainTaskErrorName = engine.name(id)
+        // `false, err` (await, all) or `true, false, err` (result): err on top.
+        guard n >= 2 else { return }
+        rememberHandedError(co, -1, from: id)
+    }
+
+    /// Notes that the value at `i` on `co` is task `id`'s error, handed to
+    /// the main chunk (every path: a wait, or a task that had already
+    /// failed); `mainErrorTask(of:)` finds it again.
+    func rememberHandedError(_ co: OpaquePointer, _ i: Int32, from id: TaskID) {
+        guard lua_type(co, i) != LUA_TNIL, lua_checkstack(co, 3) != 0 else { return }
+        let v = lua_absindex(co, i)
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.handedErrors))
+        lua_pushvalue(co, v)
+        LuaStack(co).push(engine.name(id))
+        lua_rawset(co, -3)
+        tasker_pop(co, 1)
+    }
+
+    /// Whether `co` runs the main chunk.
+    func isMainThread(_ co: OpaquePointer) -> Bool { mainFiber.map { $0.thread == co } ?? false }
+
+    /// The task whose error the main chunk raised with the value on top of
+    /// `co`: that value itself, or `error(err)` of it (a string with the
+    /// raising line's position in front).
+    private func mainErrorTask(raised co: OpaquePointer) -> String? {
+        guard lua_checkstack(co, 3) != 0 else { return nil }
+        lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.handedErrors))
+        defer { tasker_pop(co, 1) }
+        lua_pushvalue(co, -2)
+        lua_rawget(co, -2)
+        defer { tasker_pop(co, 1) }
+        if let name = LuaStack(co).string(-1) { return name }
+        guard lua_type(co, -3) == LUA_TSTRING, let raised = LuaStack(co).string(-3) else { return nil }
+        // "file.lua:12: " + the task's message
+        guard let colon = raised.range(of: ": ") else { return nil }
+        let inner = String(raised[colon.upperBound...])
+        LuaStack(co).push(inner)
+        lua_rawget(co, -3)
+        defer { tasker_pop(co, 1) }
+        return LuaStack(co).string(-1)
     }
 
     func resume(_ f: Fiber, nargs: Int32) {
@@ -169,11 +203,7 @@ extension LuaRuntime {
         case .main:
             mainDone = true
             if exitCode == nil && !interrupted {
-                if let name = mainTaskErrorName, !f.isAborted {
-                    lua_rawgeti(co, tasker_registryindex(), lua_Integer(mainTaskErrorRef))
-                    if lua_rawequal(co, -1, -2) != 0 { mainErrorTask = name }
-                    tasker_pop(co, 1)
-                }
+                if !f.isAborted, let name = mainErrorTask(raised: co) { mainErrorTask = name }
                 mainError = traceback(co)
                 engine.cancelAll(reason: "the main chunk failed")
             }

@@ -8,7 +8,7 @@ extension LuaRuntime {
     func installModules() {
         let s = LuaStack(L)
         for keyPath in [\Refs.bodies, \Refs.values, \Refs.errors, \Refs.args, \Refs.tags,
-                        \Refs.handlers, \Refs.threads, \Refs.predicates] as [WritableKeyPath<Refs, Int32>] {
+                        \Refs.handlers, \Refs.threads, \Refs.predicates, \Refs.handedErrors] as [WritableKeyPath<Refs, Int32>] {
             s.newTable()
             refs[keyPath: keyPath] = s.ref()
         }

@@ -80,8 +80,6 @@ public final class LuaRuntime {
     /// `all`, `any`…), if that is how it failed.
     var mainErrorTask: String?
     /// The last task error handed to the main chunk, and its task's name.
-    var mainTaskErrorRef: Int32 = LUA_NOREF
-    var mainTaskErrorName: String?
     /// The fiber running each task's current attempt, by task id.
     var fibersByTask = TaskTable<Fiber>()
     /// Fibers whose threads finished cleanly, ready for reuse.
@@ -381,6 +379,7 @@ struct Refs {
     var handles: Int32 = 0    // [task id] = handle userdata (weak values)
     var threads: Int32 = 0    // anchors of live threads
     var predicates: Int32 = 0 // [task id] = retry.when function
+    var handedErrors: Int32 = 0 // [error value] = name of the task whose error the main chunk was handed
     var handleMeta: Int32 = 0
     var taskViewMeta: Int32 = 0
     var contextMeta: Int32 = 0

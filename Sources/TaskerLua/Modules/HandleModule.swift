@@ -126,8 +126,16 @@ extension LuaRuntime {
         case .failure(let e): return e.code
         case .success(let id):
             if let outcome = engine.outcome(id) {
-                if mode == .raising, let failure = outcome.failure { return raise(L, failure) }
-                return pushOutcome(L, outcome, mode: mode, leading: false)
+                // Already over: answered at once, and the main chunk is
+                // handed the error as a wait would hand it.
+                if mode == .raising, let failure = outcome.failure {
+                    let status = raise(L, failure)
+                    if isMainThread(L) { rememberHandedError(L, -1, from: id) }
+                    return status
+                }
+                let n = pushOutcome(L, outcome, mode: mode, leading: false)
+                if outcome.failure != nil, isMainThread(L) { rememberHandedError(L, -1, from: id) }
+                return n
             }
             if waitsOnItself([id]) != nil {
                 return usage(L, "h:\(method): task '\(engine.name(id))' cannot wait for itself (it would never finish)")

@@ -96,7 +96,9 @@ extension LuaRuntime {
                 for id in ids where !engine.isFinished(id) {
                     engine.cancel(id, reason: "tasker.all: task '\(engine.name(failed))' did not succeed")
                 }
-                return raise(L, engine.outcome(failed)!.failure!)
+                let status = raise(L, engine.outcome(failed)!.failure!)
+                if isMainThread(L) { rememberHandedError(L, -1, from: failed) }
+                return status
             }
             if ids.allSatisfy({ engine.isFinished($0) }) {
                 _ = push(.values(ids, compact: false), onto: L)
