@@ -61,7 +61,9 @@ import Testing
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
             dofile("defs.lua")
             local hs = {}
-            for i = 1, 40 do hs[i] = double{args = {n = i, t = 0.2}} end
+            -- long enough that the doomed worker cannot finish them all
+            -- before the test, slowed by a loaded machine, sees it start
+            for i = 1, 40 do hs[i] = double{args = {n = i, t = 0.5}} end
             local sum = 0
             for _, h in ipairs(hs) do sum = sum + h:await() end
             print("sum " .. sum)
@@ -84,7 +86,9 @@ import Testing
     @Test func aWorkerStoppedPastItsLeaseHasItsLateResultRefused() async throws {
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
             dofile("defs.lua")
-            local v, who = double{args = {n = 1, t = 2}}:await()
+            -- a must still be inside the job when the test, slowed by a
+            -- loaded machine, stops it
+            local v, who = double{args = {n = 1, t = 4}}:await()
             print("result " .. v .. " from " .. who)
             """])
         defer { s.cleanup() }

@@ -103,4 +103,23 @@ import Testing
         #expect(out == [5, 2, 4, 1, 3, 6])
         #expect(q.isEmpty)
     }
+
+    /// Within a priority, add order (ids), not the order tasks became
+    /// ready: a dependent released late goes before tasks added after it.
+    @Test func readyQueueKeepsAddOrderWhateverTheOrderOfReadiness() {
+        var q = ReadyQueue()
+        for id in [1, 3, 4, 8] { q.push(id, priority: 0) }
+        #expect(q.pop() == 1)
+        q.push(2, priority: 0)   // released by 1
+        q.push(6, priority: 0)
+        q.push(5, priority: 0)
+        q.push(7, priority: 2)   // higher priority still goes first
+        var out: [TaskID] = []
+        while let id = q.pop() {
+            out.append(id)
+            if id == 3 { q.push(0, priority: -1); q.push(9, priority: 0) }
+        }
+        #expect(out == [7, 2, 3, 4, 5, 6, 8, 9, 0])
+        #expect(q.isEmpty)
+    }
 }
