@@ -74,7 +74,8 @@ extension Engine {
 
     func attemptFailed(_ r: TaskRecord, _ failure: TaskFailure) {
         guard !r.state.isFinal else { return }
-        guard r.retry.allowsRetry(failure, attempt: r.attempts), r.retryWhen?(failure, r.attempts) ?? true else {
+        guard r.retry.allowsRetry(failure, attempt: r.attempts),
+              r.retryWhen?(failure, r.attempts) ?? !failure.permanent else {
             finalAttemptEnded(r, .ending(with: failure))
             return
         }

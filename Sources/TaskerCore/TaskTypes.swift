@@ -44,6 +44,9 @@ public struct TaskFailure: Error, Sendable, CustomStringConvertible {
     /// A short reason for the run's summary ("skipped: dependency 'build'
     /// failed"); `description` when absent.
     public var summary: String?
+    /// Trying again cannot help (a program that is not on PATH): retried
+    /// only when the task's `when` asks for it.
+    public var permanent = false
 
     public init(_ kind: Kind, _ message: String, payload: (any Sendable)? = nil) {
         self.kind = kind

@@ -22,7 +22,8 @@ struct ExecRequest: Sendable {
 enum ExecOutcome: Sendable {
     case finished(code: Int, stdout: [UInt8], stderr: [UInt8])
     case timedOut
-    case failed(String)
+    /// It could not run; `permanent` when trying again cannot help.
+    case failed(String, permanent: Bool = false)
 }
 
 /// A child's stdin: the bytes in an unlinked temporary file, positioned at

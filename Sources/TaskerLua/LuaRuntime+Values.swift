@@ -82,6 +82,7 @@ extension LuaRuntime {
         var kind = TaskFailure.Kind.error
         var message: String
         var position: String?
+        var permanent = false
         if s.type(-1) == LUA_TTABLE, isErrorTable(co, -1) {
             s.rawGet(-1, "kind")
             kind = s.string(-1).flatMap(TaskFailure.Kind.init(rawValue:)) ?? .error
@@ -91,6 +92,9 @@ extension LuaRuntime {
             s.pop()
             s.rawGet(-1, "where")
             if let w = s.string(-1), !w.isEmpty { position = w }
+            s.pop()
+            s.rawGet(-1, "permanent")
+            permanent = lua_toboolean(co, -1) != 0
             s.pop()
         } else {
             message = s.describe(-1)
@@ -106,6 +110,7 @@ extension LuaRuntime {
         tasker_pop(co, 1)
         var failure = TaskFailure(kind, message, payload: LuaErrorSlot(slot: slot))
         failure.position = position
+        failure.permanent = permanent
         return failure
     }
 

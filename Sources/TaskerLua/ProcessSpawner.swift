@@ -35,6 +35,8 @@ enum ProcessSpawner {
 
     struct SpawnError: Error {
         let message: String
+        /// The program is not there or cannot be run: another try fails too.
+        var permanent = false
     }
 
     private static let resolved = Mutex([String: String]())
@@ -78,7 +80,7 @@ enum ProcessSpawner {
                       stdin: Stream, stdout: Stream, stderr: Stream) throws(SpawnError) -> Child {
         let pathValue = env.first { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) }
         guard let program = resolve(argv[0], path: pathValue) else {
-            throw SpawnError(message: "no such program on PATH")
+            throw SpawnError(message: "no such program on PATH", permanent: true)
         }
         // pipes[k]: (child's end, tasker's end) for standard descriptor k.
         var pipes: [(child: Int32, mine: Int32)?] = [nil, nil, nil]
@@ -134,7 +136,8 @@ enum ProcessSpawner {
         }
         guard rc == 0 else {
             closeAll(mine: true)
-            throw SpawnError(message: String(cString: strerror(rc)))
+            throw SpawnError(message: String(cString: strerror(rc)),
+                             permanent: rc == ENOENT || rc == EACCES || rc == ENOEXEC || rc == ENOTDIR)
         }
         closeAll(mine: false)
         return Child(pid: pid, pidfd: tasker_pidfd_open(pid), stdin: pipes[0]?.mine ?? -1,

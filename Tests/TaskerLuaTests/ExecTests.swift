@@ -30,8 +30,39 @@ import Testing
             local ok2, e2 = pcall(tasker.exec, {"tasker-no-such-program"})
             print(ok2, e2.kind, e2.message:find("cannot run 'tasker-no-such-program'", 1, true) == 1)
             """)
-        #expect(r.lines == ["false\texec\t3\tbroken", "\t'/bin/sh -c echo broken >&2; exit 3' exited with code 3: broken",
+        #expect(r.lines == ["false\texec\t3\tbroken", "\t'/bin/sh -c echo broken >&2; exit 3' exited with code 3: broken (check = false returns the code instead)",
                             "4\tfalse", "false\texec\ttrue"])
+    }
+
+    /// A program that is not there fails the same way every time: not
+    /// retried, unless the task's `when` asks for it (`err.permanent`).
+    @Test func aMissingProgramIsNotRetriedUnlessWhenSaysSo() async throws {
+        let r = try await runLua("""
+            local tries = {plain = 0, asked = 0, exit = 0}
+            local plain = tasker.add{retry = {attempts = 3, delay = 0.001}, run = function()
+              tries.plain = tries.plain + 1
+              tasker.exec{"tasker-no-such-program"}
+            end}
+            local asked = tasker.add{retry = {attempts = 3, delay = 0.001, when = function(err) return err.permanent end},
+              run = function() tries.asked = tries.asked + 1; tasker.exec{"tasker-no-such-program"} end}
+            local exit = tasker.add{retry = {attempts = 3, delay = 0.001}, run = function()
+              tries.exit = tries.exit + 1
+              tasker.sh("exit 1")
+            end}
+            tasker.some{plain, asked, exit}
+            local _, err = plain:result()
+            print(tries.plain, tries.asked, tries.exit, err.permanent)
+            """)
+        #expect(r.lines == ["1\t3\t3\ttrue"])
+    }
+
+    @Test func aCommandLineGivenToExecPointsToSh() async throws {
+        let r = try await runLua("""
+            local ok, err = pcall(tasker.exec, "ls -la /tmp")
+            print(ok, err.kind, err.message)
+            """)
+        #expect(r.lines == ["false\tusage\ttasker.exec takes the program and its arguments as a list, {\"ls\", \"-la\"}, "
+            + "and runs no shell; for a shell command line use tasker.sh(\"ls -la /tmp\")"])
     }
 
     @Test func timeoutAndCancelTerminateTheProcessAndItsChildren() async throws {
@@ -85,7 +116,8 @@ import Testing
             }) do print(select(2, pcall(f)).message) end
             """)
         #expect(r.lines == [
-            "bad argument #1 to 'tasker.exec' (table expected, got string)",
+            "tasker.exec takes the program and its arguments as a list, {\"ls\", \"-la\"}, and runs no shell; "
+                + "for a shell command line use tasker.sh(\"ls\")",
             "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})",
             "bad element #2 in 'tasker.exec' command (string expected, got table)",
             "bad option 'timeout' to 'tasker.exec' (positive number expected, got -1)",

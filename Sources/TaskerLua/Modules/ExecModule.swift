@@ -1,6 +1,7 @@
 import CLua
 import CLuaShim
 import TaskerCore
+import TaskerHTTP
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -24,6 +25,10 @@ final class ExecModule: LuaModule {
     static let options: Set<String> = ["cwd", "env", "stdin", "timeout", "check", "stream"]
 
     func exec(_ L: OpaquePointer) -> Int32 {
+        if lua_type(L, 1) == LUA_TSTRING, let line = LuaStack(L).string(1) {
+            return runtime.usage(L, "tasker.exec takes the program and its arguments as a list, "
+                + "{\"ls\", \"-la\"}, and runs no shell; for a shell command line use tasker.sh(\(Self.quoted(line)))")
+        }
         guard lua_type(L, 1) == LUA_TTABLE else { return runtime.argError(L, "tasker.exec", 1, "table") }
         let s = LuaStack(L)
         var argv: [String] = []
@@ -41,6 +46,23 @@ final class ExecModule: LuaModule {
             return runtime.usage(L, "bad element #\(k + 1) in 'tasker.exec' command (it contains a NUL byte)")
         }
         return execute(L, argv: argv, options: 1, fn: "tasker.exec")
+    }
+
+    /// A command line as a Lua string literal, for a message (secrets
+    /// hidden, long lines cut).
+    static func quoted(_ line: String) -> String {
+        var text = Redaction.text(line)
+        if text.count > 80 { text = String(text.prefix(77)) + "..." }
+        var out = "\""
+        for ch in text.unicodeScalars {
+            switch ch {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out += TerminalText.isControl(ch) ? "?" : String(ch)
+            }
+        }
+        return out + "\""
     }
 
     func sh(_ L: OpaquePointer) -> Int32 {
@@ -107,14 +129,19 @@ final class ExecModule: LuaModule {
         case .timedOut:
             lua_pushboolean(co, 0)
             runtime.pushErrorTable(co, kind: "timeout", message: "'\(r.display)' exceeded \(formatSeconds(r.timeout ?? 0))", where: nil)
-        case .failed(let why):
+        case .failed(let why, let permanent):
             lua_pushboolean(co, 0)
             runtime.pushErrorTable(co, kind: "exec", message: "cannot run '\(r.display)': \(why)", where: nil)
+            if permanent {
+                lua_pushboolean(co, 1)
+                s.rawSet(-2, "permanent")
+            }
         case .finished(let code, let stdout, let stderr):
             if r.check && code != 0 {
                 lua_pushboolean(co, 0)
                 let firstLine = String(decoding: stderr.prefix(500), as: UTF8.self).split(separator: "\n").first.map { ": \($0)" } ?? ""
-                runtime.pushErrorTable(co, kind: "exec", message: "'\(r.display)' exited with code \(code)\(firstLine)", where: nil)
+                runtime.pushErrorTable(co, kind: "exec", message: "'\(r.display)' exited with code \(code)\(firstLine)"
+                                       + " (check = false returns the code instead)", where: nil)
                 s.push(code)
                 s.rawSet(-2, "code")
                 pushBytes(co, stderr)
@@ -178,7 +205,7 @@ final class ExecWait: FiberWait {
         do {
             child = try ProcessSpawner.spawn(argv: r.argv, env: ProcessSpawner.environment(r.env), cwd: r.cwd, stdin: stdinFD)
         } catch {
-            answer(.failed(error.message))
+            answer(.failed(error.message, permanent: error.permanent))
             return
         }
         pid = child.pid
