@@ -10,13 +10,28 @@ public enum Journal {
     public static let fileName = "journal.db"
 
     /// `--state DIR`, else `$TASKER_STATE_DIR`, else `$XDG_STATE_HOME/tasker`,
-    /// else `~/.local/state/tasker`.
+    /// else `~/.local/state/tasker`; without HOME (cron, a bare container)
+    /// the account's home from the password database, else
+    /// `/tmp/tasker-UID` (`homeless` says when; the CLI says where).
     public static func directory(override: String?, environment: [String: String]) -> String {
         if let override, !override.isEmpty { return override }
         if let d = environment["TASKER_STATE_DIR"], !d.isEmpty { return d }
         if let d = environment["XDG_STATE_HOME"], !d.isEmpty { return d + "/tasker" }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        return home + "/.local/state/tasker"
+        if let home = environment["HOME"], !home.isEmpty { return home + "/.local/state/tasker" }
+        if let pw = getpwuid(getuid()), let dir = pw.pointee.pw_dir, dir.pointee != 0 {
+            let home = String(cString: dir)
+            var st = stat()
+            if home != "/", stat(home, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR, access(home, W_OK) == 0 {
+                return home + "/.local/state/tasker"
+            }
+        }
+        return "/tmp/tasker-\(getuid())"
+    }
+
+    /// Whether `directory` had no HOME (nor anything else) to go by.
+    public static func homeless(override: String?, environment: [String: String]) -> Bool {
+        (override ?? "").isEmpty && (environment["TASKER_STATE_DIR"] ?? "").isEmpty
+            && (environment["XDG_STATE_HOME"] ?? "").isEmpty && (environment["HOME"] ?? "").isEmpty
     }
 
     /// Creates `directory` (0700) if needed and checks that it can be written.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 import TaskerJournal
 import TaskerLua
 import TaskerQueue
@@ -23,22 +24,40 @@ enum JournalPlace: CustomStringConvertible {
         if let store {
             self = .store(store)
         } else {
-            self = .directory(Journal.directory(override: state, environment: ProcessInfo.processInfo.environment))
+            let env = ProcessInfo.processInfo.environment
+            let dir = Journal.directory(override: state, environment: env)
+            if Journal.homeless(override: state, environment: env) { Self.guessed.withLock { $0 = dir } }
+            self = .directory(dir)
         }
+    }
+
+    /// Without HOME the journal's place is a guess: said once, on stderr,
+    /// when the journal is used (not by a `--no-journal` run). `--state`
+    /// given means the place was chosen.
+    private static let guessed = Mutex<String?>(nil)
+    private static let announced = Mutex(false)
+    private static func announce(_ dir: String) {
+        guard guessed.withLock({ $0 == dir }),
+              announced.withLock({ seen in defer { seen = true }; return !seen }) else { return }
+        StandardError.write("tasker: note: HOME is not set: the journal is in \(dir) (--state DIR or TASKER_STATE_DIR chooses)\n")
     }
 
     func reader() throws -> JournalReader {
         switch self {
-        case .directory(let d): try JournalReader(directory: d)
-        case .store(let url): try JournalReader(store: PGJournalStore(url: url))
+        case .directory(let d):
+            Self.announce(d)
+            return try JournalReader(directory: d)
+        case .store(let url): return try JournalReader(store: PGJournalStore(url: url))
         }
     }
 
     /// The writer of a new run (it connects on its own thread).
     func writer(run: JournalRun) throws -> JournalWriter {
         switch self {
-        case .directory(let d): try JournalWriter(directory: d, run: run)
-        case .store(let url): JournalWriter(run: run) { try PGJournalStore(url: url) }
+        case .directory(let d):
+            Self.announce(d)
+            return try JournalWriter(directory: d, run: run)
+        case .store(let url): return JournalWriter(run: run) { try PGJournalStore(url: url) }
         }
     }
 }

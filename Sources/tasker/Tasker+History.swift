@@ -60,12 +60,15 @@ extension Tasker {
         }
     }
 
-    /// `tasker show RUN|last [--json]`.
+    /// `tasker show RUN|last [FILE] [--json]`.
     struct Show: ParsableCommand {
         static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one recorded run and its tasks.")
 
         @Argument(help: ArgumentHelp("A run id, or 'last'.", valueName: "run"))
         var runID: String
+
+        @Argument(help: ArgumentHelp("With 'last': the last run of this pipeline file.", valueName: "file"))
+        var file: String?
 
         @Flag(name: .long, help: "One JSON object.")
         var json = false
@@ -74,7 +77,7 @@ extension Tasker {
 
         func run() throws {
             let reader = try journal.reader()
-            let r = try History.run(runID, in: reader)
+            let r = try History.run(runID, of: file, in: reader)
             // Each task is written as it is read: a run of 100,000s of
             // tasks streams out in little memory.
             var out = StdoutChunks()
@@ -115,9 +118,19 @@ extension Tasker {
 /// Shared by `runs`, `show` and `report`.
 enum History {
     /// The run `id` (or `last`), or exit 2 saying there is none.
-    static func run(_ id: String, in reader: JournalReader) throws -> JournalRun {
-        guard let r = try reader.run(id) else {
-            StandardError.write("tasker: error: no run '\(TerminalText.escape(id))' in the journal (see 'tasker runs')\n")
+    /// Run `id`; `last` with a pipeline `file` is that file's newest run.
+    static func run(_ id: String, of file: String? = nil, in reader: JournalReader) throws -> JournalRun {
+        if file != nil, id != "last" {
+            StandardError.write("tasker: error: a pipeline file goes with 'last' only (a run id names one run already)\n")
+            throw ExitCode(2)
+        }
+        let pipeline = file.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path }
+        guard let r = try reader.run(id, pipeline: pipeline) else {
+            if let pipeline {
+                StandardError.write("tasker: error: no run of \(TerminalText.escape(pipeline)) in the journal (see 'tasker runs')\n")
+            } else {
+                StandardError.write("tasker: error: no run '\(TerminalText.escape(id))' in the journal (see 'tasker runs')\n")
+            }
             throw ExitCode(2)
         }
         return r

@@ -4,7 +4,7 @@ import TaskerLua
 import TaskerJournal
 
 extension Tasker {
-    /// `tasker report RUN|last [-o FILE.html]`.
+    /// `tasker report RUN|last [FILE] [-o FILE.html]`.
     struct Report: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "report",
@@ -13,6 +13,9 @@ extension Tasker {
         @Argument(help: ArgumentHelp("A run id, or 'last'.", valueName: "run"))
         var runID: String
 
+        @Argument(help: ArgumentHelp("With 'last': the last run of this pipeline file.", valueName: "file"))
+        var file: String?
+
         @Option(name: .shortAndLong, help: ArgumentHelp("Where to write it (default: tasker-RUN.html).", valueName: "file.html"))
         var output: String?
 
@@ -20,7 +23,7 @@ extension Tasker {
 
         func run() throws {
             let reader = try journal.reader()
-            let r = try History.run(runID, in: reader)
+            let r = try History.run(runID, of: file, in: reader)
             let path = output ?? "tasker-\(r.id).html"
             do {
                 try ReportCommand.render(r, reader: reader, to: path)

@@ -56,4 +56,46 @@ import Testing
         let head = try await shell("\"$TASKER\" show last | head -3", in: s.dir)
         #expect(head.stdout.split(separator: "\n").count == 3)
     }
+    /// `show last FILE` and `report last FILE`: the newest run of that
+    /// pipeline, not of any.
+    @Test func lastWithAFileIsThatPipelinesLastRun() async throws {
+        let s = try Scratch(["a.lua": "print('a')\n", "b.lua": "print('b')\n"])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "a.lua"], in: s.dir)
+        _ = try await tasker(["run", "--no-progress", "b.lua"], in: s.dir)
+        let a = try await tasker(["show", "last", "a.lua"], in: s.dir)
+        #expect(a.status == 0, "\(a.stderr)")
+        #expect(a.stdout.hasPrefix("run ") && a.stdout.split(separator: "\n")[0].hasSuffix("/a.lua"), "\(a.stdout)")
+        let any = try await tasker(["show", "last"], in: s.dir)
+        #expect(any.stdout.split(separator: "\n")[0].hasSuffix("/b.lua"), "\(any.stdout)")
+        let report = try await tasker(["report", "last", "a.lua", "-o", "a.html"], in: s.dir)
+        #expect(report.status == 0, "\(report.stderr)")
+        let html = try String(contentsOf: s.dir.appendingPathComponent("a.html"), encoding: .utf8)
+        #expect(html.contains("/a.lua") && !html.contains("/b.lua"))
+        let none = try await tasker(["show", "last", "c.lua"], in: s.dir)
+        #expect(none.status == 2)
+        #expect(none.stderr.contains("no run of ") && none.stderr.contains("/c.lua"), "\(none.stderr)")
+        let id = String(a.stdout.split(separator: " ")[1])
+        let both = try await tasker(["show", id, "a.lua"], in: s.dir)
+        #expect(both.status == 2)
+        #expect(both.stderr.contains("goes with 'last' only"))
+    }
+
+    /// Without HOME the journal's place is a guess, and tasker says where
+    /// it went, once; a run without a journal says nothing.
+    @Test func withoutHomeTheJournalsPlaceIsSaid() async throws {
+        let s = try Scratch(["p.lua": "print('p')\n"])
+        defer { s.cleanup() }
+        let bare = "env -u HOME -u TASKER_STATE_DIR -u XDG_STATE_HOME \"$TASKER\""
+        let quiet = try await shell("\(bare) run --no-progress --no-journal p.lua", in: s.dir)
+        #expect(quiet.status == 0)
+        #expect(!quiet.stderr.contains("HOME is not set"), "\(quiet.stderr)")
+        let chosen = try await shell("\(bare) run --no-progress --state st p.lua", in: s.dir)
+        #expect(chosen.status == 0)
+        #expect(!chosen.stderr.contains("HOME is not set"), "\(chosen.stderr)")
+        // reading only (a run would write into the account's home)
+        let runs = try await shell("\(bare) runs --limit 1", in: s.dir)
+        let notes = runs.stderr.components(separatedBy: "HOME is not set: the journal is in ").count - 1
+        #expect(notes == 1, "\(runs.stderr)")
+    }
 }
