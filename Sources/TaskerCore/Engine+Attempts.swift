@@ -8,6 +8,9 @@ extension Engine {
         r.attempts += 1
         r.token = newToken()
         announceStartOnce(r)
+        if r.attempts > 1 {
+            for o in observers { o.taskAttemptStarted(r.id, attempt: r.attempts, engine: self) }
+        }
         let run = AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
         if let timeout = r.timeout { armTimeout(r, run, in: Monotonic.nanos(timeout)) }
         guard let body = r.body else {

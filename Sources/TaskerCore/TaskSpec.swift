@@ -47,6 +47,9 @@ public protocol EngineObserver: AnyObject {
     func taskStarted(_ id: TaskID, engine: Engine)
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine)
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine)
+    /// A later attempt (2, 3, …) took a slot and started: when it really
+    /// began, after the retry's delay and any wait for a slot.
+    func taskAttemptStarted(_ id: TaskID, attempt: Int, engine: Engine)
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine)
     func taskReacting(_ id: TaskID, reactor: String, engine: Engine)
     func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine)
@@ -60,6 +63,7 @@ extension EngineObserver {
     public func taskStarted(_ id: TaskID, engine: Engine) {}
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {}
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {}
+    public func taskAttemptStarted(_ id: TaskID, attempt: Int, engine: Engine) {}
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {}
     public func taskReacting(_ id: TaskID, reactor: String, engine: Engine) {}
     public func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {}

@@ -124,6 +124,13 @@ final class JournalRecorder: EngineObserver {
         extras[id] = x
     }
 
+    /// The attempt's real start (the retry's planned one is only a guess:
+    /// slots may all be busy then).
+    func taskAttemptStarted(_ id: TaskID, attempt: Int, engine: Engine) {
+        guard extras[id] != nil else { return }
+        extras[id]?.attemptStart = now
+    }
+
     func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {
         extras[id, default: Extra()].heldSince = now
     }

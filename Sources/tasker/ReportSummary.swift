@@ -21,7 +21,8 @@ struct ReportSummary {
     private(set) var retried = 0
     /// The latest moment any task was seen (seconds into the run).
     private(set) var lastMoment = 0.0
-    /// Start and end of every task that ran, in pairs; end -1: still running.
+    /// Start and end of every attempt that ran (a retry's wait holds no
+    /// slot), in pairs; end -1: still running.
     private(set) var spans: [Double] = []
     /// Every task, while there are at most `timelineRows`.
     private var all: [JournalTask]? = []
@@ -62,9 +63,10 @@ struct ReportSummary {
             if workCount <= Self.timelineRows { all?.append(kept) } else { all = nil }
         }
         guard !t.reused else { return }
-        if let s = t.started {
-            spans.append(s)
-            spans.append(t.ended ?? (t.state == "running" ? -1 : s))
+        let attempts = t.allAttempts
+        for (k, a) in attempts.enumerated() {
+            spans.append(a.start)
+            spans.append(k == attempts.count - 1 && t.state == "running" && t.ended == nil ? -1 : a.end)
         }
         slowestAny.add(kept)
         if t.state == "succeeded" && t.attempts <= 1 && t.held == 0 {

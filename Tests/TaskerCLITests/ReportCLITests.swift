@@ -126,6 +126,29 @@ import Testing
         #expect(html.hasSuffix("</html>\n"))
     }
 
+    /// The chart counts what held a slot: many short tasks at concurrency
+    /// 4 (several in each slice of the chart; it said 12) and retries
+    /// (whose waits hold no slot) never show more than 4 at once.
+    @Test func theChartNeverShowsMoreAtOnceThanTheConcurrency() async throws {
+        let s = try Scratch(["p.lua": """
+            for i = 1, 400 do tasker.add(function() tasker.sleep(0.001) end) end
+            for i = 1, 4 do
+              tasker.add{retry = {attempts = 3, delay = 0.05}, run = function(ctx)
+                tasker.sleep(0.01)
+                if ctx.attempt < 3 then error("again") end
+              end}
+            end
+            """])
+        defer { s.cleanup() }
+        let run = try await tasker(["run", "--no-progress", "--concurrency", "4", "--report", "r.html", "p.lua"], in: s.dir)
+        #expect(run.status == 0, "\(run.stderr)")
+        let html = try String(contentsOf: s.dir.appendingPathComponent("r.html"), encoding: .utf8)
+        let peak = html.range(of: "running at once, average per slice (peak ").flatMap { r in
+            Double(html[r.upperBound...].prefix { $0.isNumber || $0 == "." })
+        }
+        #expect(peak.map { $0 >= 1.5 && $0 <= 4.0 } ?? false, "peak \(String(describing: peak))")
+    }
+
     /// The report of a run still going: its running task drawn up to now.
     @Test func aRunStillGoingHasAReport() async throws {
         let s = try Scratch(["live.lua": """
