@@ -118,12 +118,16 @@ public final class JournalReader {
 
     private func settle(_ run: UnendedRun) throws {
         var entries = try self.entries(of: run.id)
+        // The run's last recorded moment (a running task recorded again
+        // while it ran says how long the run lived): its lost tasks ran
+        // until then.
+        let alive = entries.map { $0.ended ?? $0.started ?? $0.added }.max() ?? 0
         var lost: [JournalEntry] = []
         for i in entries.indices where entries[i].state == .running {
             entries[i].state = .failed
             entries[i].errorKind = "lost"
             entries[i].error = "lost: the run ended while the task was running"
-            entries[i].ended = entries[i].ended ?? entries[i].started
+            entries[i].ended = max(alive, entries[i].ended ?? entries[i].started ?? alive)
             lost.append(entries[i])
         }
         var counts: [String: Int] = [:]

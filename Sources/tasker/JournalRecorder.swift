@@ -20,6 +20,12 @@ final class JournalRecorder: EngineObserver {
     /// What few tasks have: held time, earlier attempts.
     private var extras: [TaskID: Extra] = [:]
     private var recentlyStarted: [TaskID] = []
+    /// A few tasks recorded as running, oldest first: every `beatInterval`
+    /// one still running is recorded again with how long it has run so
+    /// far, so a run killed later shows how long its lost tasks (and it)
+    /// really lasted, to within a beat.
+    private var runningSample: [TaskID] = []
+    static let beatInterval = 0.5
     private var hosts: [String: JournalHostRequests] = [:]
     /// The slowest tasks so far (for the summary), longest first, in ticks
     /// of `clock`.
@@ -66,6 +72,25 @@ final class JournalRecorder: EngineObserver {
         runtime.engine.keepTimes(source)
         runtime.engine.observers.append(self)
         runtime.observeRequests { self.request($0) }
+        scheduleBeat(runtime.engine)
+    }
+
+    /// Not keeping the loop alive: a run ends when its work does.
+    private func scheduleBeat(_ engine: Engine) {
+        engine.loop.schedule(after: Self.beatInterval, keepAlive: false) { [unowned engine] in
+            self.beat(engine)
+            self.scheduleBeat(engine)
+        }
+    }
+
+    private func beat(_ engine: Engine) {
+        runningSample.removeAll { engine.isFinished($0) }
+        guard let id = runningSample.first else { return }
+        var e = entry(id, engine.facts(id), engine, state: .running)
+        e.attempts = max(1, engine.attempts(id))
+        e.ended = now  // so far: the run was alive until here
+        JournalCodec.encode(e, into: &encoded)
+        writer.submit(&encoded)
     }
 
     /// Task times, read by the engine (add, start) and here (end, from
@@ -103,6 +128,7 @@ final class JournalRecorder: EngineObserver {
             var e = entry(id, engine.facts(id), engine, state: .running)
             e.attempts = max(1, engine.attempts(id))
             JournalCodec.encode(e, into: &encoded)
+            if runningSample.count < 64 { runningSample.append(id) }
         }
         recentlyStarted.removeAll(keepingCapacity: true)
         submitPlain()

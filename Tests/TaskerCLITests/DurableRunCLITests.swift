@@ -185,7 +185,7 @@ import Testing
             for i = 1, 5 do quick[i] = tasker.add{name = "quick" .. i, run = function() mark("quick" .. i); return i end} end
             local slow = tasker.add{name = "slow", run = function() mark("slow"); tasker.sleep(tonumber(tasker.vars.sleep or "60")) end}
             tasker.all(quick)
-            tasker.sleep(0.3)  -- past the journal's 100 ms promise
+            tasker.sleep(1.2)  -- past the journal's 100 ms promise, and two of its 0.5 s beats
             io.write("ready\\n"); io.stdout:flush()
             slow:await()
             """])
@@ -203,6 +203,9 @@ import Testing
         #expect(slow["state"] as? String == "failed")
         #expect(slow["error_kind"] as? String == "lost")
         #expect(tasks.filter { $0["state"] as? String == "succeeded" }.count == 5)
+        // how long it and the run really lasted (to within a beat), not 0
+        #expect((slow["duration"] as? Double ?? 0) >= 0.5, "\(slow)")
+        #expect((run["duration"] as? Double ?? 0) >= 0.5, "\(run["duration"] ?? "none")")
 
         let resumed = try await tasker(["run", "--no-progress", "--var", "sleep=0", "--resume", "k.lua", "out"], in: s.dir)
         #expect(resumed.status == 0, "\(resumed.stderr)")
