@@ -1,0 +1,42 @@
+import Foundation
+import Testing
+
+/// Through the built CLI: the order ready tasks start in, and how `exec`
+/// failures are retried and explained.
+@Suite struct SchedulingAndExecCLITests {
+    /// At concurrency 1 an extract -> transform -> load pipeline finishes
+    /// one chain before it starts the next (it once ran every extract
+    /// first).
+    @Test func chainsFinishOneByOneAtConcurrencyOne() async throws {
+        let s = try Scratch(["etl.lua": """
+            local function step(name) return function() io.write(name, " "); io.stdout:flush() end end
+            for i = 1, 3 do
+              local e = tasker.add{name = "e" .. i, run = step("e" .. i)}
+              local t = tasker.add{name = "t" .. i, after = e, run = step("t" .. i)}
+              tasker.add{name = "l" .. i, after = t, run = step("l" .. i)}
+            end
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "--concurrency", "1", "etl.lua"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "e1 t1 l1 e2 t2 l2 e3 t3 l3 ")
+    }
+
+    @Test func aMissingProgramIsTriedOnceAndExecErrorsSayWhatToDo() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.add{name = "deploy", retry = {attempts = 5, delay = 0.01}, run = function()
+              io.write("try\\n"); io.stdout:flush()
+              tasker.exec{"tasker-no-such-deploy-tool", "--prod"}
+            end}
+            tasker.add{name = "check", run = function() tasker.exec{"sh", "-c", "echo bad >&2; exit 2"} end}
+            tasker.add{name = "list", run = function() tasker.exec("ls -la") end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "p.lua"], in: s.dir)
+        #expect(r.status == 1)
+        #expect(r.stdout == "try\n", "retried: \(r.stdout)")
+        #expect(r.stderr.contains("failed deploy: exec: cannot run 'tasker-no-such-deploy-tool --prod': no such program on PATH"), "\(r.stderr)")
+        #expect(r.stderr.contains("exited with code 2: bad (check = false returns the code instead)"), "\(r.stderr)")
+        #expect(r.stderr.contains("for a shell command line use tasker.sh(\"ls -la\")"), "\(r.stderr)")
+    }
+}
