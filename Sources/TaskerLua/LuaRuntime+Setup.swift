@@ -124,7 +124,7 @@ extension LuaRuntime {
         scriptDirectory = dir.isEmpty ? "." : dir
         setPackagePath(scriptDirectory)
         guard let data = FileManager.default.contents(atPath: path) else {
-            mainError = "tasker: cannot open \(path)"
+            mainError = PipelineRunner.unreadable(path: path) ?? "cannot open \(path)"
             mainDone = true
             finish()
             return

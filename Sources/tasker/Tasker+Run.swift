@@ -89,6 +89,12 @@ extension Tasker {
             let given = Array(words.checked + words.passed)
             let (resumeRun, file, scriptArgs) = resume ? RunJournal.splitResume(file: file, args: given)
                                                        : (nil, file, given)
+            // One line with the system's reason, before anything is
+            // started or recorded (no summary of a run that never was).
+            if let why = PipelineRunner.unreadable(path: file) {
+                StandardError.write("tasker: error: \(why)\n")
+                throw ExitCode(2)
+            }
             let journal = RunJournal(state: state, store: store)
             let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
             var options = LuaRuntime.Options()

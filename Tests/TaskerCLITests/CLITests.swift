@@ -56,9 +56,17 @@ import Testing
         #expect(raise.stderr.contains("raise.lua:2: bad config"))
         #expect(raise.stderr.contains("stack traceback:"))
         #expect(raise.stderr.contains("raise.lua:4: in main chunk"))
+        // A pipeline file that cannot be read: one line with the system's
+        // reason, no summary of a run that never was, nothing recorded.
         let missing = try await tasker(["run", "nope.lua"], in: s.dir)
         #expect(missing.status == 2)
-        #expect(missing.stderr.contains("cannot open nope.lua"))
+        #expect(missing.stderr == "tasker: error: cannot open nope.lua: No such file or directory\n", "\(missing.stderr)")
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("dir.lua"), withIntermediateDirectories: true)
+        let dir = try await tasker(["run", "dir.lua"], in: s.dir)
+        #expect(dir.status == 2)
+        #expect(dir.stderr == "tasker: error: cannot open dir.lua: Is a directory\n", "\(dir.stderr)")
+        let runs = try await tasker(["runs"], in: s.dir)
+        #expect(!runs.stdout.contains("nope.lua") && !runs.stdout.contains("dir.lua"), "\(runs.stdout)")
     }
 
     @Test func usageErrorsExitTwo() async throws {
