@@ -231,7 +231,8 @@ extension LuaRuntime {
     /// The error on top of `co` with the traceback of where it was raised.
     func traceback(_ co: OpaquePointer) -> String {
         let s = LuaStack(co)
-        let message = s.describe(-1)
+        let table = s.type(-1) == LUA_TTABLE && !isErrorTable(co, -1) ? describeErrorTable(co, -1) : nil
+        let message = table ?? s.describe(-1)
         luaL_traceback(L, co, message, 0)
         defer { tasker_pop(L, 1) }
         return LuaStack(L).string(-1) ?? message

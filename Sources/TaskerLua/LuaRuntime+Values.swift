@@ -96,6 +96,8 @@ extension LuaRuntime {
             s.rawGet(-1, "permanent")
             permanent = lua_toboolean(co, -1) != 0
             s.pop()
+        } else if s.type(-1) == LUA_TTABLE, let text = describeErrorTable(co, -1) {
+            message = text
         } else {
             message = s.describe(-1)
             // Lua's own errors raised where no Lua line is current ("C stack
@@ -112,6 +114,27 @@ extension LuaRuntime {
         failure.position = position
         failure.permanent = permanent
         return failure
+    }
+
+    /// A table raised as an error, in words: its `__tostring`, else its
+    /// `message` field, else its content as compact JSON (cut at 300
+    /// bytes); nil when none of these (then `tostring`'s `table: 0x…`).
+    func describeErrorTable(_ co: OpaquePointer, _ i: Int32) -> String? {
+        let s = LuaStack(co)
+        let t = lua_absindex(co, i)
+        guard lua_checkstack(co, 4) != 0 else { return nil }
+        if luaL_getmetafield(co, t, "__tostring") != LUA_TNIL {
+            s.pop()
+            return nil  // tostring uses it
+        }
+        let top = lua_gettop(co)
+        defer { lua_settop(co, top) }  // a failed encoding leaves its walk on the stack
+        s.rawGet(t, "message")
+        if let m = s.string(-1) { return m }
+        guard let json = try? StoredValueEncoder.encode(co, first: t, count: 1, limit: 4096, arrayMeta: json.arrayMeta),
+              json.hasPrefix("["), json.hasSuffix("]") else { return nil }
+        let inner = String(json.dropFirst().dropLast())
+        return inner.utf8.count > 300 ? String(decoding: inner.utf8.prefix(297), as: UTF8.self) + "..." : inner
     }
 
     static let positionlessLuaErrors: Set<String> = ["C stack overflow", "stack overflow", "not enough memory",
