@@ -21,10 +21,16 @@ public final class JournalReader {
         try store.runs(id: nil, pipeline: pipeline, limit: limit)
     }
 
-    /// The run `id`, or for `last` the newest run (of `pipeline` when given).
+    /// The run `id`, or for `last` the newest run (of `pipeline` when
+    /// given). An id may be shortened to any start of it that only one
+    /// run has (4 characters or more).
     public func run(_ id: String, pipeline: String? = nil) throws -> JournalRun? {
         if id == "last" { return try runs(pipeline: pipeline, limit: 1).first }
-        return try store.runs(id: id, pipeline: nil, limit: 1).first
+        if let r = try store.runs(id: id, pipeline: nil, limit: 1).first { return r }
+        guard id.count >= 4 else { return nil }
+        let matches = try store.runIDs(skippingNewest: 0).filter { $0.hasPrefix(id) }
+        guard matches.count <= 1 else { throw AmbiguousRunID(prefix: id, matches: matches) }
+        return try matches.first.flatMap { try store.runs(id: $0, pipeline: nil, limit: 1).first }
     }
 
     /// The run's tasks in add order, each as last recorded.
@@ -156,5 +162,16 @@ public final class JournalReader {
         guard pid > 0, kill(pid_t(pid), 0) == 0 || errno == EPERM else { return false }
         guard let cmd = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8) else { return true }
         return cmd.hasPrefix("tasker")
+    }
+}
+
+/// A shortened run id that more than one run starts with.
+public struct AmbiguousRunID: Error, CustomStringConvertible {
+    public let prefix: String
+    public let matches: [String]
+
+    public var description: String {
+        let shown = matches.prefix(5).joined(separator: ", ") + (matches.count > 5 ? ", …" : "")
+        return "'\(prefix)' starts \(matches.count) run ids (\(shown)): give more of it"
     }
 }

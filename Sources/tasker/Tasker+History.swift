@@ -125,7 +125,14 @@ enum History {
             throw ExitCode(2)
         }
         let pipeline = file.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path }
-        guard let r = try reader.run(id, pipeline: pipeline) else {
+        let found: JournalRun?
+        do {
+            found = try reader.run(id, pipeline: pipeline)
+        } catch let e as AmbiguousRunID {
+            StandardError.write("tasker: error: \(TerminalText.escape(e.description))\n")
+            throw ExitCode(2)
+        }
+        guard let r = found else {
             if let pipeline {
                 StandardError.write("tasker: error: no run of \(TerminalText.escape(pipeline)) in the journal (see 'tasker runs')\n")
             } else {

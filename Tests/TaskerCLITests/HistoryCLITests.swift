@@ -98,4 +98,31 @@ import Testing
         let notes = runs.stderr.components(separatedBy: "HOME is not set: the journal is in ").count - 1
         #expect(notes == 1, "\(runs.stderr)")
     }
+    /// A run id may be shortened to a start only one run has; one that
+    /// several runs share is a usage error listing them.
+    @Test func aRunIDCanBeShortened() async throws {
+        let s = try Scratch(["p.lua": "tasker.add{id = 'x', run = function() return 1 end}\n"])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let list = try await tasker(["runs"], in: s.dir)
+        let ids = list.stdout.split(separator: "\n").dropFirst().map { String($0.split(separator: " ")[0]) }
+        #expect(ids.count == 2, "\(list.stdout)")
+        let (newer, older) = (ids[0], ids[1])
+        // the shortest start that tells them apart (4 at least)
+        var n = 4
+        while newer.prefix(n) == older.prefix(n) { n += 1 }
+        let show = try await tasker(["show", String(older.prefix(n))], in: s.dir)
+        #expect(show.status == 0, "\(show.stderr)")
+        #expect(show.stdout.hasPrefix("run \(older) "), "\(show.stdout)")
+        let common = String(newer.prefix(4))
+        if older.hasPrefix(common) {
+            let both = try await tasker(["show", common], in: s.dir)
+            #expect(both.status == 2)
+            #expect(both.stderr.contains("'\(common)' starts 2 run ids") && both.stderr.contains(older), "\(both.stderr)")
+        }
+        let resumed = try await tasker(["run", "--no-progress", "--resume", String(older.prefix(n)), "p.lua"], in: s.dir)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("(1 reused)"), "\(resumed.stderr)")
+    }
 }

@@ -245,7 +245,9 @@ import Testing
         // twice: the running job goes back to the queue, where another worker finds it
         let s2 = try Scratch(["defs.lua": Self.defs, "p.lua": """
             dofile("defs.lua")
-            print("got " .. double{args = {n = 5, t = 2}}:await())
+            -- long enough to be running still when the test, slowed by a
+            -- loaded machine, sends the second SIGTERM
+            print("got " .. double{args = {n = 5, t = 5}}:await())
             """])
         defer { s2.cleanup() }
         let hasty = try worker(s2)
