@@ -116,6 +116,19 @@ extension LuaRuntime {
         return 0
     }
 
+    /// `tasker.script_dir`: the pipeline's directory, absolute, for paths
+    /// relative to the script rather than to the current directory.
+    private func setScriptDir(_ dir: String) {
+        let s = LuaStack(L)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "tasker")
+        if lua_type(L, -1) == LUA_TTABLE {
+            s.push(dir)
+            s.rawSet(-2, "script_dir")
+        }
+        s.pop(2)
+    }
+
     /// Loads the pipeline and starts its main chunk as a coroutine. A file
     /// that cannot be read or compiled ends the run with exit code 2.
     public func start(path: String) {
@@ -123,6 +136,7 @@ extension LuaRuntime {
         let dir = (path as NSString).deletingLastPathComponent
         scriptDirectory = dir.isEmpty ? "." : dir
         setPackagePath(scriptDirectory)
+        setScriptDir(URL(fileURLWithPath: scriptDirectory).standardizedFileURL.path)
         guard let data = FileManager.default.contents(atPath: path) else {
             mainError = PipelineRunner.unreadable(path: path) ?? "cannot open \(path)"
             mainDone = true

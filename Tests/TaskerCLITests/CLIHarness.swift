@@ -24,7 +24,9 @@ struct Scratch {
         dir = URL(fileURLWithPath: "/tmp/tkcli-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         for (name, text) in files {
-            try text.write(to: dir.appendingPathComponent(name), atomically: true, encoding: .utf8)
+            let file = dir.appendingPathComponent(name)
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try text.write(to: file, atomically: true, encoding: .utf8)
         }
     }
 

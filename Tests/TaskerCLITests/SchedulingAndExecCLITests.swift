@@ -40,3 +40,22 @@ import Testing
         #expect(r.stderr.contains("for a shell command line use tasker.sh(\"ls -la\")"), "\(r.stderr)")
     }
 }
+
+/// Paths: `tasker.script_dir` is the pipeline's directory, absolute, from
+/// wherever tasker is run; `tasker.use` resolves from it, `io.open` from
+/// the current directory.
+@Suite struct ScriptDirCLITests {
+    @Test func scriptDirIsThePipelinesDirectoryFromAnywhere() async throws {
+        let s = try Scratch(["sub/p.lua": """
+            print(tasker.script_dir)
+            tasker.use("rules.lua")
+            local f = io.open(tasker.script_dir .. "/data.txt"); print(f:read("a")); f:close()
+            print(io.open("data.txt") == nil)
+            """, "sub/rules.lua": "print('rules loaded')\n", "sub/data.txt": "beside the script"])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "sub/p.lua"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        let dir = s.dir.appendingPathComponent("sub").standardizedFileURL.path
+        #expect(r.stdout == "\(dir)\nrules loaded\nbeside the script\ntrue\n", "\(r.stdout)")
+    }
+}
