@@ -116,6 +116,28 @@ extension LuaRuntime {
         return 0
     }
 
+    /// The string keys of each global table named in `names` (raw reads).
+    func globalTableKeys(_ names: [String]) -> [String: Set<String>] {
+        let s = LuaStack(L)
+        var out: [String: Set<String>] = [:]
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        for name in names {
+            s.rawGet(-1, name)
+            if lua_type(L, -1) == LUA_TTABLE {
+                var keys = Set<String>()
+                lua_pushnil(L)
+                while lua_next(L, -2) != 0 {
+                    if lua_type(L, -2) == LUA_TSTRING, let k = s.string(-2) { keys.insert(k) }
+                    s.pop()
+                }
+                out[name] = keys
+            }
+            s.pop()
+        }
+        s.pop()
+        return out
+    }
+
     /// `tasker.script_dir`: the pipeline's directory, absolute, for paths
     /// relative to the script rather than to the current directory.
     private func setScriptDir(_ dir: String) {
