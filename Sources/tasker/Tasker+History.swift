@@ -48,7 +48,11 @@ extension Tasker {
                 return
             }
             if runs.isEmpty {
-                print("no runs recorded\(file.map { " of \($0)" } ?? "")")
+                var why = ""
+                if let file, !FileManager.default.fileExists(atPath: file) {
+                    why = " (there is no \(file) here: runs are found by the file's real path, so give its path from this directory)"
+                }
+                print("no runs recorded\(file.map { " of \(TerminalText.escape($0))" } ?? "")\(TerminalText.escape(why))")
                 return
             }
             print(History.pad(["RUN", "STARTED", "DURATION", "EXIT", "TASKS", "PIPELINE"], [12, 20, 9, 5, 30]))

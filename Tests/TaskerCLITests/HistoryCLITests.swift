@@ -125,4 +125,21 @@ import Testing
         #expect(resumed.status == 0, "\(resumed.stderr)")
         #expect(resumed.stderr.contains("(1 reused)"), "\(resumed.stderr)")
     }
+    /// `tasker runs FILE` matches the file's real path: from any directory,
+    /// through a symlink, with `..` in the path.
+    @Test func runsOfAFileAreFoundFromAnyDirectory() async throws {
+        let s = try Scratch(["proj/sub/p.lua": "print(1)\n"])
+        defer { s.cleanup() }
+        let state = s.dir.appendingPathComponent("state").path
+        _ = try await shell("cd proj && TASKER_STATE_DIR=\(state) \"$TASKER\" run --no-progress sub/p.lua", in: s.dir)
+        try FileManager.default.createSymbolicLink(atPath: s.dir.appendingPathComponent("link").path,
+                                                   withDestinationPath: s.dir.appendingPathComponent("proj").path)
+        for (dir, path) in [("proj/sub", "p.lua"), (".", "link/sub/p.lua"), ("proj", "sub/../sub/p.lua"),
+                            ("/", s.dir.appendingPathComponent("proj/sub/p.lua").path)] {
+            let r = try await shell("cd \(dir) && TASKER_STATE_DIR=\(state) \"$TASKER\" runs \(path)", in: s.dir)
+            #expect(r.stdout.split(separator: "\n").count == 2, "\(dir) \(path): \(r.stdout)\(r.stderr)")
+        }
+        let elsewhere = try await shell("TASKER_STATE_DIR=\(state) \"$TASKER\" runs p.lua", in: s.dir)
+        #expect(elsewhere.stdout.contains("no runs recorded of p.lua (there is no p.lua here"), "\(elsewhere.stdout)")
+    }
 }
