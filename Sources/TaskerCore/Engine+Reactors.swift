@@ -115,6 +115,7 @@ extension Engine {
         if let failure = state.failure {
             finishWork(r, .failed(failure))
         } else if let limit = state.requeueLimit, r.requeues < limit {
+            for o in observers { o.taskRequeued(r.id, attempt: r.attempts, outcome: state.outcome, engine: self) }
             r.requeues += 1
             r.lifecycle.apply(.queued)
             r.chainIndex = 0

@@ -51,6 +51,9 @@ public protocol EngineObserver: AnyObject {
     /// began, after the retry's delay and any wait for a slot.
     func taskAttemptStarted(_ id: TaskID, attempt: Int, engine: Engine)
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine)
+    /// A reactor sent the task round again (`requeue`): how the attempt
+    /// that it reacted to ended.
+    func taskRequeued(_ id: TaskID, attempt: Int, outcome: TaskOutcome, engine: Engine)
     func taskReacting(_ id: TaskID, reactor: String, engine: Engine)
     func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine)
     func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine)
@@ -65,6 +68,7 @@ extension EngineObserver {
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {}
     public func taskAttemptStarted(_ id: TaskID, attempt: Int, engine: Engine) {}
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {}
+    public func taskRequeued(_ id: TaskID, attempt: Int, outcome: TaskOutcome, engine: Engine) {}
     public func taskReacting(_ id: TaskID, reactor: String, engine: Engine) {}
     public func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {}
     public func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine) {}

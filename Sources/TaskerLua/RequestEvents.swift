@@ -37,6 +37,12 @@ final class RequestEventSource: EngineObserver {
         emit(id, attempt: engine.attempts(id), outcome: outcome, retryIn: nil, engine: engine)
     }
 
+    /// The attempt a reactor handled (a 401 before a token refresh) is one
+    /// too; the next try follows the reaction at once.
+    func taskRequeued(_ id: TaskID, attempt: Int, outcome: TaskOutcome, engine: Engine) {
+        emit(id, attempt: attempt, outcome: outcome, retryIn: 0, engine: engine)
+    }
+
     private func emit(_ id: TaskID, attempt: Int, outcome: TaskOutcome, retryIn: Double?, engine: Engine) {
         guard let call = runtime.http.calls[id], let url = call.shownURL else { return }
         var e = RequestEvent(id: id, method: call.method, url: url, attempt: attempt,

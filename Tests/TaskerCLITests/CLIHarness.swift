@@ -142,8 +142,9 @@ final class Background: @unchecked Sendable {
     private var err = ""
     private var open = 2
 
-    init(_ args: [String], in cwd: URL, environment: [String: String]? = nil) throws {
-        let (p, o, e) = try launch(args, in: cwd, environment: ProcessInfo.processInfo.environment.merging(environment ?? [:]) { $1 })
+    init(_ args: [String], in cwd: URL, environment: [String: String]? = nil, executable: URL = taskerBinary()) throws {
+        let (p, o, e) = try launch(args, in: cwd, executable: executable,
+                                   environment: ProcessInfo.processInfo.environment.merging(environment ?? [:]) { $1 })
         process = p
         for (pipe, isErr) in [(o, false), (e, true)] {
             Thread { [self] in
@@ -166,6 +167,13 @@ final class Background: @unchecked Sendable {
     }
 
     var pid: Int32 { process.processIdentifier }
+
+    /// What it has written to stdout so far.
+    var output: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return out
+    }
 
     /// Waits (at most `seconds`) until stdout (or stderr) contains `text`,
     /// on a thread of its own: blocking one of the few threads async tests

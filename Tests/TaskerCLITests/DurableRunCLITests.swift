@@ -70,7 +70,7 @@ import Testing
         #expect(fourth.status == 0, "\(fourth.stderr)")
         #expect(runs(s, "fetch") == 1 && runs(s, "build") == 3 && runs(s, "deploy") == 2)
         let other = try await tasker(["runs", "other.lua"], in: s.dir)
-        #expect(other.stdout == "no runs recorded of other.lua\n")
+        #expect(other.stdout.hasPrefix("no runs recorded of other.lua"), "\(other.stdout)")
     }
 
     /// Closures of one function expression share a prototype (its bytecode

@@ -15,7 +15,8 @@ import Testing
         local function flush() io.stdout:flush() end
         double = tasker.define("double", function(ctx, args)
           io.stdout:write("start " .. args.n .. "\\n"); flush()
-          if args.t then tasker.sleep(args.t) end
+          -- a worker given --var hold=1 keeps it running until it is stopped
+          if args.t then tasker.sleep(tasker.vars.hold and 60 or args.t) end
           return args.n * 2, tasker.vars.name
         end)
         long = tasker.define("long", function(ctx, args)
@@ -245,12 +246,12 @@ import Testing
         // twice: the running job goes back to the queue, where another worker finds it
         let s2 = try Scratch(["defs.lua": Self.defs, "p.lua": """
             dofile("defs.lua")
-            -- long enough to be running still when the test, slowed by a
-            -- loaded machine, sends the second SIGTERM
-            print("got " .. double{args = {n = 5, t = 5}}:await())
+            print("got " .. double{args = {n = 5, t = 1}}:await())
             """])
         defer { s2.cleanup() }
-        let hasty = try worker(s2)
+        // holds the job until stopped: still running when the test, however
+        // slowed by a loaded machine, sends the second SIGTERM
+        let hasty = try worker(s2, ["--var", "hold=1"])
         async let run2 = tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s2.dir)
         #expect(await hasty.waitFor("start 5"))
         hasty.signal(SIGTERM)

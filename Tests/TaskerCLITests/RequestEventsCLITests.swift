@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+/// Every HTTP attempt is a `request` event, also the one a reactor handled
+/// (the 401 before a token refresh), through the built CLI against a real
+/// server (Python's http.server on a loopback port).
+@Suite struct RequestEventsCLITests {
+    static let server = """
+        import http.server, json, sys
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a): pass
+            def reply(self, code, body):
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            def do_POST(self):
+                self.reply(200, {"token": "fresh"})
+            def do_GET(self):
+                if self.headers.get("Authorization") == "Bearer fresh":
+                    self.reply(200, {"item": "widget"})
+                else:
+                    self.reply(401, {"error": "expired"})
+        s = http.server.HTTPServer(("127.0.0.1", 0), H)
+        print(s.server_address[1], flush=True)
+        s.serve_forever()
+        """
+
+    @Test func theAttemptAReactorHandledIsAnEventToo() async throws {
+        let s = try Scratch(["server.py": Self.server, "p.lua": """
+            local api = tasker.args[1]
+            local token = "none-yet"
+            tasker.intercept{name = "auth", on = "http", fn = function(t)
+              if not t.url:find("/token", 1, true) then t.headers.authorization = "Bearer " .. token end
+            end}
+            tasker.react{name = "refresh", on = "http", requeue = true, reintercept = true, suspend = true,
+              when = function(t, resp) return resp.status == 401 end,
+              fn = function() token = http.post(api .. "/token", nil, {check = true}):json().token end}
+            print(http.get(api .. "/items/1", {check = true}):json().item)
+            """])
+        defer { s.cleanup() }
+        let server = try Background(["server.py"], in: s.dir, executable: URL(fileURLWithPath: "/usr/bin/python3"))
+        defer { server.signal(SIGTERM) }
+        #expect(await server.waitFor("\n"))
+        let port = try #require(server.output.split(separator: "\n").first.flatMap { Int($0) })
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "--events", "ev.jsonl", "p.lua",
+                                  "http://127.0.0.1:\(port)"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "widget\n")
+        let lines = try String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8).split(separator: "\n")
+        let requests = lines.compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            .filter { $0["event"] as? String == "request" }
+        let gets = requests.filter { ($0["url"] as? String)?.hasSuffix("/items/1") == true }
+        #expect(gets.map { $0["status"] as? Int } == [401, 200], "\(requests)")
+        #expect(gets.map { $0["attempt"] as? Int } == [1, 2], "\(requests)")
+        #expect(requests.filter { ($0["url"] as? String)?.hasSuffix("/token") == true }.count == 1)
+    }
+}
