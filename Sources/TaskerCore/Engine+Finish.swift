@@ -52,8 +52,11 @@ extension Engine {
         switch r.role {
         case .group(let g):
             finishWork(r, .ending(with: failure))
-            let memberFailure = TaskFailure(failure.kind == .cancelled ? .cancelled : .dependency,
+            var memberFailure = TaskFailure(failure.kind == .cancelled ? .cancelled : .dependency,
                                             "group '\(r.name)' was stopped: \(failure.message)")
+            // Members of a group whose condition was not met are skipped with it.
+            memberFailure.conditionUnmet = failure.conditionUnmet
+            if failure.conditionUnmet { memberFailure.summary = failure.summary }
             for m in g.members { if let mr = record(m) { cancel(mr, memberFailure) } }
         case .schedule(let s):
             finishWork(r, .ending(with: failure))
@@ -113,11 +116,13 @@ extension Engine {
         let what = switch state {
         case .succeeded: "succeeded"
         case .cancelled: "was cancelled"
+        case .skipped: "was skipped"
         default: "failed"
         }
         var failure = TaskFailure(.dependency,
                                   "task '\(r.name)' did not run: dependency '\(dep.name)' \(what) (when = \"\(r.condition.rawValue)\")")
         failure.summary = "skipped: dependency '\(dep.name)' \(what)"
+        failure.conditionUnmet = true
         return failure
     }
 

@@ -56,7 +56,8 @@ extension Engine {
         g.finished += 1
         if member.startRequested { g.running -= 1 }
         guard !r.state.isFinal else { return }
-        if let failure = member.outcome?.failure {
+        // A skipped member (its condition not met) is an outcome, not a failure.
+        if let failure = member.outcome?.failure, member.outcome?.state != .skipped {
             let index = g.members.firstIndex(of: member.id) ?? Int.max
             if g.failFast {
                 finishWork(r, .ending(with: failure))

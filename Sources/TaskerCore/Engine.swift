@@ -217,7 +217,7 @@ public final class Engine {
     }
 
     /// Counts per final state (tasks apart from groups and schedules), and
-    /// the failed and cancelled tasks in id order. A group fails when a
+    /// the failed, cancelled and skipped tasks in id order. A group fails when a
     /// member fails: that is one failure, the member's.
     public func summary() -> RunCounts {
         var c = RunCounts()
@@ -232,6 +232,7 @@ public final class Engine {
                 if r.reused { c.reused += 1 }
                 if s == .failed { c.failed.append(r.id) }
                 if s == .cancelled { c.cancelled.append(r.id) }
+                if s == .skipped { c.skipped.append(r.id) }
             }
         }
         return c

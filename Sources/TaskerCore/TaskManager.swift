@@ -74,7 +74,7 @@ public struct TaskHandle: Sendable, Hashable {
             switch outcome {
             case .succeeded(.swift(let v)): return v
             case .succeeded: return ()
-            case .failed(let f), .cancelled(let f): throw f
+            case .failed(let f), .cancelled(let f), .skipped(let f): throw f
             }
         }
     }

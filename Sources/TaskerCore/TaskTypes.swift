@@ -1,11 +1,14 @@
 /// A task's number: 1, 2, 3… in add order, unique per engine.
 public typealias TaskID = Int
 
-/// The task states the README lists under Tasks. Exactly one of the last three ends every task.
+/// The task states the README lists under Tasks. Exactly one of the last
+/// four ends every task: `skipped` is a task that never ran because its
+/// `after`/`when` condition was not met, which is not a failure and not a
+/// cancellation (a `when = "failure"` alert on a good night).
 public enum TaskState: String, Sendable, CaseIterable {
-    case waiting, pending, held, running, paused, reacting, succeeded, failed, cancelled
+    case waiting, pending, held, running, paused, reacting, succeeded, failed, cancelled, skipped
 
-    public var isFinal: Bool { self == .succeeded || self == .failed || self == .cancelled }
+    public var isFinal: Bool { self == .succeeded || self == .failed || self == .cancelled || self == .skipped }
 }
 
 /// Why a task (or an API call) failed. `kind == .error` is an error raised by
@@ -47,6 +50,8 @@ public struct TaskFailure: Error, Sendable, CustomStringConvertible {
     /// Trying again cannot help (a program that is not on PATH): retried
     /// only when the task's `when` asks for it.
     public var permanent = false
+    /// The task's `after`/`when` condition was not met: it ends `skipped`.
+    public var conditionUnmet = false
 
     public init(_ kind: Kind, _ message: String, payload: (any Sendable)? = nil) {
         self.kind = kind
@@ -71,24 +76,28 @@ public enum TaskOutcome: Sendable {
     case succeeded(TaskValue)
     indirect case failed(TaskFailure)
     indirect case cancelled(TaskFailure)
+    /// Never ran: its `after`/`when` condition was not met (kind `dependency`).
+    indirect case skipped(TaskFailure)
 
     public var state: TaskState {
         switch self {
         case .succeeded: .succeeded
         case .failed: .failed
         case .cancelled: .cancelled
+        case .skipped: .skipped
         }
     }
 
     public var failure: TaskFailure? {
         switch self {
         case .succeeded: nil
-        case .failed(let f), .cancelled(let f): f
+        case .failed(let f), .cancelled(let f), .skipped(let f): f
         }
     }
 
     static func ending(with failure: TaskFailure) -> TaskOutcome {
-        failure.endsCancelled ? .cancelled(failure) : .failed(failure)
+        if failure.conditionUnmet { return .skipped(failure) }
+        return failure.endsCancelled ? .cancelled(failure) : .failed(failure)
     }
 }
 
@@ -145,6 +154,7 @@ public struct RunCounts: Sendable {
     public var groups: [TaskState: Int] = [:]
     public var failed: [TaskID] = []
     public var cancelled: [TaskID] = []
+    public var skipped: [TaskID] = []
     /// Succeeded tasks that were reused from an earlier run (resume).
     public var reused = 0
 

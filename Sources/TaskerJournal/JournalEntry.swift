@@ -24,7 +24,7 @@ public struct JournalEntry: Sendable {
     }
 
     public enum State: UInt8, Sendable {
-        case running = 0, succeeded, failed, cancelled
+        case running = 0, succeeded, failed, cancelled, skipped
 
         public var name: String {
             switch self {
@@ -32,6 +32,7 @@ public struct JournalEntry: Sendable {
             case .succeeded: "succeeded"
             case .failed: "failed"
             case .cancelled: "cancelled"
+            case .skipped: "skipped"
             }
         }
     }
@@ -180,8 +181,23 @@ final class RareBox: Sendable {
 /// a varint id, a byte of state, kind and flags, a byte saying which
 /// optional fields follow, and those fields (varints, microsecond times,
 /// length-prefixed UTF-8).
+///
+/// Version 2 packs state and kind into the low four bits as
+/// `state * 3 + kind` (five states, three kinds); version 1 had two bits
+/// each, room for four states only, and is still read.
 public enum JournalCodec {
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
+
+    static func stateAndKind(_ state: JournalEntry.State, _ kind: JournalEntry.Kind) -> UInt8 {
+        state.rawValue * 3 + kind.rawValue
+    }
+
+    static func stateAndKind(_ flags: UInt8, version: UInt8) -> (JournalEntry.State, JournalEntry.Kind)? {
+        let packed = version == 1 ? (flags & 3) * 3 + ((flags >> 2) & 3) : flags & 15
+        guard let state = JournalEntry.State(rawValue: packed / 3),
+              let kind = JournalEntry.Kind(rawValue: packed % 3) else { return nil }
+        return (state, kind)
+    }
 
     private enum Flag {
         static let reused: UInt8 = 1 << 4
@@ -207,11 +223,25 @@ public enum JournalCodec {
         for e in entries { encode(e, into: &out) }
     }
 
+    /// A mark's state-and-kind nibble: the one value `state * 3 + kind`
+    /// never takes. Then the mark's kind where an entry has its fields
+    /// byte, its time and its detail.
+    static let markTag: UInt8 = 15
+
+    /// One run mark, appended among the entries.
+    public static func encode(_ m: JournalMark, into out: inout [UInt8]) {
+        varint(UInt64(m.task), &out)
+        out.append(markTag)
+        out.append(m.kind.rawValue)
+        time(max(0, m.at), &out)
+        string(m.detail ?? "", &out)
+    }
+
     /// One entry, appended (a blob is the version byte, then entries).
     public static func encode(_ e: JournalEntry, into out: inout [UInt8]) {
         do {
             varint(UInt64(e.id), &out)
-            var flags = e.state.rawValue | (e.kind.rawValue << 2)
+            var flags = stateAndKind(e.state, e.kind)
             if e.reused { flags |= Flag.reused }
             switch e.identity {
             case .none: break
@@ -275,7 +305,7 @@ public enum JournalCodec {
     /// it one occurrence later, and then it takes no bytes.
     static func encode(plain p: PlainEntry, scale: TickScale, values: UnsafeRawBufferPointer, previous: inout (UInt64, Int)?,
                        into out: inout [UInt8]) {
-        var flags = p.state.rawValue
+        var flags = stateAndKind(p.state, .task)
         var same = false
         if p.occurrence > 0 {
             if let (h, n) = previous, h == p.identityHash, n + 1 == p.occurrence {
@@ -321,15 +351,20 @@ public enum JournalCodec {
     static let plainScratch = 96
 
     /// The entries of one blob; nil if it is not one this version reads.
-    static func decode(_ bytes: UnsafeRawBufferPointer) -> [JournalEntry]? {
+    /// `onMark` is handed the run's marks among them (pauses, an interrupt).
+    static func decode(_ bytes: UnsafeRawBufferPointer, onMark: ((JournalMark) -> Void)? = nil) -> [JournalEntry]? {
         var r = Reader(bytes: bytes)
-        guard r.byte() == version else { return nil }
+        guard let blobVersion = r.byte(), blobVersion == 1 || blobVersion == version else { return nil }
         var out: [JournalEntry] = []
         var previous: (UInt64, Int)?
         while !r.atEnd {
-            guard let id = r.varint(), let flags = r.byte(), let fields = r.byte(),
-                  let state = JournalEntry.State(rawValue: flags & 3),
-                  let kind = JournalEntry.Kind(rawValue: (flags >> 2) & 3) else { return nil }
+            guard let id = r.varint(), let flags = r.byte(), let fields = r.byte() else { return nil }
+            if blobVersion >= 2 && flags == markTag {
+                guard let kind = JournalMark.Kind(rawValue: fields), let at = r.time(), let detail = r.string() else { return nil }
+                onMark?(JournalMark(kind, at: at, task: Int(id), detail: detail.isEmpty ? nil : detail))
+                continue
+            }
+            guard let (state, kind) = stateAndKind(flags, version: blobVersion) else { return nil }
             var e = JournalEntry(id: Int(id), state: state)
             e.kind = kind
             e.reused = flags & Flag.reused != 0

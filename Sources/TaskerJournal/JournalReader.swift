@@ -42,18 +42,21 @@ public final class JournalReader {
     /// recorded, made one at a time: a run of any size costs its compact
     /// entries, never an array of tasks (history and the report of runs of
     /// 100,000s of tasks). An error `each` throws stops it.
-    public func forEachTask(of run: String, _ each: (JournalTask) throws -> Void) throws {
-        for e in try entries(of: run) { try each(e.task) }
+    /// `onMark` is handed the run's marks (pauses, the interrupt) first,
+    /// in the order they were recorded.
+    public func forEachTask(of run: String, onMark: ((JournalMark) -> Void)? = nil,
+                            _ each: (JournalTask) throws -> Void) throws {
+        for e in try entries(of: run, onMark: onMark) { try each(e.task) }
     }
 
     /// The latest entry of each task of the run, in id order.
-    func entries(of run: String) throws -> [JournalEntry] {
+    func entries(of run: String, onMark: ((JournalMark) -> Void)? = nil) throws -> [JournalEntry] {
         // One slot per task, found through a small index: a dictionary of
         // whole entries would take twice the memory at 100,000s of tasks.
         var latest: [JournalEntry] = []
         var slot: [Int: Int] = [:]
         try store.logRows(run: run) { row in
-            guard let list = JournalCodec.decode(row) else { return }
+            guard let list = JournalCodec.decode(row, onMark: onMark) else { return }
             // The latest entry wins, except that a task seen running never
             // undoes a final state (the two may share a batch in any order).
             for e in list {
@@ -69,6 +72,13 @@ public final class JournalReader {
         // Usually in order already (tasks finish roughly as they were added).
         if zip(latest, latest.dropFirst()).contains(where: { $0.id > $1.id }) { latest.sort { $0.id < $1.id } }
         return latest
+    }
+
+    /// The run's marks (pauses, the interrupt) in the order they happened.
+    public func marks(of run: String) throws -> [JournalMark] {
+        var marks: [JournalMark] = []
+        _ = try entries(of: run) { marks.append($0) }
+        return marks
     }
 
     public func requests(of run: String) throws -> [JournalHostRequests] {

@@ -114,3 +114,35 @@ public struct JournalHostRequests: Sendable {
         self.failures = failures
     }
 }
+
+/// Something that happened to the run or one task apart from its attempts,
+/// recorded when it happened (a killed run keeps it) and drawn on the
+/// report's timeline: a pause and its end, the interrupt.
+public struct JournalMark: Sendable, Equatable {
+    public enum Kind: UInt8, Sendable {
+        case paused = 0, resumed, interrupted
+
+        public var name: String {
+            switch self {
+            case .paused: "paused"
+            case .resumed: "resumed"
+            case .interrupted: "interrupted"
+            }
+        }
+    }
+
+    public var kind: Kind
+    /// Seconds into the run.
+    public var at: Double
+    /// The task it is about; 0: the whole run (`tasker.pause()`, a signal).
+    public var task: Int
+    /// The signal's name for an interrupt.
+    public var detail: String?
+
+    public init(_ kind: Kind, at: Double, task: Int = 0, detail: String? = nil) {
+        self.kind = kind
+        self.at = at
+        self.task = task
+        self.detail = detail
+    }
+}

@@ -277,7 +277,7 @@ enum HTTPResult {
             self = .response(value)
         case .succeeded:
             self = .failure(TaskFailure(.http, "no response"))
-        case .failed(let f), .cancelled(let f):
+        case .failed(let f), .cancelled(let f), .skipped(let f):
             if let info = f.payload as? HTTPFailureInfo, let response = info.response {
                 self = .response(response)
             } else {

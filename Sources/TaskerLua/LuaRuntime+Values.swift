@@ -237,7 +237,7 @@ extension LuaRuntime {
             if leading { lua_pushboolean(co, 1); n += 1 }
             if mode == .result { lua_pushboolean(co, 1); n += 1 }
             return n + pushValues(co, v)
-        case .failed(let f), .cancelled(let f):
+        case .failed(let f), .cancelled(let f), .skipped(let f):
             var n: Int32 = 0
             if leading { lua_pushboolean(co, mode == .result ? 1 : 0); n += 1 }
             if mode == .result { lua_pushboolean(co, 0); n += 1 }

@@ -256,9 +256,9 @@ public final class LuaRuntime {
         let failed = c.failed.map { id in
             (name: engine.name(id), message: engine.outcome(id)?.failure?.description ?? "failed")
         }
-        let cancelled = c.cancelled.map { id in
-            let f = engine.outcome(id)?.failure
-            return (name: engine.name(id), message: f?.summary ?? f?.description ?? "cancelled")
+        let reason = { (id: TaskID) in
+            let f = self.engine.outcome(id)?.failure
+            return (name: self.engine.name(id), message: f?.summary ?? f?.description ?? "cancelled")
         }
         let signal = tasker_signalled(crt)
         let code: Int32 = signal != 0 ? 128 + signal
@@ -267,7 +267,8 @@ public final class LuaRuntime {
                                seconds: Double(Monotonic.now() - startTime) / 1e9)
         result.groups = c.groups
         result.reused = c.reused
-        result.cancelled = cancelled
+        result.cancelled = c.cancelled.map(reason)
+        result.skipped = c.skipped.map(reason)
         result.mainErrorTask = mainErrorTask
         result.signal = signal
         onFinish?(result)
@@ -338,8 +339,10 @@ public struct RunResult: Sendable {
     /// Succeeded tasks reused from an earlier run (resume).
     public var reused = 0
     public var failed: [(name: String, message: String)]
-    /// Cancelled tasks with a short reason ("skipped: dependency 'build' failed").
+    /// Cancelled tasks with a short reason ("cancelled: interrupted").
     public var cancelled: [(name: String, message: String)] = []
+    /// Tasks whose condition was not met, with the reason ("skipped: dependency 'deploy' succeeded").
+    public var skipped: [(name: String, message: String)] = []
     public var mainError: String?
     /// When the main chunk raised a task's error (from `await`, `all`…): that task.
     public var mainErrorTask: String?

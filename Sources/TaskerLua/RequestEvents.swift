@@ -52,7 +52,7 @@ final class RequestEventSource: EngineObserver {
             e.status = response.status
         case .succeeded:
             break
-        case .failed(let f), .cancelled(let f):
+        case .failed(let f), .cancelled(let f), .skipped(let f):
             let info = f.payload as? HTTPFailureInfo
             if let status = info?.response?.status {
                 e.status = status

@@ -49,7 +49,7 @@ struct HTMLReport {
         s += card("duration", run.duration.map(History.seconds) ?? "-", "")
         s += card("tasks", String(summary.workCount), "")
         for (state, style) in [("succeeded", "good"), ("reused", "reuse"), ("failed", "bad"), ("cancelled", "warn"),
-                               ("running", "")] {
+                               ("skipped", ""), ("running", "")] {
             if let n = summary.counts[state], n > 0 { s += card(state, String(n), style) }
         }
         if summary.retried > 0 { s += card("retried", String(summary.retried), "warn") }
@@ -222,7 +222,7 @@ struct HTMLReport {
         }
         for t in nodes {
             guard let (x, y) = position[t.id] else { continue }
-            let style = t.reused ? "reuse" : (t.state == "succeeded" ? "ok" : (t.state == "failed" ? "fail" : "cancel"))
+            let style = t.reused ? "reuse" : ["succeeded": "ok", "failed": "fail", "skipped": "skip"][t.state] ?? "cancel"
             s += "<g><rect x=\"\(f(x))\" y=\"\(f(y))\" width=\"\(f(boxW))\" height=\"\(f(boxH))\" rx=\"5\" class=\"node \(style)\"><title>\(esc(t.name)): \(esc(t.reused ? "reused" : t.state))</title></rect>"
             s += "<text x=\"\(f(x + boxW / 2))\" y=\"\(f(y + 16))\" text-anchor=\"middle\" class=\"nodelabel\">\(esc(short(t.name, 22)))</text></g>"
         }
@@ -328,11 +328,11 @@ struct HTMLReport {
         .k.held,rect.held{fill:var(--held);background:var(--held)}rect.running{fill:#8fb3e8}h3{font-size:14px;margin:14px 0 6px}.k.reuse,rect.reuse{fill:var(--reuse);background:var(--reuse)}.k.gap{border-top:2px dashed var(--fail);height:0}
         line.gap{stroke:var(--fail);stroke-width:1.5;stroke-dasharray:3 3}line.grid{stroke:var(--line)}text.tick{fill:var(--muted);font-size:10px}
         text.name{fill:var(--fg);font-size:11px}text.notrun{fill:var(--muted);font-size:10px;font-style:italic}rect.bar{fill:#8fb3e8}svg{display:block}
-        rect.node{stroke-width:1.5;fill-opacity:.14}rect.node.ok{stroke:var(--ok)}rect.node.fail{stroke:var(--fail)}rect.node.cancel{stroke:var(--warn)}rect.node.reuse{stroke:var(--reuse)}
+        rect.node{stroke-width:1.5;fill-opacity:.14}rect.node.ok{stroke:var(--ok)}rect.node.fail{stroke:var(--fail)}rect.node.cancel{stroke:var(--warn)}rect.node.reuse{stroke:var(--reuse)}rect.node.skip{stroke:#8a93a3;stroke-dasharray:4 3}
         text.nodelabel{font-size:11px;fill:var(--fg)}path.edge{fill:none;stroke:#9aa3b5;stroke-width:1.2}path.arrowhead{fill:#9aa3b5}
         table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}th{color:var(--muted);font-weight:500;font-size:12px;text-transform:uppercase}
         td.error{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap;word-break:break-word}
-        .pill{padding:1px 8px;border-radius:10px;font-size:12px;background:#eef0f4}.pill.failed{background:#fbe3e3;color:var(--fail)}.pill.cancelled{background:#fbefdc;color:#a86a14}.pill.succeeded{background:#e1f4e9;color:var(--ok)}
+        .pill{padding:1px 8px;border-radius:10px;font-size:12px;background:#eef0f4}.pill.failed{background:#fbe3e3;color:var(--fail)}.pill.cancelled{background:#fbefdc;color:#a86a14}.pill.succeeded{background:#e1f4e9;color:var(--ok)}.pill.skipped{background:#eef0f4;color:#5b6472}
         footer{color:var(--muted);font-size:12px;margin-top:20px}
         """
 }

@@ -205,6 +205,7 @@ final class JournalRecorder: EngineObserver {
         let state: JournalEntry.State = switch outcome.state {
         case .succeeded: .succeeded
         case .failed: .failed
+        case .skipped: .skipped
         default: .cancelled
         }
         let f = engine.facts(id)

@@ -4,7 +4,8 @@ import TaskerLua
 
 /// The end-of-run report on stderr: counts per final state (groups and
 /// schedules apart), wall time, each failed task with its error and each
-/// cancelled task with its reason (the first 20 of each, then a count).
+/// cancelled or skipped task with its reason (the first 20 of each, then a
+/// count).
 /// Names and messages come from the script: written escaped (see
 /// `TerminalText`), so none can fake a line or drive the terminal.
 struct Summary {
@@ -16,7 +17,7 @@ struct Summary {
     var slowest: [(name: String, seconds: Double)] = []
     /// Longer messages are cut (a 50 MB error string is not a summary).
     static let messageLimit = 2000
-    /// Failed and cancelled tasks listed by name, each; past this, a count.
+    /// Failed, cancelled and skipped tasks listed by name, each; past this, a count.
     static let listLimit = 20
 
     var text: String {
@@ -27,15 +28,15 @@ struct Summary {
             lines.append("tasker: error\(task): \(TerminalText.escape(Self.cut(error), keepNewlines: true))")
         }
         let total = result.counts.values.reduce(0, +)
-        let parts = [TaskState.succeeded, .failed, .cancelled].compactMap { state -> String? in
+        let parts = [TaskState.succeeded, .failed, .cancelled, .skipped].compactMap { state -> String? in
             let n = result.counts[state] ?? 0
-            guard n > 0 || state != .cancelled else { return nil }
+            guard n > 0 || state == .succeeded || state == .failed else { return nil }
             if state == .succeeded && result.reused > 0 { return "\(n) succeeded (\(result.reused) reused)" }
             return "\(n) \(state.rawValue)"
         }
         let time = String(format: "%.2fs", result.seconds)
         var head = "tasker: \(total) task\(total == 1 ? "" : "s"): \(parts.joined(separator: ", ")) in \(time)"
-        let groups = [TaskState.succeeded, .failed, .cancelled].compactMap { state -> String? in
+        let groups = [TaskState.succeeded, .failed, .cancelled, .skipped].compactMap { state -> String? in
             let n = result.groups[state] ?? 0
             return n > 0 ? "\(n) \(state.rawValue)" : nil
         }
@@ -46,10 +47,13 @@ struct Summary {
             lines.append("  failed \(Self.line(f.name)): \(Self.line(Self.cut(f.message)))")
         }
         if let more = more(result.failed.count, "failed") { lines.append(more) }
-        for c in result.cancelled.prefix(Self.listLimit) {
-            lines.append("  \(Self.line(c.name)): \(Self.line(Self.cut(c.message)))")
+        // The reason already says which ("cancelled: …", "skipped: …").
+        for (list, state) in [(result.cancelled, "cancelled"), (result.skipped, "skipped")] {
+            for c in list.prefix(Self.listLimit) {
+                lines.append("  \(Self.line(c.name)): \(Self.line(Self.cut(c.message)))")
+            }
+            if let more = more(list.count, state) { lines.append(more) }
         }
-        if let more = more(result.cancelled.count, "cancelled") { lines.append(more) }
         // Only worth a line when something took a noticeable time.
         let slow = slowest.filter { $0.seconds >= 0.1 }
         if !slow.isEmpty {

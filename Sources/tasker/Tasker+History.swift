@@ -183,7 +183,7 @@ enum History {
     }
 
     static func counts(_ c: [String: Int]) -> String {
-        let order = ["succeeded", "reused", "failed", "cancelled"]
+        let order = ["succeeded", "reused", "failed", "cancelled", "skipped"]
         let parts = order.compactMap { k in c[k].flatMap { $0 > 0 ? "\($0) \(k)" : nil } }
         let text = parts.isEmpty ? "no tasks" : parts.joined(separator: ", ")
         // The run could not record everything (a locked journal, a full disk).

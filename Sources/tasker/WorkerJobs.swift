@@ -50,8 +50,9 @@ final class WorkerJobs: WorkerJobRunner, EngineObserver {
                 c.error = "'\(job.name)' returned values that cannot go back to the coordinator: \(why)"
                 c.errorKind = "error"
             }
-        case .failed(let f), .cancelled(let f):
-            if case .cancelled = outcome { c.state = .cancelled }
+        case .failed(let f), .cancelled(let f), .skipped(let f):
+            // No dependencies run on a worker; a skip would be a cancellation.
+            if outcome.state != .failed { c.state = .cancelled }
             // As the failure is here: kind, message and position apart, and
             // what the body raised, so the coordinator's awaiter sees it.
             c.error = f.message

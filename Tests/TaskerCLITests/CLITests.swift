@@ -422,7 +422,7 @@ import Testing
         #expect(bad.stdout.contains("rollback rolled back"))
         let broken = try await tasker(["run", "--var", "build=exit 2", "examples/deploy.lua"], in: root)
         #expect(broken.status == 1)
-        #expect(broken.stdout.contains("deploy   cancelled: dependency: task 'deploy' did not run: dependency 'test' was cancelled"))
+        #expect(broken.stdout.contains("deploy   skipped: dependency: task 'deploy' did not run: dependency 'test' was skipped"))
         #expect(broken.stdout.contains("rollback nothing to roll back"))
         #expect(try String(contentsOfFile: log, encoding: .utf8) == "build\ndeploy\ndeploy\nrollback\n")
     }

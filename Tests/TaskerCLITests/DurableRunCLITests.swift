@@ -41,7 +41,7 @@ import Testing
         #expect(plan.status == 0)
         #expect(plan.stdout.contains("reuse  fetch"))
         #expect(plan.stdout.contains("run    build  (failed)"))
-        #expect(plan.stdout.contains("run    deploy  (cancelled)"))
+        #expect(plan.stdout.contains("run    deploy  (skipped)"))
         #expect(plan.stdout.contains("plan: 5 to reuse, 2 to run again"))
 
         let second = try await tasker(["run", "--no-progress", "--resume", "p.lua", "out"], in: s.dir)
@@ -162,7 +162,7 @@ import Testing
         #expect(build["state"] as? String == "failed")
         #expect((build["error"] as? String)?.contains("compiler crashed") == true)
         #expect(build["attempts"] as? Int == 1)
-        #expect(tasks[6]["state"] as? String == "cancelled")
+        #expect(tasks[6]["state"] as? String == "skipped")
         #expect(Set(tasks.compactMap { $0["identity"] as? String }).count == 7)
 
         let text = try await tasker(["show", "last"], in: s.dir)

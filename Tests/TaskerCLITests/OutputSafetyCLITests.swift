@@ -93,7 +93,7 @@ import Testing
         #expect(show.stdout.contains(#"a\nreuse  deploy\r\u001b[2J"#))
     }
 
-    @Test func theSummaryListsTwentyFailedAndTwentyCancelledTasksThenSaysHowManyMore() async throws {
+    @Test func theSummaryListsTwentyFailedAndTwentySkippedTasksThenSaysHowManyMore() async throws {
         let s = try Scratch(["p.lua": """
             for i = 1, 45 do tasker.add{name = "f" .. i, run = function() error("boom") end} end
             local gate = tasker.add{name = "gate", run = function() error("closed") end}
@@ -108,7 +108,7 @@ import Testing
         let runs = try await tasker(["runs", "--json"], in: s.dir)
         let id = try #require((JSONSerialization.jsonObject(with: Data(runs.stdout.utf8)) as? [[String: Any]])?.first?["id"] as? String)
         #expect(lines.contains("  … and 26 more failed tasks: tasker show \(id)"), "\(r.stderr)")
-        #expect(lines.contains("  … and 2 more cancelled tasks: tasker show \(id)"), "\(r.stderr)")
+        #expect(lines.contains("  … and 2 more skipped tasks: tasker show \(id)"), "\(r.stderr)")
         let unrecorded = try await tasker(["run", "--no-progress", "--no-journal", "p.lua"], in: s.dir)
         #expect(unrecorded.stderr.contains("  … and 26 more failed tasks\n"), "\(unrecorded.stderr)")
     }

@@ -38,7 +38,7 @@ import Testing
         #expect(dom.status == 0)
         let text = Self.visibleText(dom.stdout)
         for expected in ["r.lua", "Timeline", "Dependencies", "Tasks with errors", "fetch-config", "flaky-api",
-                         "build-linux", "unit-tests", "deploy-prod", "2 tests failed: test_login", "did not run (cancelled)"] {
+                         "build-linux", "unit-tests", "deploy-prod", "2 tests failed: test_login", "did not run (skipped)"] {
             #expect(text.contains(expected), "the page does not show '\(expected)'")
         }
         // the retried task's failed attempts are drawn, joined by retry gaps

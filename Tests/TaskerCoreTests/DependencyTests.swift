@@ -17,12 +17,12 @@ import Testing
 
     @Test func successRunsAfterSuccessAndIsSkippedAfterFailure() async {
         #expect(await run(.success, depFails: false) == (.succeeded, nil, true))
-        #expect(await run(.success, depFails: true) == (.cancelled, .dependency, false))
+        #expect(await run(.success, depFails: true) == (.skipped, .dependency, false))
     }
 
     @Test func failureRunsOnlyAfterFailure() async {
         #expect(await run(.failure, depFails: true) == (.succeeded, nil, true))
-        #expect(await run(.failure, depFails: false) == (.cancelled, .dependency, false))
+        #expect(await run(.failure, depFails: false) == (.skipped, .dependency, false))
     }
 
     @Test func alwaysRunsEitherWay() async {
@@ -38,7 +38,7 @@ import Testing
                 done(e.state(t))
             })
         }
-        #expect(state == .cancelled)
+        #expect(state == .skipped)
     }
 
     @Test func skippingCascadesAndEveryWaiterIsToldOnce() async {
@@ -54,7 +54,7 @@ import Testing
                 }
             }
         }
-        #expect(states == [.failed, .cancelled, .cancelled])
+        #expect(states == [.failed, .skipped, .skipped])
         #expect(calls == [1, 1, 1])
     }
 }

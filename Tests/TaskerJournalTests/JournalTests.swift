@@ -42,6 +42,28 @@ import Testing
         #expect(bytes.dropLast(3).withUnsafeBytes { JournalCodec.decode(UnsafeRawBufferPointer(rebasing: $0[...])) } == nil)
     }
 
+    @Test func everyStateAndKindRoundTripsAndVersionOneBlobsStillRead() throws {
+        let states: [JournalEntry.State] = [.running, .succeeded, .failed, .cancelled, .skipped]
+        let kinds: [JournalEntry.Kind] = [.task, .group, .schedule]
+        for state in states {
+            for kind in kinds {
+                var e = JournalEntry(id: 5, state: state)
+                e.kind = kind
+                e.name = "n"
+                var bytes: [UInt8] = []
+                JournalCodec.encode([e], into: &bytes)
+                let d = try #require(bytes.withUnsafeBytes { JournalCodec.decode($0) })
+                #expect(d.first?.state == state && d.first?.kind == kind && d.first?.name == "n")
+                // The same entry as version 1 wrote it: two bits of state, two of kind.
+                guard state != .skipped else { continue }
+                bytes[0] = 1
+                bytes[2] = (bytes[2] & 0xF0) | state.rawValue | (kind.rawValue << 2)
+                let old = try #require(bytes.withUnsafeBytes { JournalCodec.decode($0) })
+                #expect(old.first?.state == state && old.first?.kind == kind && old.first?.name == "n")
+            }
+        }
+    }
+
     @Test func plainEntriesRepeatingAnIdentityTakeFewBytes() {
         var blob: [UInt8] = [JournalCodec.version]
         var previous: (UInt64, Int)?

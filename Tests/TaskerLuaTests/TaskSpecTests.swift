@@ -110,7 +110,7 @@ import TaskerCore
             """)
         #expect(r.lines == [
             "s ran\tf ran\ta ran",
-            "cancelled\tdependency\ttask 'skipped' did not run: dependency 'bad' failed (when = \"success\")",
+            "skipped\tdependency\ttask 'skipped' did not run: dependency 'bad' failed (when = \"success\")",
         ])
         #expect(r.exitCode == 1)  // 'bad' failed
     }

@@ -209,7 +209,7 @@ extension LuaRuntime {
         LuaStack(L).push(outcome.state.rawValue)
         switch outcome {
         case .succeeded: pushFirstValue(L, id)
-        case .failed(let f), .cancelled(let f): pushFailure(L, f)
+        case .failed(let f), .cancelled(let f), .skipped(let f): pushFailure(L, f)
         }
         return 2
     }

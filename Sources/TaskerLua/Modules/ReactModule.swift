@@ -128,7 +128,7 @@ extension LuaRuntime {
             lua_pushboolean(L, 1)
             s.rawSet(-2, "ok")
             if pushValues(L, v, firstOnly: true) == 1 { s.rawSet(-2, "value") }
-        case .failed(let f), .cancelled(let f):
+        case .failed(let f), .cancelled(let f), .skipped(let f):
             lua_pushboolean(L, 0)
             s.rawSet(-2, "ok")
             pushFailure(L, f)
