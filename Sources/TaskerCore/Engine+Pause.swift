@@ -2,11 +2,21 @@
 /// from starting, or, running, stops its timeout clock (the runtime holds
 /// its body at its next wait and stops its processes).
 extension Engine {
-    public func pauseStarts() { startsPaused = true }
+    public func pauseStarts() {
+        guard !startsPaused else { return }
+        startsPaused = true
+        mark(.startsPaused)
+    }
 
     public func resumeStarts() {
+        guard startsPaused else { return }
         startsPaused = false
+        mark(.startsResumed)
         scheduleDispatch()
+    }
+
+    func mark(_ m: RunMark) {
+        for o in observers { o.runMarked(m, engine: self) }
     }
 
     /// Pauses task `id`; false when it is final (or already paused).
@@ -14,6 +24,7 @@ extension Engine {
     public func pause(_ id: TaskID) -> Bool {
         guard let r = record(id), r.finalState == nil, !r.state.isFinal, !r.paused else { return false }
         r.paused = true
+        mark(.taskPaused(id))
         if r.inSlot, let timer = r.timeoutTimer {
             timer.cancel()
             r.timeoutTimer = nil
@@ -29,6 +40,7 @@ extension Engine {
     public func resume(_ id: TaskID) -> Bool {
         guard let r = record(id), r.paused else { return false }
         r.paused = false
+        mark(.taskResumed(id))
         if let remaining = r.pausedRemaining {
             r.pausedRemaining = nil
             if r.inSlot { armTimeout(r, currentRun(r), in: remaining) }

@@ -321,9 +321,12 @@ public final class Engine {
     }
 
     /// Stops starting anything: queued tasks stay where they are until they
-    /// are cancelled (an interrupt, `tasker.exit`).
-    public func close() {
+    /// are cancelled (an interrupt, `tasker.exit`). `reason` is what
+    /// stopped the run (`SIGINT`, `tasker.exit(3)`), for the journal.
+    public func close(reason: String) {
+        guard !closed else { return }
         closed = true
+        mark(.stopped(reason))
     }
 
     /// A running attempt waits on other tasks: its slot goes to someone else

@@ -59,6 +59,22 @@ public protocol EngineObserver: AnyObject {
     func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine)
     /// Reused from an earlier run: it finishes at once without starting.
     func taskReused(_ id: TaskID, engine: Engine)
+    /// Something that happened to the run or a task apart from its
+    /// attempts: a pause, its end, the stop (for the journal's timeline).
+    func runMarked(_ mark: RunMark, engine: Engine)
+}
+
+/// What `EngineObserver.runMarked` reports.
+public enum RunMark: Sendable, Equatable {
+    /// `tasker.pause()` / SIGUSR1: nothing new starts.
+    case startsPaused
+    /// `tasker.resume()` / SIGUSR2 (or the stop ending a pause's wait).
+    case startsResumed
+    /// `h:pause()` / `h:resume()` of a task (each member of a group too).
+    case taskPaused(TaskID)
+    case taskResumed(TaskID)
+    /// Nothing starts from here on: a signal (`SIGINT`) or `tasker.exit(n)`.
+    case stopped(String)
 }
 
 extension EngineObserver {
@@ -73,4 +89,5 @@ extension EngineObserver {
     public func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {}
     public func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine) {}
     public func taskReused(_ id: TaskID, engine: Engine) {}
+    public func runMarked(_ mark: RunMark, engine: Engine) {}
 }

@@ -286,8 +286,10 @@ public final class LuaRuntime {
     private func applyInterrupt() {
         guard !interruptApplied else { return }
         interruptApplied = true
-        engine.close()
-        httpEngine.close()
+        let sig = tasker_signalled(crt)
+        let reason = sig != 0 ? Signals.name(sig) : "interrupted"
+        engine.close(reason: reason)
+        httpEngine.close(reason: reason)
         resumeStarts()  // ends a pause's wait; nothing starts after close()
         engine.cancelAll(reason: "interrupted")
         httpEngine.cancelAll(reason: "interrupted")
@@ -320,9 +322,9 @@ public final class LuaRuntime {
     func requestExit(_ code: Int32) {
         guard exitCode == nil else { return }
         exitCode = code
-        engine.close()
+        engine.close(reason: "tasker.exit(\(code))")
         resumeStarts()
-        httpEngine.close()
+        httpEngine.close(reason: "tasker.exit(\(code))")
         engine.cancelAll(reason: "tasker.exit(\(code))")
         httpEngine.cancelAll(reason: "tasker.exit(\(code))")
         stopReactions(reason: "tasker.exit(\(code))")

@@ -12,6 +12,8 @@ struct HTMLReport {
     let run: JournalRun
     let summary: ReportSummary
     let requests: [JournalHostRequests]
+    /// Pauses and the stop, drawn on the timeline.
+    var marks = ReportMarks()
 
     var html: String {
         var out = """
@@ -33,7 +35,7 @@ struct HTMLReport {
     private var fileName: String { (run.pipeline as NSString).lastPathComponent }
     /// The run's length, or the last moment a task was seen (a run still
     /// going, or one whose clock went wrong); never 0, it divides.
-    private var end: Double { max(run.duration ?? 0, summary.lastMoment, 0.001) }
+    var end: Double { max(run.duration ?? 0, summary.lastMoment, 0.001) }
 
     // MARK: summary
 
@@ -44,6 +46,9 @@ struct HTMLReport {
         s += "<p class=\"meta\">\(esc(run.pipeline)) · started \(History.localTime(run.started))"
         if !run.args.isEmpty { s += " · args <code>\(esc(run.args.joined(separator: " ")))</code>" }
         if let from = run.resumedFrom { s += " · resumed from \(esc(from))" }
+        let paused = marks.runPauses.reduce(0) { $0 + (($1.to ?? end) - $1.from) }
+        if paused > 0 { s += " · paused \(History.seconds(paused))" }
+        if let stop = marks.stop { s += " · stopped by \(esc(stop.detail ?? "an interrupt")) at \(History.seconds(stop.at))" }
         s += "</p><div class=\"cards\">"
         s += card("exit code", exit, ok ? "good" : "bad")
         s += card("duration", run.duration.map(History.seconds) ?? "-", "")
@@ -58,129 +63,6 @@ struct HTMLReport {
 
     private func card(_ label: String, _ value: String, _ style: String) -> String {
         "<div class=\"card \(style)\"><div class=\"value\">\(esc(value))</div><div class=\"label\">\(esc(label))</div></div>"
-    }
-
-    // MARK: timeline
-
-    private var timeline: String {
-        let shown = summary.timelineTasks
-        var note = ""
-        if summary.isSampled {
-            let reused = summary.counts["reused"] ?? 0
-            note = "<p class=\"note\">\(summary.workCount) tasks\(reused > 0 ? " (\(reused) reused from an earlier run, not drawn)" : ""): showing \(shown.count) (failed, retried, held and unfinished first, then the slowest); the chart above counts them all.</p>"
-        }
-        let width = 1000.0, label = 220.0, row = 18.0
-        let scale = (width - label - 40) / end
-        var s = "<section><h2>Timeline</h2>" + concurrencyChart(width: width, label: label) + note
-        s += "<div class=\"legend\"><span class=\"k ok\"></span>succeeded <span class=\"k fail\"></span>failed attempt <span class=\"k cancel\"></span>cancelled <span class=\"k held\"></span>held <span class=\"k reuse\"></span>reused <span class=\"k gap\"></span>retry gap</div>"
-        if shown.isEmpty { return s + "<p class=\"note\">No tasks.</p></section>" }
-        let height = Double(shown.count) * row + 30
-        s += "<svg class=\"timeline\" viewBox=\"0 0 \(Int(width)) \(Int(height))\" width=\"\(Int(width))\" height=\"\(Int(height))\" role=\"img\" aria-label=\"timeline\">"
-        s += axis(width: width, label: label, scale: scale, y: height - 22, height: height)
-        for (i, t) in shown.enumerated() {
-            let y = Double(i) * row
-            s += "<text x=\"\(Int(label - 8))\" y=\"\(f(y + 12))\" class=\"name\" text-anchor=\"end\">\(esc(short(t.name, 30)))</text>"
-            if t.reused {
-                s += "<rect x=\"\(f(label))\" y=\"\(f(y + 4))\" width=\"6\" height=\"10\" class=\"reuse\"><title>\(esc(t.name)): reused from an earlier run</title></rect>"
-                continue
-            }
-            if t.held > 0, let start = t.started {
-                s += "<rect x=\"\(f(label + (start - t.held) * scale))\" y=\"\(f(y + 6))\" width=\"\(f(max(1, t.held * scale)))\" height=\"6\" class=\"held\"><title>held \(History.seconds(t.held))</title></rect>"
-            }
-            var attempts = t.allAttempts
-            if attempts.isEmpty {
-                s += "<text x=\"\(f(label + 4))\" y=\"\(f(y + 12))\" class=\"notrun\">did not run (\(esc(t.state)))</text>"
-            }
-            // A task still running: its bar reaches the last moment seen.
-            if t.state == "running", t.ended == nil, let last = attempts.indices.last { attempts[last].end = end }
-            for (k, a) in attempts.enumerated() {
-                if k > 0 {
-                    let prev = attempts[k - 1].end
-                    s += "<line x1=\"\(f(label + prev * scale))\" x2=\"\(f(label + a.start * scale))\" y1=\"\(f(y + 9))\" y2=\"\(f(y + 9))\" class=\"gap\"/>"
-                }
-                let last = k == attempts.count - 1
-                let style = !last || t.state == "failed" ? "fail"
-                    : (t.state == "cancelled" ? "cancel" : (t.state == "running" ? "running" : "ok"))
-                let tip = "\(t.name): attempt \(k + 1), \(History.seconds(a.end - a.start))" + (t.state == "running" && last ? " so far" : "")
-                    + (a.error.map { " — \($0)" } ?? "")
-                s += "<rect x=\"\(f(label + a.start * scale))\" y=\"\(f(y + 3))\" width=\"\(f(max(1.5, (a.end - a.start) * scale)))\" height=\"12\" rx=\"2\" class=\"\(style)\"><title>\(esc(short(tip, 300)))</title></rect>"
-            }
-        }
-        return s + "</svg></section>"
-    }
-
-    /// How many attempts ran at once in each of 200 slices of the run, on
-    /// average over the slice (all tasks, however many): the time they held
-    /// a slot (a retry's wait holds none) over the slice's length, so never
-    /// above `--concurrency`. Counting every attempt that touched a slice
-    /// showed 12 at concurrency 4 for short tasks; an exact count at each
-    /// instant depends on the order of times recorded to the microsecond.
-    private func concurrencyChart(width: Double, label: Double) -> String {
-        let buckets = 200
-        let slice = end / Double(buckets)
-        var busy = [Double](repeating: 0, count: buckets)
-        // whole slices an attempt covers: +1 from its first, -1 after its last
-        var whole = [Int](repeating: 0, count: buckets + 1)
-        let spans = summary.spans
-        var k = 0
-        while slice > 0, k + 1 < spans.count {
-            let a = max(0, min(spans[k], end)), b = max(a, min(spans[k + 1] < 0 ? end : spans[k + 1], end))
-            k += 2
-            guard a.isFinite, b.isFinite else { continue }
-            let i = bucket(a, buckets), j = bucket(b, buckets)
-            if i == j {
-                busy[i] += b - a
-                continue
-            }
-            busy[i] += Double(i + 1) * slice - a
-            busy[j] += b - Double(j) * slice
-            if j > i + 1 {
-                whole[i + 1] += 1
-                whole[j] -= 1
-            }
-        }
-        var covering = 0
-        var average = [Double](repeating: 0, count: buckets)
-        for i in 0..<buckets {
-            covering += whole[i]
-            average[i] = slice > 0 ? busy[i] / slice + Double(covering) : 0
-        }
-        let peak = max(average.max() ?? 0, 1e-9)
-        let h = 60.0, w = (width - label - 40) / Double(buckets)
-        var s = "<svg class=\"chart\" viewBox=\"0 0 \(Int(width)) \(Int(h + 4))\" width=\"\(Int(width))\" height=\"\(Int(h + 4))\" role=\"img\" aria-label=\"tasks running at once over time\">"
-        s += "<text x=\"\(Int(label - 8))\" y=\"14\" class=\"name\" text-anchor=\"end\">running at once, average per slice (peak \(String(format: "%.1f", peak)))</text>"
-        for (k, n) in average.enumerated() where n > 0 {
-            let bh = n / peak * h
-            s += "<rect x=\"\(f(label + Double(k) * w))\" y=\"\(f(h - bh))\" width=\"\(f(w + 0.3))\" height=\"\(f(bh))\" class=\"bar\"/>"
-        }
-        return s + "</svg>"
-    }
-
-    /// The slice of moment `t` (clamped: a bad time stays on the chart).
-    private func bucket(_ t: Double, _ buckets: Int) -> Int {
-        let x = t / end * Double(buckets)
-        guard x.isFinite, x > 0 else { return 0 }
-        return x >= Double(buckets - 1) ? buckets - 1 : Int(x)
-    }
-
-    private func axis(width: Double, label: Double, scale: Double, y: Double, height: Double) -> String {
-        var s = ""
-        let step = niceStep(end / 8)
-        var t = 0.0
-        while t <= end + step / 2 {
-            let x = label + t * scale
-            s += "<line x1=\"\(f(x))\" x2=\"\(f(x))\" y1=\"0\" y2=\"\(f(y))\" class=\"grid\"/>"
-            s += "<text x=\"\(f(x))\" y=\"\(f(y + 14))\" class=\"tick\" text-anchor=\"middle\">\(History.seconds(t))</text>"
-            t += step
-        }
-        return s
-    }
-
-    private func niceStep(_ raw: Double) -> Double {
-        guard raw > 0 else { return 1 }
-        let p = pow(10, floor(log10(raw)))
-        for m in [1.0, 2, 5, 10] where m * p >= raw { return m * p }
-        return 10 * p
     }
 
     // MARK: dependency graph
@@ -285,9 +167,9 @@ struct HTMLReport {
 
     // MARK: helpers
 
-    private func f(_ x: Double) -> String { String(format: "%.1f", x) }
+    func f(_ x: Double) -> String { String(format: "%.1f", x) }
 
-    private func short(_ s: String, _ n: Int) -> String {
+    func short(_ s: String, _ n: Int) -> String {
         guard s.utf8.count > n else { return s }
         let p = s.prefix(n)
         return p.endIndex == s.endIndex ? s : String(s.prefix(n - 1)) + "…"
@@ -326,6 +208,9 @@ struct HTMLReport {
         .note{color:var(--muted);margin:6px 0}.legend{color:var(--muted);font-size:12px;margin:6px 0 8px}.legend .k{display:inline-block;width:12px;height:10px;border-radius:2px;margin:0 4px 0 12px;vertical-align:middle}
         .k.ok,rect.ok{fill:var(--ok);background:var(--ok)}.k.fail,rect.fail{fill:var(--fail);background:var(--fail)}.k.cancel,rect.cancel{fill:var(--warn);background:var(--warn)}
         .k.held,rect.held{fill:var(--held);background:var(--held)}rect.running{fill:#8fb3e8}h3{font-size:14px;margin:14px 0 6px}.k.reuse,rect.reuse{fill:var(--reuse);background:var(--reuse)}.k.gap{border-top:2px dashed var(--fail);height:0}
+        rect.paused,.k.paused{fill:#c9ced8;fill-opacity:.45;background:#dfe2e8}line.stop{stroke:var(--fail);stroke-width:2;stroke-dasharray:6 3}.k.stop{border-top:2px dashed var(--fail);height:0}
+        text.stoplabel{fill:var(--fail);font-size:11px;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
+        svg.timeline,svg.chart{min-width:760px}svg.timeline line,svg.chart line{vector-effect:non-scaling-stroke}
         line.gap{stroke:var(--fail);stroke-width:1.5;stroke-dasharray:3 3}line.grid{stroke:var(--line)}text.tick{fill:var(--muted);font-size:10px}
         text.name{fill:var(--fg);font-size:11px}text.notrun{fill:var(--muted);font-size:10px;font-style:italic}rect.bar{fill:#8fb3e8}svg{display:block}
         rect.node{stroke-width:1.5;fill-opacity:.14}rect.node.ok{stroke:var(--ok)}rect.node.fail{stroke:var(--fail)}rect.node.cancel{stroke:var(--warn)}rect.node.reuse{stroke:var(--reuse)}rect.node.skip{stroke:#8a93a3;stroke-dasharray:4 3}

@@ -105,6 +105,20 @@ final class JournalRecorder: EngineObserver {
         t == 0 ? 0 : Double(Int64(bitPattern: clock.monotonic(t) &- start)) / 1e9
     }
 
+    /// Pauses and the stop, written at once (they are few): a run killed
+    /// while paused still shows the pause.
+    func runMarked(_ mark: RunMark, engine: Engine) {
+        let m: JournalMark = switch mark {
+        case .startsPaused: JournalMark(.paused, at: now)
+        case .startsResumed: JournalMark(.resumed, at: now)
+        case .taskPaused(let id): JournalMark(.paused, at: now, task: id)
+        case .taskResumed(let id): JournalMark(.resumed, at: now, task: id)
+        case .stopped(let why): JournalMark(.interrupted, at: now, detail: why)
+        }
+        JournalCodec.encode(m, into: &encoded)
+        writer.submit(&encoded)
+    }
+
     func taskStarted(_ id: TaskID, engine: Engine) {
         recentlyStarted.append(id)
         scheduleTick(engine)

@@ -41,7 +41,7 @@ struct Summary {
             return n > 0 ? "\(n) \(state.rawValue)" : nil
         }
         if !groups.isEmpty { head += " (groups and schedules: \(groups.joined(separator: ", ")))" }
-        if result.signal != 0 { head += " (interrupted by \(Self.signalName(result.signal)))" }
+        if result.signal != 0 { head += " (interrupted by \(Signals.name(result.signal)))" }
         lines.append(head)
         for f in result.failed.prefix(Self.listLimit) {
             lines.append("  failed \(Self.line(f.name)): \(Self.line(Self.cut(f.message)))")
@@ -91,15 +91,6 @@ struct Summary {
         guard message.utf8.count > messageLimit else { return message }
         let kept = String(decoding: message.utf8.prefix(messageLimit), as: UTF8.self)
         return kept + "… (\(message.utf8.count - messageLimit) more bytes)"
-    }
-
-    static func signalName(_ sig: Int32) -> String {
-        switch sig {
-        case SIGINT: "SIGINT"
-        case SIGTERM: "SIGTERM"
-        case SIGHUP: "SIGHUP"
-        default: "signal \(sig)"
-        }
     }
 
     func print() {

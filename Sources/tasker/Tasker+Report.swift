@@ -53,12 +53,14 @@ enum ReportCommand {
     /// nothing is touched unless the page is ready.
     static func render(_ run: JournalRun, reader: JournalReader, to path: String) throws {
         var summary = ReportSummary()
-        try reader.forEachTask(of: run.id) { summary.add($0) }
+        var marks = ReportMarks()
+        try reader.forEachTask(of: run.id, onMark: { marks.add($0) }) { summary.add($0) }
         if !summary.linked.isEmpty {
             let ids = summary.graphIDs
             try reader.forEachTask(of: run.id) { summary.addGraphNode($0, of: ids) }
         }
-        let report = HTMLReport(run: run, summary: summary, requests: try reader.requests(of: run.id))
+        var report = HTMLReport(run: run, summary: summary, requests: try reader.requests(of: run.id))
+        report.marks = marks
         try OutputFile.write(report.html, to: path)
     }
 

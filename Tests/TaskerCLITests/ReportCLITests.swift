@@ -226,6 +226,57 @@ import Testing
         for r in [run, missing, dir] { #expect(!r.stderr.contains("Domain") && !r.stderr.contains("Cocoa")) }
     }
 
+    /// Pauses (the run's and a task's) and the interrupt are recorded as
+    /// they happen and drawn on a timeline that takes the page's width.
+    @Test func theTimelineMarksPausesAndTheInterruptAcrossThePage() async throws {
+        let browser = try #require(Self.chromium(), "chromium is missing: run scripts/install-deps")
+        let s = try Scratch(["p.lua": """
+            local b = tasker.add{name = "held-back", run = function() return 1 end}
+            b:pause()
+            tasker.pause()
+            tasker.sleep(0.2)
+            tasker.resume()
+            b:resume()
+            b:await()
+            tasker.add{name = "long", run = function() print("long started"); io.stdout:flush(); tasker.sleep(30) end}
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "--no-progress", "--report", "r.html", "p.lua"], in: s.dir,
+                                            markers: ["long started"])
+        #expect(r.status == 130, "\(r.stderr)")
+        // from the journal again, as any later `tasker report` reads it
+        let again = try await tasker(["report", "last", "-o", "again.html"], in: s.dir)
+        #expect(again.status == 0)
+        for file in ["r.html", "again.html"] {
+            let html = try String(contentsOf: s.dir.appendingPathComponent(file), encoding: .utf8)
+            let bands = html.components(separatedBy: "class=\"paused\"><title>paused ").dropFirst()
+            // the run's pause on the chart and the timeline, and the task's on its row
+            #expect(bands.count == 3, "\(file): \(bands.count) pause bands")
+            #expect(bands.allSatisfy { band in
+                // each lasted about the 0.2 s the script slept, or from the start to then
+                let title = band.components(separatedBy: "</title>")[0]
+                let seconds = title.split(separator: "(").last.flatMap { part -> Double? in
+                    let v = part.prefix { $0.isNumber || $0 == "." }
+                    return part.dropFirst(v.count).hasPrefix("ms") ? Double(v).map { $0 / 1000 } : Double(v)
+                }
+                return seconds.map { $0 >= 0.15 && $0 < 5 } ?? false
+            }, "\(file)")
+            #expect(html.contains("class=\"stop\"><title>SIGINT at "), "\(file)")
+            #expect(html.contains("stopped by SIGINT at "), "\(file)")
+            // drawn to the page's width, not a fixed one
+            #expect(html.contains("<svg class=\"timeline\" width=\"100%\""))
+            #expect(html.contains("<svg class=\"chart\" width=\"100%\""))
+        }
+        let dom = try await shell("""
+            '\(browser)' --headless --no-sandbox --disable-gpu --user-data-dir="$PWD/.chromium" \
+              --dump-dom 'file://\(s.dir.appendingPathComponent("again.html").path)' 2>/dev/null
+            """, in: s.dir)
+        let text = Self.visibleText(dom.stdout)
+        for expected in ["SIGINT at ", "paused", "interrupted", "held-back", "long"] {
+            #expect(text.contains(expected), "the page does not show '\(expected)'")
+        }
+    }
+
     /// The text of the DOM with tags removed.
     static func visibleText(_ dom: String) -> String {
         var out = "", inTag = false
