@@ -1,5 +1,7 @@
 """N no-op jobs through pgqueuer (PyPI) with K worker processes, same server:
-enqueue in one batch, then K processes drain the queue. Prints seconds."""
+enqueue in one batch, then K processes drain the queue. Prints seconds.
+A fourth argument `async` commits with synchronous_commit=off, as tasker's
+queue connections do (the server's default is on)."""
 import asyncio, multiprocessing, sys, time
 
 import asyncpg
@@ -7,8 +9,15 @@ from pgqueuer import AsyncpgDriver, Queries, QueueManager
 from pgqueuer.types import QueueExecutionMode
 
 
+SETTINGS = {}
+
+
+async def connect(dsn):
+    return await asyncpg.connect(dsn, server_settings=SETTINGS)
+
+
 async def install(dsn):
-    conn = await asyncpg.connect(dsn)
+    conn = await connect(dsn)
     q = Queries(AsyncpgDriver(conn))
     try:
         await q.install()
@@ -19,13 +28,13 @@ async def install(dsn):
 
 
 async def enqueue(dsn, n):
-    conn = await asyncpg.connect(dsn)
+    conn = await connect(dsn)
     await Queries(AsyncpgDriver(conn)).enqueue(["noop"] * n, [None] * n, [0] * n)
     await conn.close()
 
 
 async def work(dsn):
-    conn = await asyncpg.connect(dsn)
+    conn = await connect(dsn)
     qm = QueueManager(Queries(AsyncpgDriver(conn)))
 
     @qm.entrypoint("noop")
@@ -36,16 +45,19 @@ async def work(dsn):
     await conn.close()
 
 
-def worker(dsn):
+def worker(dsn, settings):
+    SETTINGS.update(settings)
     asyncio.run(work(dsn))
 
 
 if __name__ == "__main__":
     dsn, n, k = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    if len(sys.argv) > 4 and sys.argv[4] == "async":
+        SETTINGS["synchronous_commit"] = "off"
     asyncio.run(install(dsn))
     t = time.perf_counter()
     asyncio.run(enqueue(dsn, n))
-    procs = [multiprocessing.Process(target=worker, args=(dsn,)) for _ in range(k)]
+    procs = [multiprocessing.Process(target=worker, args=(dsn, dict(SETTINGS))) for _ in range(k)]
     for p in procs:
         p.start()
     for p in procs:
