@@ -104,12 +104,24 @@ extension Engine {
 
     private func dependencyFinished(_ r: TaskRecord, _ dep: TaskRecord, _ state: TaskState) {
         guard !r.state.isFinal, r.finalState == nil else { return }
-        guard r.condition.isMet(by: state) else {
+        guard !r.condition.failsEarly(on: state) else {
             cancelWork(r, dependencyFailure(r, dep, state))
             return
         }
+        if state != .succeeded { r.dependencyFailed = true }
         r.unmetDependencies -= 1
-        if r.unmetDependencies == 0 { tryMakeReady(r) }
+        if r.unmetDependencies == 0 { dependenciesSettled(r) }
+    }
+
+    /// Every dependency is final: `when = "failure"` needs one that failed.
+    func dependenciesSettled(_ r: TaskRecord) {
+        guard r.condition == .failure, !r.dependencyFailed, !r.after.isEmpty else { return tryMakeReady(r) }
+        if r.after.count == 1, let dep = record(r.after[0]) { return cancelWork(r, dependencyFailure(r, dep, .succeeded)) }
+        var failure = TaskFailure(.dependency,
+                                  "task '\(r.name)' did not run: all \(r.after.count) dependencies succeeded (when = \"failure\")")
+        failure.summary = "skipped: all \(r.after.count) dependencies succeeded"
+        failure.conditionUnmet = true
+        cancelWork(r, failure)
     }
 
     func dependencyFailure(_ r: TaskRecord, _ dep: TaskRecord, _ state: TaskState) -> TaskFailure {

@@ -115,6 +115,7 @@ public final class Engine {
         r.retry = spec.retry
         r.retryWhen = spec.retryWhen
         r.condition = spec.when
+        r.after = spec.after  // known to observers from `taskAdded` on
         r.startRequested = spec.start
         r.delay = spec.delay
         r.key = spec.key
@@ -135,16 +136,17 @@ public final class Engine {
         for depID in after {
             guard let dep = record(depID) else { continue }
             if let outcome = dep.outcome {
-                if !r.condition.isMet(by: outcome.state) {
+                if r.condition.failsEarly(on: outcome.state) {
                     cancelWork(r, dependencyFailure(r, dep, outcome.state))
                     return
                 }
+                if outcome.state != .succeeded { r.dependencyFailed = true }
             } else {
                 r.unmetDependencies += 1
                 dep.dependents.append(r.id)
             }
         }
-        tryMakeReady(r)
+        if r.unmetDependencies == 0 { dependenciesSettled(r) }
     }
 
     // MARK: queries

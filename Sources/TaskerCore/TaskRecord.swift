@@ -27,6 +27,8 @@ final class TaskRecord {
 
     // progress of the work
     var unmetDependencies = 0
+    /// A dependency ended other than succeeded (for `when = "failure"`).
+    var dependencyFailed = false
     var attempts = 0
     var token: UInt64 = 0
     var inSlot = false

@@ -120,16 +120,16 @@ public enum TaskValue: Sendable {
 }
 
 /// `after`/`when`: which outcomes of the dependencies let a task start.
+/// `success`: every one succeeded (the first that did not skips it at
+/// once); `failure`: any one did not succeed, judged when all are final
+/// (a rollback after `{deploy, smoke}` runs when either failed); `always`:
+/// all final, whatever their outcomes.
 public enum DependencyCondition: String, Sendable {
     case success, failure, always
 
-    func isMet(by state: TaskState) -> Bool {
-        switch self {
-        case .success: state == .succeeded
-        case .failure: state != .succeeded
-        case .always: true
-        }
-    }
+    /// A dependency ending in `state` settles the condition as not met
+    /// before the others end.
+    func failsEarly(on state: TaskState) -> Bool { self == .success && state != .succeeded }
 }
 
 /// One run of a task body. `token` tells a late report of an aborted attempt

@@ -105,6 +105,18 @@ final class EventsWriter: EngineObserver {
         write("reacting", id, engine, extra: ["reactor": reactor])
     }
 
+    /// `paused`/`resumed` of the run's starts (no id) or of a task, and
+    /// `stopped` with what stopped the run (`SIGINT`, `tasker.exit(3)`).
+    func runMarked(_ mark: RunMark, engine: Engine) {
+        switch mark {
+        case .startsPaused: write("paused", ["state": "paused"])
+        case .startsResumed: write("resumed", ["state": "running"])
+        case .taskPaused(let id): write("paused", id, engine)
+        case .taskResumed(let id): write("resumed", id, engine)
+        case .stopped(let why): write("stopped", ["reason": why])
+        }
+    }
+
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         var extra: [String: Any] = [:]
         if let f = outcome.failure { extra["error"] = f.description }

@@ -165,6 +165,32 @@ import Testing
         #expect(objects[5]["state"] as? String == "succeeded")
     }
 
+    /// `added` carries the ids it waits for; pauses, their ends and the
+    /// stop are events too.
+    @Test func eventsCarryDependenciesPausesAndTheStop() async throws {
+        let s = try Scratch(["ev.lua": """
+            local a = tasker.add{name = "a", run = function() end}
+            local b = tasker.add{name = "b", run = function() end}
+            local c = tasker.add{name = "c", after = {a, b}, run = function() end}
+            c:pause()
+            tasker.pause()
+            tasker.resume()
+            c:resume()
+            c:await()
+            tasker.exit(3)
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--events", "ev.jsonl", "ev.lua"], in: s.dir)
+        #expect(r.status == 3)
+        let all = try String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8).split(separator: "\n")
+            .map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        let added = all.filter { $0["event"] as? String == "added" }
+        #expect(added.map { $0["after"] as? [Int] } == [[], [], [1, 2]])
+        let marks = all.filter { ["paused", "resumed", "stopped"].contains($0["event"] as? String ?? "") }
+            .map { "\($0["event"]!) \($0["id"].map { "\($0)" } ?? "-") \($0["reason"] ?? "")" }
+        #expect(marks == ["paused 3 ", "paused - ", "resumed - ", "resumed 3 ", "stopped - tasker.exit(3)"], "\(marks)")
+    }
+
     @Test func secretHeaderValuesNeverReachTheEventsFileOrStderr() async throws {
         // A failing request with secret headers, logged at debug level: the
         // error lands in the events file and the summary, the headers do not.

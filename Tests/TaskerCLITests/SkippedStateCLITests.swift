@@ -65,6 +65,28 @@ import Testing
         #expect(!html.contains("label\">cancelled<"))
     }
 
+    /// The rollback recipe: `after = {deploy, smoke}, when = "failure"`
+    /// rolls back when either failed, and is skipped when both succeeded.
+    @Test func aRollbackAfterSeveralStepsRunsWhenAnyFailed() async throws {
+        let s = try Scratch(["p.lua": """
+            local smoke_fails = tasker.vars.smoke == "fail"
+            local deploy = tasker.add{name = "deploy", run = function() print("deployed") end}
+            local smoke = tasker.add{name = "smoke", after = deploy, run = function()
+              if smoke_fails then error("health check: 503") end
+            end}
+            tasker.add{name = "rollback", after = {deploy, smoke}, when = "failure", run = function() print("rolled back") end}
+            """])
+        defer { s.cleanup() }
+        let bad = try await tasker(["run", "--no-progress", "--var", "smoke=fail", "p.lua"], in: s.dir)
+        #expect(bad.status == 1)
+        #expect(bad.stdout == "deployed\nrolled back\n", "\(bad.stdout)\(bad.stderr)")
+        let good = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(good.status == 0)
+        #expect(good.stdout == "deployed\n")
+        #expect(good.stderr.contains("tasker: 3 tasks: 2 succeeded, 0 failed, 1 skipped in "), "\(good.stderr)")
+        #expect(good.stderr.contains("  rollback: skipped: all 2 dependencies succeeded\n"), "\(good.stderr)")
+    }
+
     @Test func aDependencyThatFailedSkipsItsDependentsAndTheRunFails() async throws {
         let s = try Scratch(["p.lua": """
             local build = tasker.add{name = "build", run = function() error("compiler crashed") end}

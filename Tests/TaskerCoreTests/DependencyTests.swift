@@ -25,6 +25,25 @@ import Testing
         #expect(await run(.failure, depFails: false) == (.skipped, .dependency, false))
     }
 
+    /// `failure` with several dependencies: any one that failed lets it
+    /// run (a rollback after deploy and smoke), judged once all are final.
+    @Test func failureRunsWhenAnyOfSeveralFailed() async {
+        func run(_ fails: [Bool]) async -> (TaskState, String?) {
+            await onLoop { engine, _, done in
+                let deps = fails.enumerated().map { i, f in
+                    engine.add(spec("d\(i)", ImmediateBody { _ in f ? .failure(TaskFailure(.error, "boom")) : .success(.none) }))
+                }
+                let t = engine.add(spec("rollback", ImmediateBody()) { $0.after = deps; $0.when = .failure })
+                engine.addWaiter(t, Watcher { _, e in done((e.state(t), e.outcome(t)?.failure?.summary)) })
+            }
+        }
+        #expect(await run([false, true]) == (.succeeded, nil))
+        #expect(await run([true, false]) == (.succeeded, nil))
+        #expect(await run([true, true]) == (.succeeded, nil))
+        #expect(await run([false, false]) == (.skipped, "skipped: all 2 dependencies succeeded"))
+        #expect(await run([false]) == (.skipped, "skipped: dependency 'd0' succeeded"))
+    }
+
     @Test func alwaysRunsEitherWay() async {
         #expect(await run(.always, depFails: true) == (.succeeded, nil, true))
         #expect(await run(.always, depFails: false) == (.succeeded, nil, true))
