@@ -45,7 +45,6 @@ public final class PostgresTestServer: Sendable {
             throw StartError(description: "cannot create \(root): \(error)")
         }
         dataDir = root + "/data"
-        port = Self.freePort()
         let asRoot = getuid() == 0
         if asRoot { _ = Self.run("/bin/chown", ["postgres:postgres", root]) }
         let prefix = asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
@@ -57,13 +56,26 @@ public final class PostgresTestServer: Sendable {
         guard s1 == 0 else {
             throw StartError(description: "initdb failed: \(o1)")
         }
-        options = "-p \(port) -k \(root) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200"
-        pgCtl = prefix + ["\(bin)/pg_ctl", "-D", dataDir]
-        stopCommand = pgCtl + ["-m", "immediate", "stop"]
-        let (s2, o2) = pgCtlRun(["-o", options, "-l", root + "/log", "-w", "start"])
-        guard s2 == 0 else {
-            throw StartError(description: "pg_ctl start failed: \(o2)")
+        let ctl = prefix + ["\(bin)/pg_ctl", "-D", dataDir]
+        pgCtl = ctl
+        stopCommand = ctl + ["-m", "immediate", "stop"]
+        // A free port can be taken by another test's server between the
+        // probe and the bind: then another port.
+        var started: (port: Int, options: String)?
+        var failure = ""
+        for _ in 1...4 where started == nil {
+            let port = Self.freePort()
+            let options = "-p \(port) -k \(root) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c max_connections=200"
+            let all = ctl + ["-o", options, "-l", root + "/log", "-w", "start"]
+            let (status, output) = Self.run(all[0], Array(all.dropFirst()))
+            if status == 0 { started = (port, options) } else { failure = output }
         }
+        guard let started else {
+            let log = (try? String(contentsOfFile: root + "/log", encoding: .utf8)) ?? ""
+            throw StartError(description: "pg_ctl start failed: \(failure)\(log.suffix(2000))")
+        }
+        port = started.port
+        options = started.options
         guard removeAtExit else { return }
         // The server goes when the tests go (it is theirs alone).
         atexit {
