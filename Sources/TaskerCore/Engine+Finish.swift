@@ -103,7 +103,7 @@ extension Engine {
     }
 
     private func dependencyFinished(_ r: TaskRecord, _ dep: TaskRecord, _ state: TaskState) {
-        guard !r.state.isFinal, r.finalState == nil else { return }
+        guard !r.state.isFinal, r.finalState == nil, !cancellingAll else { return }
         guard !r.condition.failsEarly(on: state) else {
             cancelWork(r, dependencyFailure(r, dep, state))
             return
@@ -141,6 +141,10 @@ extension Engine {
     /// Cancels every handle that is not final (Ctrl-C, `tasker.exit`, a
     /// failed main chunk).
     public func cancelAll(reason: String) {
+        // A dependent is cancelled for the same reason, not skipped because
+        // its dependency was cancelled first.
+        cancellingAll = true
+        defer { cancellingAll = false }
         for case let r? in records where r.finalState == nil {
             var failure = TaskFailure(.cancelled, "task '\(r.name)' was cancelled: \(reason)")
             failure.summary = "cancelled: \(reason)"

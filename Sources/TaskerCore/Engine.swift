@@ -59,6 +59,8 @@ public final class Engine {
     /// `tasker.pause()`: nothing new starts until `resumeStarts()` (work of
     /// reactions still does).
     public internal(set) var startsPaused = false
+    /// `cancelAll` is going through every task (dependents wait their turn).
+    var cancellingAll = false
     /// While positive, no new attempt starts (reactors with `suspend`).
     public var suspended = 0 {
         didSet { if suspended == 0 { scheduleDispatch() } }
@@ -324,7 +326,7 @@ public final class Engine {
 
     /// Stops starting anything: queued tasks stay where they are until they
     /// are cancelled (an interrupt, `tasker.exit`). `reason` is what
-    /// stopped the run (`SIGINT`, `tasker.exit(3)`), for the journal.
+    /// stopped the run (`SIGINT`, `exit(3)` from `tasker.exit` or `os.exit`), for the journal.
     public func close(reason: String) {
         guard !closed else { return }
         closed = true

@@ -322,9 +322,9 @@ public final class LuaRuntime {
     func requestExit(_ code: Int32) {
         guard exitCode == nil else { return }
         exitCode = code
-        engine.close(reason: "tasker.exit(\(code))")
+        engine.close(reason: "exit(\(code))")  // tasker.exit or os.exit
         resumeStarts()
-        httpEngine.close(reason: "tasker.exit(\(code))")
+        httpEngine.close(reason: "exit(\(code))")
         engine.cancelAll(reason: "tasker.exit(\(code))")
         httpEngine.cancelAll(reason: "tasker.exit(\(code))")
         stopReactions(reason: "tasker.exit(\(code))")

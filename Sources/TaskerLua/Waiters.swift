@@ -83,7 +83,7 @@ final class AnyWaiter: TasksWait {
 
 func anyFailure(_ ids: [TaskID], engine: Engine) -> TaskFailure {
     let parts = ids.map { "'\(engine.name($0))' (\(engine.outcome($0)?.failure?.description ?? "?"))" }
-    return TaskFailure(.dependency, "tasker.any: every task failed: " + parts.joined(separator: ", "))
+    return TaskFailure(.dependency, "tasker.any: no task succeeded: " + parts.joined(separator: ", "))
 }
 
 /// `tasker.some`: after all finished, the values of those that succeeded.

@@ -106,7 +106,7 @@ final class EventsWriter: EngineObserver {
     }
 
     /// `paused`/`resumed` of the run's starts (no id) or of a task, and
-    /// `stopped` with what stopped the run (`SIGINT`, `tasker.exit(3)`).
+    /// `stopped` with what stopped the run (`SIGINT`, `exit(3)`).
     func runMarked(_ mark: RunMark, engine: Engine) {
         switch mark {
         case .startsPaused: write("paused", ["state": "paused"])

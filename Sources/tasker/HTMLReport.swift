@@ -46,8 +46,12 @@ struct HTMLReport {
         s += "<p class=\"meta\">\(esc(run.pipeline)) · started \(History.localTime(run.started))"
         if !run.args.isEmpty { s += " · args <code>\(esc(run.args.joined(separator: " ")))</code>" }
         if let from = run.resumedFrom { s += " · resumed from \(esc(from))" }
-        let paused = marks.runPauses.reduce(0) { $0 + (($1.to ?? end) - $1.from) }
-        if paused > 0 { s += " · paused \(History.seconds(paused))" }
+        let paused = marks.runPaused(end: end)
+        if paused > 0 {
+            let count = marks.runPauses.count + marks.runPausesNotDrawn
+            s += " · paused \(History.seconds(paused)) (\(count) time\(count == 1 ? "" : "s")"
+                + (marks.runPausesNotDrawn > 0 ? ", the first \(marks.runPauses.count) drawn)" : ")")
+        }
         if let stop = marks.stop { s += " · stopped by \(esc(stop.detail ?? "an interrupt")) at \(History.seconds(stop.at))" }
         s += "</p><div class=\"cards\">"
         s += card("exit code", exit, ok ? "good" : "bad")
@@ -190,6 +194,10 @@ struct HTMLReport {
             case "\t", "\n", "\r": out.unicodeScalars.append(c)
             case "\u{0}"..."\u{1F}": out.unicodeScalars.append(Unicode.Scalar(0x2400 + c.value) ?? "?")
             case "\u{7F}": out += "\u{2421}"
+            // Direction overrides would reorder the text around them (a
+            // name reading backwards): shown, not obeyed.
+            case "\u{200E}", "\u{200F}", "\u{202A}"..."\u{202E}", "\u{2066}"..."\u{2069}":
+                out += String(format: "[U+%04X]", c.value)
             default: out.unicodeScalars.append(c)
             }
         }

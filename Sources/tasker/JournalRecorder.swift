@@ -105,9 +105,33 @@ final class JournalRecorder: EngineObserver {
         t == 0 ? 0 : Double(Int64(bitPattern: clock.monotonic(t) &- start)) / 1e9
     }
 
+    /// Marks recorded so far; past `marksKept` a script pausing in a loop
+    /// records no more (the report draws 100 a row at most).
+    private var marksRecorded = (run: 0, tasks: 0)
+    static let marksKept = 10_000
+    /// Pauses recorded and not yet ended (0: the run's starts): their end
+    /// is recorded past the limit too, so no pause is drawn as endless.
+    private var openPauses = Set<TaskID>()
+
     /// Pauses and the stop, written at once (they are few): a run killed
     /// while paused still shows the pause.
     func runMarked(_ mark: RunMark, engine: Engine) {
+        switch mark {
+        case .startsPaused:
+            guard marksRecorded.run < Self.marksKept else { return }
+            marksRecorded.run += 1
+            openPauses.insert(0)
+        case .taskPaused(let id):
+            guard marksRecorded.tasks < Self.marksKept else { return }
+            marksRecorded.tasks += 1
+            openPauses.insert(id)
+        case .startsResumed:
+            guard openPauses.remove(0) != nil else { return }
+        case .taskResumed(let id):
+            guard openPauses.remove(id) != nil else { return }
+        case .stopped:
+            break
+        }
         let m: JournalMark = switch mark {
         case .startsPaused: JournalMark(.paused, at: now)
         case .startsResumed: JournalMark(.resumed, at: now)

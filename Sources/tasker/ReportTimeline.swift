@@ -56,7 +56,6 @@ extension HTMLReport {
             shapes += "<rect x=\"\(f(Self.labelUnits))\" y=\"\(f(y + 4))\" width=\"6\" height=\"10\" class=\"reuse\"><title>\(esc(t.name)): reused from an earlier run</title></rect>"
             return
         }
-        if let pauses = marks.taskPauses[t.id] { pauseBands(pauses, y: y + 1, height: Self.row - 2, &shapes) }
         if t.held > 0, let start = t.started {
             shapes += "<rect x=\"\(f(x(start - t.held)))\" y=\"\(f(y + 6))\" width=\"\(f(max(1, x(start) - x(start - t.held))))\" height=\"6\" class=\"held\"><title>held \(History.seconds(t.held))</title></rect>"
         }
@@ -77,12 +76,18 @@ extension HTMLReport {
                 + (a.error.map { " — \($0)" } ?? "")
             shapes += "<rect x=\"\(f(x(a.start)))\" y=\"\(f(y + 3))\" width=\"\(f(max(1.5, x(a.end) - x(a.start))))\" height=\"12\" rx=\"2\" class=\"\(style)\"><title>\(esc(short(tip, 300)))</title></rect>"
         }
+        // Over the bars (translucent), and no later than the task's end: a
+        // task that ended while paused was not paused after.
+        if let pauses = marks.taskPauses[t.id] {
+            pauseBands(pauses, y: y + 1, height: Self.row - 2, until: t.ended ?? end, &shapes)
+        }
     }
 
-    private func pauseBands(_ pauses: [ReportMarks.Span], y: Double, height: Double, _ shapes: inout String) {
+    private func pauseBands(_ pauses: [ReportMarks.Span], y: Double, height: Double, until last: Double? = nil,
+                            _ shapes: inout String) {
         for p in pauses {
-            let to = p.to ?? end
-            let tip = "paused \(History.seconds(p.from)) – \(p.to.map(History.seconds) ?? "the end") (\(History.seconds(to - p.from)))"
+            let to = min(p.to ?? end, max(p.from, last ?? end))
+            let tip = "paused \(History.seconds(p.from)) – \(p.to != nil || last != nil ? History.seconds(to) : "the end") (\(History.seconds(to - p.from)))"
             shapes += "<rect x=\"\(f(x(p.from)))\" y=\"\(f(y))\" width=\"\(f(max(1, x(to) - x(p.from))))\" height=\"\(f(height))\" class=\"paused\"><title>\(esc(tip))</title></rect>"
         }
     }
@@ -190,27 +195,49 @@ struct ReportMarks {
 
     mutating func add(_ m: JournalMark) {
         switch m.kind {
+        case .paused where m.task == 0:
+            if !Self.open(&runPauses, m.at), runPauseOpen == nil {
+                runPauseOpen = m.at
+                runPausesNotDrawn += 1
+            }
+        case .resumed where m.task == 0:
+            if !Self.close(&runPauses, m.at), let from = runPauseOpen {
+                runPausedBeyond += max(0, m.at - from)
+                runPauseOpen = nil
+            }
         case .paused:
-            if m.task == 0 { Self.open(&runPauses, m.at) } else { Self.open(&taskPauses[m.task, default: []], m.at) }
+            _ = Self.open(&taskPauses[m.task, default: []], m.at)
         case .resumed:
-            if m.task == 0 { Self.close(&runPauses, m.at) } else { Self.close(&taskPauses[m.task, default: []], m.at) }
+            _ = Self.close(&taskPauses[m.task, default: []], m.at)
         case .interrupted:
             if stop == nil { stop = m }
         }
     }
 
-    /// Spans drawn per row (or for the run); past them a pause joins the
-    /// last span, so a script pausing in a loop cannot grow the page.
+    /// Spans kept per row (or for the run), so a script pausing in a loop
+    /// cannot grow the page; the run's paused time counts them all.
     static let spansKept = 100
+    /// The run's pauses past `spansKept`: how many, and how long in all.
+    private(set) var runPausesNotDrawn = 0
+    private(set) var runPausedBeyond = 0.0
+    private var runPauseOpen: Double?
 
-    private static func open(_ spans: inout [Span], _ at: Double) {
-        guard let last = spans.indices.last else { return spans.append(Span(from: at)) }
-        guard spans[last].to != nil else { return }
-        if spans.count < spansKept { spans.append(Span(from: at)) } else { spans[last].to = nil }
+    /// Seconds the run's starts were paused, every pause counted (one
+    /// still on at `end` lasts until then).
+    func runPaused(end: Double) -> Double {
+        runPauses.reduce(runPausedBeyond) { $0 + (($1.to ?? end) - $1.from) } + (runPauseOpen.map { end - $0 } ?? 0)
     }
 
-    private static func close(_ spans: inout [Span], _ at: Double) {
-        guard let last = spans.indices.last, spans[last].to == nil else { return }
+    private static func open(_ spans: inout [Span], _ at: Double) -> Bool {
+        if let last = spans.last, last.to == nil { return true }
+        guard spans.count < spansKept else { return false }
+        spans.append(Span(from: at))
+        return true
+    }
+
+    private static func close(_ spans: inout [Span], _ at: Double) -> Bool {
+        guard let last = spans.indices.last, spans[last].to == nil else { return false }
         spans[last].to = max(at, spans[last].from)
+        return true
     }
 }

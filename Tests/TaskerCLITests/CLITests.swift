@@ -188,7 +188,7 @@ import Testing
         #expect(added.map { $0["after"] as? [Int] } == [[], [], [1, 2]])
         let marks = all.filter { ["paused", "resumed", "stopped"].contains($0["event"] as? String ?? "") }
             .map { "\($0["event"]!) \($0["id"].map { "\($0)" } ?? "-") \($0["reason"] ?? "")" }
-        #expect(marks == ["paused 3 ", "paused - ", "resumed - ", "resumed 3 ", "stopped - tasker.exit(3)"], "\(marks)")
+        #expect(marks == ["paused 3 ", "paused - ", "resumed - ", "resumed 3 ", "stopped - exit(3)"], "\(marks)")
     }
 
     @Test func secretHeaderValuesNeverReachTheEventsFileOrStderr() async throws {

@@ -104,6 +104,7 @@ import Testing
         let s = try Scratch(["x.lua": """
             tasker.add{name = "</script><img src=x onerror=alert(1)>", run = function() error("<b>bold</b>\\27[31mred", 0) end}
             tasker.add{name = "huge", run = function() error(string.rep("e", 1 << 20), 0) end}
+            tasker.add{name = "gpj.\u{202E}exe", run = function() end}
             """])
         defer { s.cleanup() }
         let run = try await tasker(["run", "--no-progress", "--report", "x.html", "x.lua"], in: s.dir)
@@ -114,6 +115,28 @@ import Testing
         #expect(html.contains("&lt;b&gt;bold&lt;/b&gt;\u{241B}[31mred"))
         #expect(!html.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" })
         #expect(html.utf8.count < 100_000, "a 1 MiB error made a \(html.utf8.count)-byte page")
+        // a direction override is shown, not obeyed (it would read 'exe.jpg')
+        #expect(html.contains("gpj.[U+202E]exe") && !html.unicodeScalars.contains("\u{202E}"))
+    }
+
+    /// A script pausing in a loop: the page stays small, says how many
+    /// pauses there were and how long they lasted in all, truthfully.
+    @Test func aPauseStormIsCountedNotDrawn() async throws {
+        let s = try Scratch(["p.lua": """
+            local h = tasker.add{name = "victim", run = function() tasker.sleep(0.3) end}
+            for i = 1, 20000 do h:pause(); h:resume() end
+            for i = 1, 150 do tasker.pause(); tasker.resume() end
+            """])
+        defer { s.cleanup() }
+        let run = try await tasker(["run", "--no-progress", "--report", "r.html", "p.lua"], in: s.dir)
+        #expect(run.status == 0, "\(run.stderr)")
+        let html = try String(contentsOf: s.dir.appendingPathComponent("r.html"), encoding: .utf8)
+        #expect(html.utf8.count < 100_000)
+        let header = try #require(html.range(of: " · paused ").map { html[$0.upperBound...].prefix(80) })
+        #expect(header.contains("(150 times, the first 100 drawn)"), "\(header)")
+        // each pause lasted next to nothing: the total cannot be near the run's length
+        let total = header.prefix { $0 != " " }
+        #expect(total.hasSuffix("ms") && (Double(total.dropLast(2)) ?? 1000) < 150, "\(header)")
     }
 
     @Test func aRunWithoutTasksHasAReport() async throws {

@@ -87,6 +87,36 @@ import Testing
         #expect(good.stderr.contains("  rollback: skipped: all 2 dependencies succeeded\n"), "\(good.stderr)")
     }
 
+    /// An interrupt cancels what waits on a dependency for the interrupt's
+    /// reason: the dependency being cancelled first does not make them skipped.
+    @Test func anInterruptCancelsDependentsInsteadOfSkippingThem() async throws {
+        let s = try Scratch(["p.lua": """
+            local gate = tasker.add{name = "gate", run = function() print("gate open"); io.stdout:flush(); tasker.sleep(30) end}
+            local dependent = tasker.add{name = "dependent", after = gate, run = function() end}
+            tasker.add{name = "onfail", after = gate, when = "failure", run = function() end}
+            tasker.add{name = "chain", after = dependent, run = function() end}
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "--no-progress", "p.lua"], in: s.dir, markers: ["gate open"])
+        #expect(r.status == 130)
+        #expect(r.stderr.contains("tasker: 4 tasks: 0 succeeded, 0 failed, 4 cancelled in "), "\(r.stderr)")
+        #expect(!r.stderr.contains("skipped"), "\(r.stderr)")
+    }
+
+    /// A group's options are checked: `after`/`when` belong on its members.
+    @Test func aGroupRefusesOptionsItDoesNotHave() async throws {
+        let s = try Scratch(["p.lua": """
+            local ok = tasker.add{name = "ok", run = function() end}
+            tasker.parallel({{name = "x", run = function() print("x ran") end}}, {after = ok, when = "failure"})
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("p.lua:2: usage: unknown option 'after' to 'tasker.parallel'") ||
+                r.stderr.contains("p.lua:2: usage: unknown option 'when' to 'tasker.parallel'"), "\(r.stderr)")
+        #expect(!r.stdout.contains("x ran"))
+    }
+
     @Test func aDependencyThatFailedSkipsItsDependentsAndTheRunFails() async throws {
         let s = try Scratch(["p.lua": """
             local build = tasker.add{name = "build", run = function() error("compiler crashed") end}

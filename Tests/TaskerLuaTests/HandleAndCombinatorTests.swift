@@ -148,7 +148,7 @@ import TaskerCore
             print(pcall(tasker.any, {}))
             """)
         #expect(r.lines[0...1] == ["b wins\t2", "cancelled\tfailed"])
-        #expect(r.lines[2] == "false\tdependency\ttasker.any: every task failed: 'x' (nope)")
+        #expect(r.lines[2] == "false\tdependency\ttasker.any: no task succeeded: 'x' (nope)")
         #expect(r.lines[3].contains("usage: tasker.any: the list of handles is empty"))
     }
 

@@ -142,6 +142,8 @@ extension LuaRuntime {
         var name: String?
         if !s.isNoneOrNil(2) {
             guard s.type(2) == LUA_TTABLE else { return argError(L, fn, 2, "table") }
+            let options = OptionReader(L: L, table: 2, function: fn, known: ["concurrency", "fail_fast", "name"])
+            if let message = options.unknownOption() { return usage(L, message) }
             s.rawGet(2, "concurrency")
             if !s.isNoneOrNil(-1) {
                 guard let c = s.integer(-1), c >= 1 else {
