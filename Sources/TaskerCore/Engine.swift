@@ -234,6 +234,7 @@ public final class Engine {
             default:
                 c.tasks[s, default: 0] += 1
                 if r.reused { c.reused += 1 }
+                if r.attempts > 1 { c.retried += 1 }
                 if s == .failed { c.failed.append(r.id) }
                 if s == .cancelled { c.cancelled.append(r.id) }
                 if s == .skipped { c.skipped.append(r.id) }

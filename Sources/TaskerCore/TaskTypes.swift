@@ -157,6 +157,8 @@ public struct RunCounts: Sendable {
     public var skipped: [TaskID] = []
     /// Succeeded tasks that were reused from an earlier run (resume).
     public var reused = 0
+    /// Tasks that took more than one attempt, whatever their end.
+    public var retried = 0
 
     public init() {}
 }

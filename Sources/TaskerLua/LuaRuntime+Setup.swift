@@ -203,6 +203,17 @@ extension LuaRuntime: EngineObserver {
 
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
         if handlerTasks[id] != nil { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
+        // A shard that passed on its second try is worth a line.
+        logger.info("attempt \(failedAttempt) failed, retrying in \(Self.seconds(delay)): \(Self.firstLine(failure.description))",
+                    metadata: ["task": "\(engine.name(id))", "attempt": "\(failedAttempt)"])
+    }
+
+    static func seconds(_ s: Double) -> String { s < 10 ? String(format: "%.2gs", s) : String(format: "%.0fs", s) }
+
+    /// The first line of an error, at most 300 bytes, for a log line.
+    static func firstLine(_ s: String) -> String {
+        let line = s.prefix { $0 != "\n" }
+        return line.utf8.count <= 300 ? String(line) : String(line.prefix(300)) + "…"
     }
 
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {

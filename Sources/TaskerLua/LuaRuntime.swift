@@ -267,6 +267,7 @@ public final class LuaRuntime {
                                seconds: Double(Monotonic.now() - startTime) / 1e9)
         result.groups = c.groups
         result.reused = c.reused
+        result.retried = c.retried
         result.cancelled = c.cancelled.map(reason)
         result.skipped = c.skipped.map(reason)
         result.mainErrorTask = mainErrorTask
@@ -340,6 +341,8 @@ public struct RunResult: Sendable {
     public var groups: [TaskState: Int] = [:]
     /// Succeeded tasks reused from an earlier run (resume).
     public var reused = 0
+    /// Tasks that took more than one attempt.
+    public var retried = 0
     public var failed: [(name: String, message: String)]
     /// Cancelled tasks with a short reason ("cancelled: interrupted").
     public var cancelled: [(name: String, message: String)] = []

@@ -15,6 +15,8 @@ struct Summary {
     var runID: String?
     /// The slowest tasks, longest first (known when the run was recorded).
     var slowest: [(name: String, seconds: Double)] = []
+    /// `--log-format json`: the summary is one JSON line too.
+    var json = false
     /// Longer messages are cut (a 50 MB error string is not a summary).
     static let messageLimit = 2000
     /// Failed, cancelled and skipped tasks listed by name, each; past this, a count.
@@ -41,6 +43,7 @@ struct Summary {
             return n > 0 ? "\(n) \(state.rawValue)" : nil
         }
         if !groups.isEmpty { head += " (groups and schedules: \(groups.joined(separator: ", ")))" }
+        if result.retried > 0 { head += "; \(result.retried) task\(result.retried == 1 ? "" : "s") retried" }
         if result.signal != 0 { head += " (interrupted by \(Signals.name(result.signal)))" }
         lines.append(head)
         for f in result.failed.prefix(Self.listLimit) {
@@ -94,6 +97,33 @@ struct Summary {
     }
 
     func print() {
-        StandardError.write(text)
+        StandardError.write(json ? jsonText : text)
+    }
+
+    /// The summary as one JSON object on a line, as `--log-format json`
+    /// writes log lines: `level`, `msg` ("summary"), `ts`, then the counts,
+    /// the time and the tasks listed (the first 20 of each, cut as above).
+    var jsonText: String {
+        var object: [String: Any] = ["level": result.mainError == nil && result.failed.isEmpty ? "info" : "error",
+                                     "msg": "summary", "ts": EventsWriter.timestamp(),
+                                     "tasks": result.counts.values.reduce(0, +), "seconds": result.seconds]
+        object["counts"] = Dictionary(uniqueKeysWithValues: result.counts.map { ($0.key.rawValue, $0.value) })
+        if !result.groups.isEmpty {
+            object["groups"] = Dictionary(uniqueKeysWithValues: result.groups.map { ($0.key.rawValue, $0.value) })
+        }
+        if result.reused > 0 { object["reused"] = result.reused }
+        if result.retried > 0 { object["retried"] = result.retried }
+        if let error = result.mainError { object["error"] = Self.cut(error) }
+        if let task = result.mainErrorTask { object["error_task"] = task }
+        if result.signal != 0 { object["signal"] = Signals.name(result.signal) }
+        if let runID { object["run"] = runID }
+        for (key, list) in [("failed", result.failed), ("cancelled", result.cancelled), ("skipped", result.skipped)]
+            where !list.isEmpty {
+            object[key] = list.prefix(Self.listLimit).map { ["name": $0.name, "error": Self.cut($0.message)] }
+            if list.count > Self.listLimit { object[key + "_more"] = list.count - Self.listLimit }
+        }
+        if !slowest.isEmpty { object["slowest"] = slowest.map { ["name": $0.name, "seconds": $0.seconds] } }
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return text }
+        return TerminalText.escapingC1(json: String(decoding: data, as: UTF8.self)) + "\n"
     }
 }

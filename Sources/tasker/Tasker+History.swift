@@ -101,6 +101,12 @@ extension Tasker {
                     try out.line("run \(r.id)  \(TerminalText.escape(r.pipeline))")
                     try out.line("started \(History.localTime(r.started))  duration \(r.duration.map(History.seconds) ?? "-")  exit \(r.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running")  \(History.counts(r.counts))")
                     if let from = r.resumedFrom { try out.line("resumed from \(from)") }
+                    if !r.args.isEmpty { try out.line("args " + r.args.map { TerminalText.escape($0) }.joined(separator: " ")) }
+                    // as recorded: secret-looking values were masked then
+                    if !r.vars.isEmpty {
+                        try out.line("vars " + r.vars.sorted { $0.key < $1.key }
+                            .map { "\(TerminalText.escape($0.key))=\(TerminalText.escape($0.value))" }.joined(separator: " "))
+                    }
                     try out.line(History.pad(["ID", "STATE", "ATTEMPTS", "DURATION", "HELD", "NAME", "ERROR"], [5, 10, 8, 9, 7, 24]))
                     try reader.forEachTask(of: r.id) { t in
                         let state = t.reused ? "reused" : (t.errorKind == "lost" ? "lost" : t.state)
@@ -149,7 +155,7 @@ enum History {
 
     static func runObject(_ r: JournalRun) -> [String: Any] {
         var o: [String: Any] = ["id": r.id, "pipeline": r.pipeline, "started": isoTime(r.started),
-                                "counts": r.counts, "args": r.args]
+                                "counts": r.counts, "args": r.args, "vars": r.vars]
         o["duration"] = r.duration ?? NSNull()
         o["exit_code"] = r.exitCode.map { $0 as Any } ?? NSNull()
         if let from = r.resumedFrom { o["resumed_from"] = from }

@@ -13,7 +13,7 @@ extension Tasker {
             discussion: "Options go before FILE; the words after FILE are the script's tasker.args."
         )
 
-        @Option(name: .long, help: "How many tasks run at once.")
+        @Option(name: .long, help: "How many tasks run at once (this also caps HTTP requests, which tasks make, whatever http.configure{concurrency=} says).")
         var concurrency: Int = 16
 
         @Flag(name: .long, help: "Reload files loaded with tasker.use when they change.")
@@ -207,7 +207,8 @@ extension Tasker {
             }
             signals.stop()
             if late.signal != 0 && code < 128 { code = 128 + late.signal }
-            Summary(result: result, runID: recorder?.runID, slowest: recorder?.slowest ?? []).print()
+            Summary(result: result, runID: recorder?.runID, slowest: recorder?.slowest ?? [],
+                    json: script.logFormat == "json").print()
             if let report, let recorder {
                 do {
                     try ReportCommand.write(runID: recorder.runID, place: journal.place, to: report)

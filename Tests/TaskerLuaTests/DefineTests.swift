@@ -15,8 +15,11 @@ import Testing
             print(select(2, named:await()))
             local plain = tasker.define("noop", function() end)
             print(plain():await())
+            print(tasker.define("cp", function() end){args = {"in/a", "out/a"}}.name)
+            print(tasker.define("long", function() end){args = {path = string.rep("x", 100)}}.name)
             """)
-        #expect(r.lines == ["320\t240\tresize\timg\tinteger", "thumb\timg", ""], "\(r.output)")
+        #expect(r.lines == ["320\t240\tresize(h=480, w=640)\timg\tinteger", "thumb\timg", "", "cp(in/a, out/a)",
+                           "long(path=" + String(repeating: "x", count: 54) + "…)"], "\(r.output)")
     }
 
     @Test func misuseIsAUsageErrorAtTheCallersLineAndNonJSONValuesFailTheTask() async throws {

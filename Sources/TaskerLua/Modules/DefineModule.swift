@@ -21,6 +21,31 @@ final class DefineModule: LuaModule {
         local lost_retry = {attempts = 4, delay = 1, when = function(err)
           return type(err) == "table" and err.kind == "lost"
         end}
+        -- "src=in/a.png, dst=out/a.png": a task's args in its default name,
+        -- so the status line, the summary and `show` tell the tasks apart.
+        local function short_args(args)
+          if type(args) ~= "table" then return args ~= nil and tostring(args) or nil end
+          local keys = {}
+          for k in pairs(args) do keys[#keys + 1] = k end
+          if #keys == 0 then return nil end
+          table.sort(keys, function(a, b)
+            if math.type(a) == "integer" and math.type(b) == "integer" then return a < b end
+            return tostring(a) < tostring(b)
+          end)
+          local parts = {}
+          for i, k in ipairs(keys) do
+            if i > 8 then parts[#parts + 1] = "…"; break end
+            local v = args[k]
+            local shown = type(v) == "table" and "{…}" or tostring(v)
+            parts[#parts + 1] = (math.type(k) == "integer" and "" or tostring(k) .. "=") .. shown
+          end
+          local text = table.concat(parts, ", ")
+          if #text > 60 then
+            local ok, cut = pcall(utf8.offset, text, 60)
+            text = text:sub(1, (ok and cut or 61) - 1) .. "…"
+          end
+          return text
+        end
         local function define(name, opts, fn)
           if fn == nil and type(opts) == "function" then fn, opts = opts, nil end
           if type(name) ~= "string" or name == "" then
@@ -75,7 +100,10 @@ final class DefineModule: LuaModule {
                 usage("'" .. name .. "': args must be JSON (" .. tostring(type(err) == "table" and err.message or err) .. ")", 2)
               end
             end
-            s.name = s.name or name
+            if s.name == nil then
+              local shown = short_args(s.args)
+              s.name = shown and (name .. "(" .. shown .. ")") or name
+            end
             s.run = body
             if queued() and s.retry == nil then s.retry = lost_retry end
             return add(s)

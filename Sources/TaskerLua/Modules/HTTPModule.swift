@@ -16,6 +16,8 @@ final class HTTPModule: LuaModule {
     /// Each request's call state, by its id in the requests' engine.
     var calls = TaskTable<HTTPCall>()
     var settings = HTTPSettings()
+    /// Said once: a `concurrency` above the run's task slots.
+    private var warnedAboutSlots = false
     /// Opened at the first request (after `http.configure` has had its say).
     var transport: HTTPTransport?
     /// The body of every request task: it hands the request to the transport.
@@ -348,13 +350,13 @@ extension HTTPModule {
         let reader = OptionReader(L: L, table: 1, function: "http.configure", known: Self.configureFields)
         if let message = reader.unknownOption() { return runtime.usage(L, message) }
         var settings = self.settings
+        var asked: Int?
         do {
             settings.timeout = try reader.read("timeout", "positive number") {
                 s.number($0).flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
             } ?? settings.timeout
-            settings.concurrency = try reader.read("concurrency", "positive integer") {
-                s.integer($0).flatMap { $0 >= 1 ? $0 : nil }
-            } ?? settings.concurrency
+            asked = try reader.read("concurrency", "positive integer") { s.integer($0).flatMap { $0 >= 1 ? $0 : nil } }
+            settings.concurrency = asked ?? settings.concurrency
             settings.maxBody = try reader.read("max_body", "non-negative integer (bytes)") {
                 s.integer($0).flatMap { $0 >= 0 ? $0 : nil }
             } ?? settings.maxBody
@@ -382,6 +384,13 @@ extension HTTPModule {
         if settings.concurrency != self.settings.concurrency {
             engine.concurrency = settings.concurrency
             transport = nil  // the next request opens a session sized for it
+        }
+        let slots = runtime.engine.concurrency
+        if let asked, asked > slots, !warnedAboutSlots {
+            // Requests are made from tasks: the task slots cap them first.
+            warnedAboutSlots = true
+            let at = s.whereString()
+            runtime.logger.warning("\(at.isEmpty ? "" : at + ": ")http.configure{concurrency = \(asked)} is above the run's \(slots) task slots: requests made from tasks are capped by those too (tasker run --concurrency N)")
         }
         self.settings = settings
         return 0
