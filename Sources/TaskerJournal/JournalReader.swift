@@ -81,6 +81,11 @@ public final class JournalReader {
         return marks
     }
 
+    /// What task `task`'s processes wrote, as recorded (nil: nothing).
+    public func output(of run: String, task: Int) throws -> String? {
+        try marks(of: run).last { ($0.kind == .output || $0.kind == .failedOutput) && $0.task == task }?.detail
+    }
+
     public func requests(of run: String) throws -> [JournalHostRequests] {
         try store.requests(run: run)
     }

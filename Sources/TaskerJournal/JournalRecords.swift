@@ -115,18 +115,23 @@ public struct JournalHostRequests: Sendable {
     }
 }
 
-/// Something that happened to the run or one task apart from its attempts,
-/// recorded when it happened (a killed run keeps it) and drawn on the
-/// report's timeline: a pause and its end, the interrupt.
+/// Something recorded of the run or one task apart from its entry, when it
+/// happened (a killed run keeps it): a pause and its end and the interrupt,
+/// drawn on the report's timeline; what a task's processes wrote.
 public struct JournalMark: Sendable, Equatable {
     public enum Kind: UInt8, Sendable {
         case paused = 0, resumed, interrupted
+        /// `detail` is what the task's processes wrote (the last MiB);
+        /// `failedOutput` when the task failed.
+        case output, failedOutput
 
         public var name: String {
             switch self {
             case .paused: "paused"
             case .resumed: "resumed"
             case .interrupted: "interrupted"
+            case .output: "output"
+            case .failedOutput: "failed output"
             }
         }
     }
@@ -136,7 +141,7 @@ public struct JournalMark: Sendable, Equatable {
     public var at: Double
     /// The task it is about; 0: the whole run (`tasker.pause()`, a signal).
     public var task: Int
-    /// The signal's name for an interrupt.
+    /// The signal's name for an interrupt; the text of an output.
     public var detail: String?
 
     public init(_ kind: Kind, at: Double, task: Int = 0, detail: String? = nil) {

@@ -1,3 +1,4 @@
+import TaskerCore
 import Foundation
 
 /// What `tasker.exec` asked for.
@@ -13,9 +14,20 @@ struct ExecRequest: Sendable {
     var stream = false
     var label = ""
     var streamSink: (@Sendable (String) -> Void)?
+    /// The task that ran it (nil: the main chunk), whose output it adds to.
+    var task: TaskID?
 
     /// The command as a person would type it, for messages.
     var display: String { argv.joined(separator: " ") }
+
+    /// `display` on one line for an error message: a script of many lines
+    /// is its first line and `…`, a long one is cut at 200 characters.
+    var shortDisplay: String {
+        let text = display
+        let first = text.prefix { $0 != "\n" }
+        let cut = first.count > 200 ? first.prefix(200) : first
+        return cut.count < text.count ? cut + " …" : text
+    }
 }
 
 /// How a process run ended.

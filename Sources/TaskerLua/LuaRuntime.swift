@@ -116,6 +116,14 @@ public final class LuaRuntime {
     var onFinish: ((RunResult) -> Void)?
     /// Called on the loop after each successful reload, with the file.
     public var onReload: ((String) -> Void)?
+    /// What tasks' processes wrote, for the journal.
+    let taskOutputs = TaskOutputs()
+
+    /// A journal records the run: keep each task's process output for it.
+    public func keepTaskOutput() { taskOutputs.keeping = true }
+
+    /// What task `id`'s processes wrote (the last MiB), once; nil if nothing.
+    public func takeTaskOutput(_ id: TaskID) -> [UInt8]? { taskOutputs.take(id) }
     let startTime = Monotonic.now()
 
     /// A fiber running pure Lua this long without waiting is paused so the

@@ -117,6 +117,13 @@ struct HTMLReport {
 
     // MARK: tables
 
+    /// The end of what a failed task's processes wrote, folded under its
+    /// error (no script: `<details>` opens it).
+    private func outputDetails(_ id: Int) -> String {
+        guard let text = marks.failedOutputs[id], !text.isEmpty else { return "" }
+        return "<details><summary>output (the last \(ReportMarks.outputShown / 1000) KB; all of it: tasker show \(esc(run.id)) --task \(id) --output)</summary><pre>\(esc(text))</pre></details>"
+    }
+
     private var taskTables: String {
         var s = "<section><h2>Tasks with errors</h2>"
         let bad = summary.failures
@@ -127,7 +134,7 @@ struct HTMLReport {
             s += "<table><thead><tr><th>task</th><th>state</th><th>attempts</th><th>duration</th><th>error</th></tr></thead><tbody>"
             for t in bad {
                 let state = t.errorKind == "lost" ? "lost" : t.state
-                s += "<tr class=\"\(esc(t.state))\"><td>\(esc(short(t.name, 200)))</td><td><span class=\"pill \(esc(t.state))\">\(esc(state))</span></td><td>\(t.attempts)</td><td>\(t.duration.map(History.seconds) ?? "-")</td><td class=\"error\">\(esc(short(t.error ?? "", 400)))</td></tr>"
+                s += "<tr class=\"\(esc(t.state))\"><td>\(esc(short(t.name, 200)))</td><td><span class=\"pill \(esc(t.state))\">\(esc(state))</span></td><td>\(t.attempts)</td><td>\(t.duration.map(History.seconds) ?? "-")</td><td class=\"error\">\(esc(short(t.error ?? "", 1500)))\(outputDetails(t.id))</td></tr>"
             }
             s += "</tbody></table>"
             if summary.failureCount > bad.count {
@@ -224,6 +231,7 @@ struct HTMLReport {
         rect.node{stroke-width:1.5;fill-opacity:.14}rect.node.ok{stroke:var(--ok)}rect.node.fail{stroke:var(--fail)}rect.node.cancel{stroke:var(--warn)}rect.node.reuse{stroke:var(--reuse)}rect.node.skip{stroke:#8a93a3;stroke-dasharray:4 3}
         text.nodelabel{font-size:11px;fill:var(--fg)}path.edge{fill:none;stroke:#9aa3b5;stroke-width:1.2}path.arrowhead{fill:#9aa3b5}
         table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);vertical-align:top}th{color:var(--muted);font-weight:500;font-size:12px;text-transform:uppercase}
+        td.error pre{max-height:320px;overflow:auto;background:#f4f5f8;padding:8px;border-radius:6px;white-space:pre-wrap}td.error summary{cursor:pointer;color:var(--muted);font-family:system-ui,sans-serif}
         td.error{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap;word-break:break-word}
         .pill{padding:1px 8px;border-radius:10px;font-size:12px;background:#eef0f4}.pill.failed{background:#fbe3e3;color:var(--fail)}.pill.cancelled{background:#fbefdc;color:#a86a14}.pill.succeeded{background:#e1f4e9;color:var(--ok)}.pill.skipped{background:#eef0f4;color:#5b6472}
         footer{color:var(--muted);font-size:12px;margin-top:20px}

@@ -70,6 +70,7 @@ final class JournalRecorder: EngineObserver {
     func attach(_ runtime: LuaRuntime) {
         self.runtime = runtime
         runtime.engine.keepTimes(source)
+        runtime.keepTaskOutput()
         runtime.engine.observers.append(self)
         runtime.observeRequests { self.request($0) }
         scheduleBeat(runtime.engine)
@@ -238,8 +239,24 @@ final class JournalRecorder: EngineObserver {
         return e
     }
 
+    /// Bytes of output recorded for tasks that did not fail; past them only
+    /// failed tasks' output is (the run's journal stays a journal).
+    static let outputBudget = 64 << 20
+    private var outputRecorded = 0
+
+    private func recordOutput(_ id: TaskID, failed: Bool) {
+        guard let bytes = runtime?.takeTaskOutput(id) else { return }
+        if !failed {
+            guard outputRecorded + bytes.count <= Self.outputBudget else { return }
+            outputRecorded += bytes.count
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        JournalCodec.encode(JournalMark(failed ? .failedOutput : .output, at: now, task: id, detail: text), into: &encoded)
+    }
+
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         let end = source.now()
+        recordOutput(id, failed: outcome.state == .failed)
         let state: JournalEntry.State = switch outcome.state {
         case .succeeded: .succeeded
         case .failed: .failed

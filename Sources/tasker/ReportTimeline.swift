@@ -192,6 +192,9 @@ struct ReportMarks {
     private(set) var runPauses: [Span] = []
     private(set) var taskPauses: [Int: [Span]] = [:]
     private(set) var stop: JournalMark?
+    /// The end of what failed tasks' processes wrote, by task id.
+    private(set) var failedOutputs: [Int: String] = [:]
+    static let outputShown = 4000
 
     mutating func add(_ m: JournalMark) {
         switch m.kind {
@@ -211,6 +214,12 @@ struct ReportMarks {
             _ = Self.close(&taskPauses[m.task, default: []], m.at)
         case .interrupted:
             if stop == nil { stop = m }
+        case .failedOutput:
+            // the end of it, for the first tasks with errors
+            guard let text = m.detail, failedOutputs.count < ReportSummary.errorRows else { return }
+            failedOutputs[m.task] = String(text.suffix(Self.outputShown))
+        case .output:
+            break
         }
     }
 

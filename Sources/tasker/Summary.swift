@@ -19,6 +19,9 @@ struct Summary {
     var json = false
     /// Longer messages are cut (a 50 MB error string is not a summary).
     static let messageLimit = 2000
+    /// Lines of a failed task's error shown after its first (an exit
+    /// error's 20 lines of stderr and its heading fit).
+    static let errorLines = 24
     /// Failed, cancelled and skipped tasks listed by name, each; past this, a count.
     static let listLimit = 20
 
@@ -47,7 +50,13 @@ struct Summary {
         if result.signal != 0 { head += " (interrupted by \(Signals.name(result.signal)))" }
         lines.append(head)
         for f in result.failed.prefix(Self.listLimit) {
-            lines.append("  failed \(Self.line(f.name)): \(Self.line(Self.cut(f.message)))")
+            // The first line of the error, and the next ones (a command's
+            // stderr) indented below it: none can pass for a line of ours.
+            let message = Self.cut(f.message).split(separator: "\n", omittingEmptySubsequences: false)
+            lines.append("  failed \(Self.line(f.name)): \(Self.line(String(message[0])))")
+            for more in message.dropFirst().prefix(Self.errorLines) { lines.append("      " + Self.line(String(more))) }
+            let hidden = message.count - 1 - Self.errorLines
+            if hidden > 0 { lines.append("      … \(hidden) more line\(hidden == 1 ? "" : "s")") }
         }
         if let more = more(result.failed.count, "failed") { lines.append(more) }
         // The reason already says which ("cancelled: …", "skipped: …").

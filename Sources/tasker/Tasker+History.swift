@@ -77,11 +77,24 @@ extension Tasker {
         @Flag(name: .long, help: "One JSON object.")
         var json = false
 
+        @Option(name: .long, help: ArgumentHelp("Only the tasks with this name (or id): every field, the whole error.", valueName: "name"))
+        var task: String?
+
+        @Flag(name: .long, help: "What the tasks' processes wrote (tasker.exec, tasker.sh; the last MiB of each): of --task, else of every failed task.")
+        var output = false
+
         @OptionGroup var journal: JournalOptions
 
         func run() throws {
             let reader = try journal.reader()
             let r = try History.run(runID, of: file, in: reader)
+            if task != nil || output {
+                if json {
+                    StandardError.write("tasker: error: --json lists the whole run; --task and --output print text\n")
+                    throw ExitCode(2)
+                }
+                return try ShowTask.print(run: r, task: task, output: output, reader: reader)
+            }
             // Each task is written as it is read: a run of 100,000s of
             // tasks streams out in little memory.
             var out = StdoutChunks()

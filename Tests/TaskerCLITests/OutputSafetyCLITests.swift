@@ -84,8 +84,9 @@ import Testing
         }
         #expect(plan.stdout.split(separator: "\n").filter { $0.hasPrefix("reuse") } == ["reuse  ok"], "\(plan.stdout)")
         #expect(plan.stdout.contains(#"run    a\nreuse  deploy\r\u001b[2J  (failed)"#), "\(plan.stdout)")
-        #expect(first.stderr.contains(#"  failed a\nreuse  deploy\r\u001b[2J: p.lua:1: bad\n  failed deploy: forged\u001b[31m\u009b2J"#),
-                "\(first.stderr)")
+        // an error's next lines are indented under its first: never a line of the summary's own
+        #expect(first.stderr.contains(#"  failed a\nreuse  deploy\r\u001b[2J: p.lua:1: bad"# + "\n" +
+                                      #"        failed deploy: forged\u001b[31m\u009b2J"#), "\(first.stderr)")
         #expect(!first.stderr.contains("\n  failed deploy"))
         // the main chunk's error keeps its traceback's lines, escapes the rest
         let main = try await tasker(["run", "--no-progress", "m.lua"], in: s.dir)

@@ -109,6 +109,7 @@ final class ExecModule: LuaModule {
             }
         }
         if let status = runtime.cannotWait(L, fn) { return status }
+        r.task = runtime.current?.taskID
         if r.stream {
             r.label = runtime.current?.taskID.map { runtime.engine.name($0) } ?? "main"
             let sink = runtime.options.diagnostics
@@ -122,26 +123,47 @@ final class ExecModule: LuaModule {
         return runtime.suspend(L, .wait(ExecWait(r)))
     }
 
+    /// Lines of stderr an exit error keeps, and bytes at most.
+    static let stderrLines = 20
+    static let stderrBytes = 4096
+
+    /// `'cmd' exited with code 1: <its stderr's last line> (check = false
+    /// …)`, then, when stderr had more, its last 20 lines: a test runner's
+    /// real failure comes last, after pages of progress.
+    static func exitMessage(_ command: String, code: Int, stderr: [UInt8]) -> String {
+        let tail = String(decoding: stderr.suffix(stderrBytes), as: UTF8.self)
+        let lines = tail.split(separator: "\n", omittingEmptySubsequences: true)
+            .map { $0.hasSuffix("\r") ? $0.dropLast() : $0 }
+            .filter { !$0.allSatisfy(\.isWhitespace) }
+        var message = "'\(command)' exited with code \(code)"
+        if let last = lines.last { message += ": \(last.prefix(500))" }
+        message += " (check = false returns the code instead)"
+        if lines.count > 1 {
+            let kept = lines.suffix(stderrLines)
+            message += "\nstderr, its last \(kept.count) line\(kept.count == 1 ? "" : "s"):\n" + kept.joined(separator: "\n")
+        }
+        return message
+    }
+
     /// `true, {code, stdout, stderr, ok}` or `false, err`.
     func pushExec(_ outcome: ExecOutcome, _ r: ExecRequest, onto co: OpaquePointer) -> Int32 {
         let s = LuaStack(co)
         switch outcome {
         case .timedOut:
             lua_pushboolean(co, 0)
-            runtime.pushErrorTable(co, kind: "timeout", message: "'\(r.display)' exceeded \(formatSeconds(r.timeout ?? 0))", where: nil)
+            runtime.pushErrorTable(co, kind: "timeout", message: "'\(r.shortDisplay)' exceeded \(formatSeconds(r.timeout ?? 0))", where: nil)
         case .failed(let why, let permanent):
             lua_pushboolean(co, 0)
-            runtime.pushErrorTable(co, kind: "exec", message: "cannot run '\(r.display)': \(why)", where: nil)
+            runtime.pushErrorTable(co, kind: "exec", message: "cannot run '\(r.shortDisplay)': \(why)", where: nil)
             if permanent {
                 lua_pushboolean(co, 1)
                 s.rawSet(-2, "permanent")
             }
         case .finished(let code, let stdout, let stderr):
+            runtime.taskOutputs.note(task: r.task, command: r.display, code: code, stdout: stdout, stderr: stderr)
             if r.check && code != 0 {
                 lua_pushboolean(co, 0)
-                let firstLine = String(decoding: stderr.prefix(500), as: UTF8.self).split(separator: "\n").first.map { ": \($0)" } ?? ""
-                runtime.pushErrorTable(co, kind: "exec", message: "'\(r.display)' exited with code \(code)\(firstLine)"
-                                       + " (check = false returns the code instead)", where: nil)
+                runtime.pushErrorTable(co, kind: "exec", message: Self.exitMessage(r.shortDisplay, code: code, stderr: stderr), where: nil)
                 s.push(code)
                 s.rawSet(-2, "code")
                 pushBytes(co, stderr)
