@@ -12,6 +12,12 @@ public struct HTTPRequest: Sendable {
     public var followRedirects: Bool
     /// A response body larger than this fails with a clear error.
     public var maxBodySize: Int
+    /// The body streamed from this file instead of `body` (`body_file=`).
+    public var bodyFile: String?
+    /// A successful response's body (status under 400) streamed into this
+    /// file instead of memory (`to_file=`): written beside it and renamed
+    /// over it once complete; `maxBodySize` does not apply.
+    public var toFile: String?
 
     public init(method: String, url: URL, headers: [(name: String, value: String)] = [], body: Data? = nil,
                 timeout: Double = 30, followRedirects: Bool = true, maxBodySize: Int = 64 << 20) {
@@ -34,6 +40,8 @@ public struct HTTPResponse: Sendable {
     public var url: String
     /// Seconds from sending to the end of the body.
     public var elapsed: Double
+    /// With `toFile`: the body's size, now in that file (`body` is empty).
+    public var savedBytes: Int?
 
     public init(status: Int, headers: [(name: String, value: String)], body: Data, url: String, elapsed: Double) {
         self.status = status

@@ -49,12 +49,18 @@ public final class URLSessionTransport: HTTPTransport {
         var r = URLRequest(url: request.url)
         r.httpMethod = request.method
         for h in request.headers { r.setValue(h.value, forHTTPHeaderField: h.name) }
-        r.httpBody = request.body
         // The caller's own timer enforces `request.timeout` exactly. URLSession
         // on Linux fails a request at once (-1001) when its timeout is under
         // a second and the body is still coming, so it only gets a safety net.
         r.timeoutInterval = max(request.timeout, 1) + 1
-        let task = session.dataTask(with: r)
+        let task: URLSessionDataTask
+        if let file = request.bodyFile {
+            // read from the file as it is sent, never whole in memory
+            task = session.uploadTask(with: r, fromFile: URL(fileURLWithPath: file))
+        } else {
+            r.httpBody = request.body
+            task = session.dataTask(with: r)
+        }
         let exchange = Exchange(task: task, request: request, completion: completion)
         router.register(exchange, for: task.taskIdentifier)
         task.resume()
@@ -77,6 +83,10 @@ final class Exchange: HTTPExchange, @unchecked Sendable {
     var body = Data()
     var tooLarge = false
     var finished = false
+    /// `to_file`: where a successful body goes, while it comes.
+    let toFile: String?
+    var sink: ResponseFile?
+    var sinkError: String?
 
     init(task: URLSessionDataTask, request: HTTPRequest,
          completion: @escaping @Sendable (Result<HTTPResponse, HTTPTransportError>) -> Void) {
@@ -84,15 +94,46 @@ final class Exchange: HTTPExchange, @unchecked Sendable {
         self.followRedirects = request.followRedirects
         self.maxBodySize = request.maxBodySize
         self.origin = Redaction.origin(of: request.url)
+        self.toFile = request.toFile
         self.completion = completion
     }
 
     func cancel() { task.cancel() }
 
+    /// Delegate queue only: a chunk of the body, to memory or the file.
+    func receive(_ data: Data) {
+        if let sink {
+            if sinkError == nil, let why = sink.write(data) {
+                sinkError = why
+                task.cancel()
+            }
+            return
+        }
+        if body.count + data.count > maxBodySize {
+            tooLarge = true
+            task.cancel()
+            return
+        }
+        if body.isEmpty { body = data } else { body.append(data) }
+    }
+
     /// Delegate queue only.
     func finish(_ error: Error?) {
         guard !finished else { return }
         finished = true
+        var saved: Int?
+        if let sink {
+            // complete and not failed: in place; else the old file stays
+            if error == nil && sinkError == nil, let why = sink.commit() {
+                sinkError = why
+            }
+            if error != nil || sinkError != nil { sink.discard() }
+            saved = sink.written
+        }
+        if let sinkError {
+            completion(.failure(HTTPTransportError(.other, "cannot write the response to '\(toFile ?? "")': \(sinkError)")))
+            return
+        }
         if tooLarge {
             completion(.failure(HTTPTransportError(.other, "the response body exceeds the limit of \(maxBodySize) bytes (http.configure{max_body=...})")))
             return
@@ -112,8 +153,10 @@ final class Exchange: HTTPExchange, @unchecked Sendable {
             headers.append((name: "\(k)".lowercased(), value: "\(v)"))
         }
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-        completion(.success(HTTPResponse(status: response.statusCode, headers: headers, body: body,
-                                         url: response.url?.absoluteString ?? url, elapsed: elapsed)))
+        var result = HTTPResponse(status: response.statusCode, headers: headers, body: body,
+                                  url: response.url?.absoluteString ?? url, elapsed: elapsed)
+        result.savedBytes = saved
+        completion(.success(result))
     }
 }
 
@@ -138,6 +181,20 @@ final class ExchangeRouter: NSObject, URLSessionDataDelegate, @unchecked Sendabl
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
                     completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        if let e = exchange(dataTask), let path = e.toFile, ((response as? HTTPURLResponse)?.statusCode ?? 0) < 400 {
+            // a body that is the thing asked for goes to its file; an error
+            // page stays in memory (and the old file where it is)
+            switch ResponseFile.open(beside: path) {
+            case .success(let file): e.sink = file
+            case .failure(let why):
+                e.sinkError = why.message
+                completionHandler(.cancel)
+                dataTask.cancel()
+                return
+            }
+            completionHandler(.allow)
+            return
+        }
         if let e = exchange(dataTask), Self.declaredLength(response) > Int64(e.maxBodySize) {
             // Refused before any body byte is kept. `.cancel` alone lets
             // FoundationNetworking go on reading: cancel the task too.
@@ -161,12 +218,7 @@ final class ExchangeRouter: NSObject, URLSessionDataDelegate, @unchecked Sendabl
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         guard let e = exchange(dataTask), !e.tooLarge else { return }
-        if e.body.count + data.count > e.maxBodySize {
-            e.tooLarge = true
-            dataTask.cancel()
-            return
-        }
-        if e.body.isEmpty { e.body = data } else { e.body.append(data) }
+        e.receive(data)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {

@@ -198,7 +198,7 @@ extension HTTPModule {
                 return 2
             }
             lua_pushboolean(co, 1)
-            pushResponse(co, response)
+            pushResponse(co, response, savedTo: call.toFile)
             return 2
         case .failure(var failure):
             lua_pushboolean(co, 0)
@@ -209,7 +209,7 @@ extension HTTPModule {
     }
 
     /// `{status, headers, body, url, elapsed, ok}` with `resp:json()`.
-    func pushResponse(_ co: OpaquePointer, _ r: HTTPResponse) {
+    func pushResponse(_ co: OpaquePointer, _ r: HTTPResponse, savedTo: String? = nil) {
         let s = LuaStack(co)
         s.newTable(hash: 6)
         s.push(r.status)
@@ -226,6 +226,13 @@ extension HTTPModule {
             _ = lua_pushlstring(co, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count)
         }
         s.rawSet(-2, "body")
+        if let saved = r.savedBytes, let file = savedTo {
+            // `to_file`: the body is on disk
+            s.push(file)
+            s.rawSet(-2, "file")
+            s.push(saved)
+            s.rawSet(-2, "size")
+        }
         s.push(r.url)
         s.rawSet(-2, "url")
         s.push(r.elapsed)
@@ -373,7 +380,10 @@ struct HTTPRequestReader {
             return bad("headers", "table")
         }
         call.method = method.uppercased()
-        return .success(HTTPRequest(method: call.method, url: url, headers: headers, body: body, timeout: timeout,
-                                    followRedirects: call.followRedirects, maxBodySize: call.maxBody))
+        var request = HTTPRequest(method: call.method, url: url, headers: headers, body: body, timeout: timeout,
+                                  followRedirects: call.followRedirects, maxBodySize: call.maxBody)
+        request.bodyFile = call.bodyFile
+        request.toFile = call.toFile
+        return .success(request)
     }
 }

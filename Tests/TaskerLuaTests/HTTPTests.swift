@@ -98,9 +98,9 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         #expect(r.lines == [
             "usage\tpipeline.lua:3\tbad argument #1 to 'http.get' (string (the url) expected, got number)",
             "usage\tpipeline.lua:4\thttp.get: bad url 'ftp://x/y' (an absolute http:// or https:// url expected)",
-            "usage\tpipeline.lua:5\tunknown option 'bogus' to 'http.request' (known: body, check, follow_redirects, headers, json, method, query, retry, timeout, url)",
+            "usage\tpipeline.lua:5\tunknown option 'bogus' to 'http.request' (known: body, body_file, check, follow_redirects, headers, json, method, query, retry, timeout, to_file, url)",
             "usage\tpipeline.lua:6\tbad option 'timeout' to 'http.get' (positive number expected, got -1)",
-            "usage\tpipeline.lua:7\thttp.post: give 'body' or 'json', not both",
+            "usage\tpipeline.lua:7\thttp.post: give one of 'body', 'json' and 'body_file'",
             "usage\tpipeline.lua:8\tbad option 'concurrency' to 'http.configure' (positive integer expected, got 0)",
             "json\tpipeline.lua:9\tunexpected 's' at line 1, column 1 (byte 1)",
         ])

@@ -77,6 +77,9 @@ final class HTTPCall {
     let check: Bool
     let followRedirects: Bool
     let maxBody: Int
+    /// `body_file=`, `to_file=`: paths as given (from the current directory).
+    var bodyFile: String?
+    var toFile: String?
     /// The caller's file:line, for errors.
     let position: String
     var id: TaskID = 0
@@ -101,7 +104,7 @@ final class HTTPCall {
 
 extension HTTPModule {
     static let requestFields: Set<String> = ["method", "url", "headers", "query", "body", "json", "timeout",
-                                             "follow_redirects", "retry", "check"]
+                                             "follow_redirects", "retry", "check", "body_file", "to_file"]
     static let configureFields: Set<String> = ["timeout", "retry", "headers", "concurrency", "max_body"]
     static let retryFields: Set<String> = ["attempts", "delay", "backoff", "factor", "max_delay", "jitter"]
 
@@ -163,6 +166,7 @@ extension HTTPModule {
         s.newTable(hash: 8)
         let t = lua_gettop(L)
         let method: String, timeout: Double, followRedirects: Bool, check: Bool
+        let bodyFile: String?, toFile: String?
         var url: String
         do throws(UsageMessage) {
             method = try reader.read("method", "string") { i in s.string(i).flatMap { $0.isEmpty ? nil : $0.uppercased() } } ?? "GET"
@@ -179,6 +183,8 @@ extension HTTPModule {
                 ?? settings.timeout
             followRedirects = try reader.read("follow_redirects", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? true
             check = try reader.read("check", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? false
+            bodyFile = try reader.read("body_file", "path (string)") { s.string($0).flatMap { $0.isEmpty ? nil : $0 } }
+            toFile = try reader.read("to_file", "path (string)") { s.string($0).flatMap { $0.isEmpty ? nil : $0 } }
         } catch {
             return runtime.usage(L, error.text)
         }
@@ -209,6 +215,17 @@ extension HTTPModule {
 
         s.rawGet(o, "body")
         let hasBody = !s.isNoneOrNil(-1)
+        if hasBody || bodyFile != nil {
+            s.rawGet(o, "json")
+            let bodies = [hasBody, !s.isNoneOrNil(-1), bodyFile != nil].filter { $0 }.count
+            s.pop()
+            if bodies > 1 { return runtime.usage(L, "\(fn): give one of 'body', 'json' and 'body_file'") }
+        }
+        if let bodyFile, access(bodyFile, R_OK) != 0 {
+            let why = String(cString: strerror(errno))
+            return runtime.raise(L, TaskFailure(.fs, "\(fn): cannot read body_file '\(bodyFile)': \(why)",
+                                                position: s.whereString(level: 1)))
+        }
         if hasBody {
             guard s.type(-1) == LUA_TSTRING else { return runtime.usage(L, reader.bad("body", "string")) }
             s.rawSet(t, "body")
@@ -217,7 +234,7 @@ extension HTTPModule {
         }
         s.rawGet(o, "json")
         if !s.isNoneOrNil(-1) {
-            guard !hasBody else { return runtime.usage(L, "\(fn): give 'body' or 'json', not both") }
+            guard !hasBody else { return runtime.usage(L, "\(fn): give one of 'body', 'json' and 'body_file'") }
             let bytes: [UInt8]
             do {
                 bytes = try runtime.json.encodeJSON(L, -1)
@@ -248,6 +265,8 @@ extension HTTPModule {
         if let status = runtime.cannotWait(L, fn) { return status }
         let call = HTTPCall(table: s.ref(), check: check, followRedirects: followRedirects,
                             maxBody: settings.maxBody, position: s.whereString(level: 1))
+        call.bodyFile = bodyFile
+        call.toFile = toFile
         var spec = TaskSpec(name: "\(method) \(url)", body: requestBody)
         spec.retry = retry
         spec.retryWhen = { failure, _ in HTTPModule.mayRetry(call, failure) }
