@@ -32,6 +32,52 @@ import Testing
             """, "\(r.stdout)")
     }
 
+    /// A read of a global nothing sets is a warning with file:line (`after =
+    /// biuld` is nil, and a nil `after` is no dependency); what Lua's
+    /// scoping makes local, or the file or what it requires sets, is not.
+    @Test func globalsNothingSetsAreWarnings() async throws {
+        let s = try Scratch(["lib/defs.lua": "shared_helper = function() return 1 end\nfunction another_global() end\n",
+                             "p.lua": """
+            require("lib.defs")
+            local M = {}
+            function M.run(x, ...) return x end
+            function M:method(y) return self, y end
+            local function rec(n) if n > 0 then return rec(n - 1) end return 0 end
+            local t = {alpha = 1, beta = {gamma = 2}; delta = 3}
+            t.alpha = t.beta.gamma
+            for i, v in ipairs({1, 2}) do print(i, v) end
+            for k = 1, 3 do print(k) end
+            local a <const>, b = 1, 2
+            repeat local r = a until r
+            while b > 0 do b = b - 1 end
+            if a then local z = 1 print(z) elseif b then print(b) else print(a) end
+            goto done
+            ::done::
+            counter = 0
+            counter = counter + 1
+            x1, x2 = 1, 2
+            print(x1, x2, shared_helper(), another_global(), later_global)
+            _G.made = 1
+            print(made, tasker.args, http.get, json.encode, fs.read, log.info, string.rep, os.time)
+            local build = tasker.add(function() end)
+            tasker.add{after = biuld, run = function() print(undefined_thing) end}
+            tasker.add{run = function(ctx) pritn(ctx.attempt) end}
+            print(z, #arg)
+            function later_global() end
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["check", "p.lua"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == """
+            p.lua:23: warning: 'biuld' is read but never set (nil: a global nothing assigns; did you mean 'build'?)
+            p.lua:23: warning: 'undefined_thing' is read but never set (nil: a global nothing assigns)
+            p.lua:24: warning: 'pritn' is read but never set (nil: a global nothing assigns; did you mean 'print'?)
+            p.lua:25: warning: 'z' is read but never set (nil: a global nothing assigns; a local 'z' is declared in another block, not seen here)
+            p.lua:25: warning: 'arg' is read but never set (nil: a global nothing assigns; the script's arguments are tasker.args)
+
+            """, "\(r.stdout)")
+    }
+
     @Test func aSyntaxErrorIsStillAnErrorAndExitsTwo() async throws {
         let s = try Scratch(["bad.lua": "tasker.add(\n", "good.lua": "tasker.add(function() end)\n"])
         defer { s.cleanup() }
