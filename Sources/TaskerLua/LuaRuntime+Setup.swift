@@ -175,6 +175,8 @@ extension LuaRuntime {
             finish()
             return
         }
+        // A plan runs no body: only reused tasks finish.
+        if options.planOnly { engine.close(reason: "plan") }
         startMain(lua_gettop(L))
     }
 

@@ -41,6 +41,10 @@ public final class LuaRuntime {
         /// A resumed run: the identities of tasks that succeeded before,
         /// with their values (a JSON array); those tasks are not run again.
         public var reuse: [String: String] = [:]
+        /// `--resume --plan`: the main chunk runs, task bodies do not (only
+        /// reused tasks finish); the run ends where the main chunk would
+        /// wait for a task that must run (`RunResult.planStop`).
+        public var planOnly = false
         /// Where defined tasks run when the run has a store (`--store`):
         /// nil runs them in this process.
         public var remote: RemoteQueue?
@@ -79,6 +83,8 @@ public final class LuaRuntime {
     /// The task whose error the main chunk raised (it got it from `await`,
     /// `all`, `any`…), if that is how it failed.
     var mainErrorTask: String?
+    /// Where a plan's evaluation stopped (see `Options.planOnly`).
+    var planStop: String?
     /// The last task error handed to the main chunk, and its task's name.
     /// The fiber running each task's current attempt, by task id.
     var fibersByTask = TaskTable<Fiber>()
@@ -240,6 +246,7 @@ public final class LuaRuntime {
             return true
         }
         if httpEngine.settleIdle() || engine.settleIdle() { return true }
+        if options.planOnly { return endPlan() }
         // Nothing can move: tasks wait on each other. Break the cycle: the
         // waiting tasks fail with kind `deadlock`.
         let message = "nothing could make progress (tasks wait on each other)"
@@ -252,6 +259,18 @@ public final class LuaRuntime {
             f.wait = nil
             enqueue(.resume(f, .failure(TaskFailure(.deadlock, "the main chunk was waiting on nothing that could finish"))))
         }
+        return true
+    }
+
+    /// A plan's evaluation went as far as it can: where the main chunk
+    /// waits for tasks that would run (nothing runs them), if it does.
+    private func endPlan() -> Bool {
+        if !mainDone, let f = mainFiber, let wait = f.wait as? TasksWait {
+            let position = LuaStack(f.thread).innermostLuaPosition() ?? scriptPath
+            let names = wait.ids.filter { !engine.isFinished($0) }.prefix(3).map { "'\(engine.name($0))'" }
+            planStop = "\(position): the main chunk waits there for \(names.joined(separator: ", ")), which would run"
+        }
+        requestExit(0)
         return true
     }
 
@@ -279,6 +298,7 @@ public final class LuaRuntime {
         result.cancelled = c.cancelled.map(reason)
         result.skipped = c.skipped.map(reason)
         result.mainErrorTask = mainErrorTask
+        result.planStop = planStop
         result.signal = signal
         onFinish?(result)
     }
@@ -361,6 +381,8 @@ public struct RunResult: Sendable {
     public var mainErrorTask: String?
     /// The signal that interrupted the run, or 0.
     public var signal: Int32 = 0
+    /// A plan's evaluation stopped here (`Options.planOnly`).
+    public var planStop: String?
     public var seconds: Double
 
     public init(exitCode: Int32, counts: [TaskState: Int], failed: [(name: String, message: String)],

@@ -48,8 +48,10 @@ struct RunJournal {
     /// What `--resume` found: the `--plan` text, or the values to reuse.
     struct Resumable: Sendable {
         var run: String
-        var plan: String?
+        var pipeline: String
         var reuse: [String: String] = [:]
+        /// For `--plan`: the earlier run's tasks, to say why one runs again.
+        var earlierTasks: [JournalTask] = []
     }
 
     /// The earlier run and what it offers. A run recorded for another
@@ -60,8 +62,9 @@ struct RunJournal {
         if earlier.pipeline != pipeline && !fromOther {
             throw RunJournalError("cannot resume run \(earlier.id): it was recorded for \(earlier.pipeline), not \(pipeline) (--resume-from-other resumes it anyway)")
         }
-        if plan { return Resumable(run: earlier.id, plan: try Self.plan(reader, earlier)) }
-        return Resumable(run: earlier.id, reuse: try reader.reusable(from: earlier.id))
+        var found = Resumable(run: earlier.id, pipeline: earlier.pipeline, reuse: try reader.reusable(from: earlier.id))
+        if plan { found.earlierTasks = try reader.tasks(of: earlier.id).filter { $0.kind == "task" } }
+        return found
     }
 
     /// How long `--resume` waits for the journal before it gives up.
@@ -99,31 +102,6 @@ struct RunJournal {
             throw RunJournalError("cannot resume: the journal (\(place)) did not answer within \(Int(seconds)) s (another process may hold it locked)")
         }
         return try result.get()
-    }
-
-    /// `--plan`: for each task of the earlier run, `reuse` or `run` and why.
-    static func plan(_ reader: JournalReader, _ run: JournalRun) throws -> String {
-        let tasks = try reader.tasks(of: run.id).filter { $0.kind == "task" }
-        // Names and reasons come from the script: escaped, one task one line.
-        let shown = { (s: String) in TerminalText.escape(s) }
-        var lines = ["plan: resume run \(run.id) of \(shown(run.pipeline)) (\(tasks.count) task\(tasks.count == 1 ? "" : "s"))"]
-        var reuse = 0
-        for t in tasks {
-            let reason: String?
-            if t.state != "succeeded" {
-                reason = t.errorKind == "lost" ? "lost (the run ended while it was running)" : t.state
-            } else if let why = t.notResumable {
-                reason = "not resumable: \(why)"
-            } else if t.identity == nil {
-                reason = "not resumable: no identity"
-            } else {
-                reason = nil
-            }
-            if reason == nil { reuse += 1 }
-            lines.append("\(reason == nil ? "reuse" : "run  ")  \(shown(t.name))\(reason.map { "  (\(shown($0)))" } ?? "")")
-        }
-        lines.append("plan: \(reuse) to reuse, \(tasks.count - reuse) to run again (tasks the new run adds that the old one did not run too)")
-        return lines.joined(separator: "\n") + "\n"
     }
 
     /// What the record of a run holds of its command line (the journal's

@@ -126,11 +126,11 @@ extension Tasker {
                     let found = try RunJournal.interruptible(seconds: RunJournal.resumeWait, journal.place) {
                         try journal.resumable(resumeRun, pipeline: pipeline, fromOther: resumeFromOther, plan: plan)
                     }
-                    if let text = found.plan {
-                        print(text, terminator: "")
+                    options.reuse = found.reuse
+                    if plan {
+                        print(ResumePlan.evaluate(file, options: options, earlier: found), terminator: "")
                         return
                     }
-                    options.reuse = found.reuse
                     resumedFrom = found.run
                 } catch {
                     StandardError.write("tasker: error: \(error)\n")

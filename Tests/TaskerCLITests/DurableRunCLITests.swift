@@ -305,3 +305,62 @@ import Testing
         #expect(again.stderr.contains("3 succeeded (2 reused)"))
     }
 }
+
+/// `--resume --plan` evaluates the file as it is now (and this command's
+/// `--var`s), as the resume would: an edited body is planned to run again,
+/// and where the main chunk would wait for a task that must run, the plan
+/// says it cannot see further.
+@Suite struct ResumePlanCLITests {
+    @Test func thePlanIsWhatTheResumeDoes() async throws {
+        let s = try Scratch(["p.lua": """
+            local fetch = tasker.add{name = "fetch", run = function() return 42 end}
+            for i = 1, 3 do tasker.add{name = "item", run = function() return i * 2 end} end
+            local build = tasker.add{name = "build", after = fetch, run = function()
+              if tasker.vars.fail then error("compiler crashed") end
+            end}
+            tasker.add{name = "deploy", after = build, run = function() print("deployed") end}
+            """])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "--var", "fail=1", "p.lua"], in: s.dir)
+        #expect(first.status == 1)
+        // edit two bodies' code: those tasks run again
+        let edited = try String(contentsOf: s.dir.appendingPathComponent("p.lua"), encoding: .utf8)
+            .replacingOccurrences(of: "return i * 2", with: "return i * 3")
+        try edited.write(to: s.dir.appendingPathComponent("p.lua"), atomically: true, encoding: .utf8)
+        let plan = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let lines = plan.stdout.split(separator: "\n").map(String.init)
+        #expect(Array(lines.dropFirst()) == [
+            "reuse  fetch",
+            "run    item  (new, or changed since then)",
+            "run    item  (new, or changed since then)",
+            "run    item  (new, or changed since then)",
+            "run    build  (failed)",
+            "run    deploy  (skipped)",
+            "plan: 1 to reuse, 5 to run again",
+        ], "\(plan.stdout)")
+        #expect(!plan.stdout.contains("deployed"), "a body ran")
+        // and the resume does what the plan said
+        let resumed = try await tasker(["run", "--no-progress", "--resume", "p.lua"], in: s.dir)
+        #expect(resumed.status == 0)
+        #expect(resumed.stderr.contains("6 succeeded (1 reused)"), "\(resumed.stderr)")
+    }
+
+    @Test func aPlanStopsWhereTheMainChunkWaitsForATaskThatMustRun() async throws {
+        let s = try Scratch(["p.lua": """
+            local fetch = tasker.add{name = "fetch", run = function() return 42 end}
+            print("fetched", fetch:await())
+            local build = tasker.add{name = "build", run = function() error("broken") end}
+            build:await()
+            tasker.add{name = "after-the-wait", run = function() end}
+            """])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let plan = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
+        #expect(plan.status == 0, "\(plan.stderr)")
+        #expect(plan.stdout.contains("\nreuse  fetch\nrun    build  (failed)\n"), "\(plan.stdout)")
+        #expect(plan.stdout.contains("plan: incomplete: p.lua:4: the main chunk waits there for 'build', which would run"),
+                "\(plan.stdout)")
+        #expect(!plan.stdout.contains("after-the-wait") && !plan.stdout.contains("fetched"))
+    }
+}

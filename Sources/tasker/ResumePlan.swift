@@ -1,0 +1,88 @@
+import Foundation
+import TaskerCore
+import TaskerJournal
+import TaskerLua
+
+/// `tasker run --resume --plan FILE`: the current file (with this command's
+/// `--var`s and args) evaluated as the resume would run it, no task body
+/// run: each task it adds is `reuse` (its identity succeeded in the earlier
+/// run) or `run` with why. The main chunk runs (it is what adds the tasks);
+/// where it would wait for a task that must run, nothing can tell what it
+/// adds next, and the plan says so.
+enum ResumePlan {
+    static func evaluate(_ path: String, options base: LuaRuntime.Options, earlier: RunJournal.Resumable) -> String {
+        var options = base
+        options.planOnly = true
+        options.identify = true
+        options.output = { _ in }  // the script's prints are not the plan
+        let collector = Collector()
+        let result = PipelineRunner.run(path: path, options: options) { runtime in
+            collector.runtime = runtime
+            runtime.engine.observers.append(collector)
+        }
+        let shown = { (s: String) in TerminalText.escape(s) }
+        var byIdentity: [String: JournalTask] = [:]
+        for t in earlier.earlierTasks { if let i = t.identity { byIdentity[i] = t } }
+        var lines = ["plan: resume run \(earlier.run) of \(shown(earlier.pipeline)): \(shown(path)) as it is now, evaluated without running task bodies"]
+        var reuse = 0
+        for t in collector.tasks {
+            let reason: String?
+            if t.reused {
+                reason = nil
+                reuse += 1
+            } else if let why = t.notResumable {
+                reason = "not resumable: \(why)"
+            } else if let old = t.identity.flatMap({ byIdentity[$0] }) {
+                reason = old.errorKind == "lost" ? "lost (the run ended while it was running)"
+                    : (old.state == "succeeded" ? "succeeded, but its values were not stored" : old.state)
+            } else {
+                reason = "new, or changed since then"
+            }
+            lines.append("\(reason == nil ? "reuse" : "run  ")  \(shown(t.name))\(reason.map { "  (\(shown($0)))" } ?? "")")
+        }
+        if let error = result.mainError, result.planStop == nil {
+            lines.append("plan: the main chunk failed: \(shown(error.split(separator: "\n").first.map(String.init) ?? error))")
+        }
+        if let stop = result.planStop {
+            lines.append("plan: incomplete: \(shown(stop)); the tasks it adds after that are not known until it runs")
+        }
+        lines.append("plan: \(reuse) to reuse, \(collector.tasks.count - reuse) to run again")
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// The tasks a plan's evaluation adds, in add order, as they end (every
+    /// one ends: reused at once, the rest when the evaluation stops).
+    final class Collector: EngineObserver {
+        struct Task {
+            var name: String
+            var reused = false
+            var identity: String?
+            var notResumable: String?
+        }
+
+        weak var runtime: LuaRuntime?
+        private var index: [TaskID: Int] = [:]
+        private(set) var tasks: [Task] = []
+
+        func taskAdded(_ id: TaskID, engine: Engine) {
+            guard !engine.isGroupOrSchedule(id), !engine.isEphemeral(id) else { return }
+            index[id] = tasks.count
+            tasks.append(Task(name: engine.name(id)))
+        }
+
+        func taskReused(_ id: TaskID, engine: Engine) {
+            if let i = index[id] { tasks[i].reused = true }
+        }
+
+        func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
+            guard let i = index[id], let runtime else { return }
+            let parts = runtime.identityParts(of: id)
+            if let s = parts.explicit {
+                tasks[i].identity = JournalEntry.Identity.explicit(s).text
+            } else if let h = parts.hash {
+                tasks[i].identity = JournalEntry.Identity.derived(h, occurrence: parts.occurrence).text
+            }
+            tasks[i].notResumable = parts.notResumable
+        }
+    }
+}
