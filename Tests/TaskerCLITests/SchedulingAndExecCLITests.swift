@@ -22,6 +22,26 @@ import Testing
         #expect(r.stdout == "e1 t1 l1 e2 t2 l2 e3 t3 l3 ")
     }
 
+    /// A timeout or Ctrl-C with a child running ends when the child is
+    /// gone (SIGTERM is enough for `sleep`), not after the 2 s SIGKILL grace.
+    @Test func aStoppedChildDoesNotHoldTheRunForItsGrace() async throws {
+        let s = try Scratch(["t.lua": """
+            tasker.add{timeout = 0.3, run = function() tasker.exec{"sleep", "5"} end}
+            """, "c.lua": """
+            tasker.add{run = function() print("child started"); io.stdout:flush(); tasker.exec{"sleep", "5"} end}
+            """])
+        defer { s.cleanup() }
+        let t0 = Date()
+        let timedOut = try await tasker(["run", "--no-progress", "--no-journal", "t.lua"], in: s.dir)
+        #expect(timedOut.status == 1)
+        #expect(Date().timeIntervalSince(t0) < 1.8, "a 0.3 s timeout took \(Date().timeIntervalSince(t0)) s")
+        let t1 = Date()
+        let interrupted = try await taskerInterrupted(["run", "--no-progress", "--no-journal", "c.lua"], in: s.dir,
+                                                      markers: ["child started"])
+        #expect(interrupted.status == 130)
+        #expect(Date().timeIntervalSince(t1) < 1.8, "Ctrl-C took \(Date().timeIntervalSince(t1)) s")
+    }
+
     @Test func aMissingProgramIsTriedOnceAndExecErrorsSayWhatToDo() async throws {
         let s = try Scratch(["p.lua": """
             tasker.add{name = "deploy", retry = {attempts = 5, delay = 0.01}, run = function()
