@@ -131,6 +131,15 @@ function tasker.sleep(seconds) end
 ---@param fn fun(ctx: tasker.Context, args: any): ...
 ---@return fun(spec?: table): tasker.Handle
 function tasker.define(name, opts, fn) end
+---A parameter of the pipeline: from `--name value` / `--name=value` / `--flag` / `--no-flag` after FILE, then TASKER_PARAM_<NAME>, then default.
+---@param spec {name: string, type?: "string"|"number"|"integer"|"boolean"|"list", default?: any, choices?: any[], required?: boolean, secret?: boolean, help?: string}
+---@return any
+function tasker.param(spec) end
+---A named entry point, run after the main chunk when named after FILE (else `default`), after the targets it names.
+---@param name string
+---@param opts? {help?: string, after?: string[]}
+---@param fn fun(ctx: tasker.Context): ...
+function tasker.target(name, opts, fn) end
 ---Nothing new starts until tasker.resume() (or SIGUSR2); running tasks go on.
 function tasker.pause() end
 ---Lets new tasks start again after tasker.pause() (or SIGUSR1).

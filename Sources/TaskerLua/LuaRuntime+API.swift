@@ -76,6 +76,7 @@ extension LuaRuntime {
 
     /// Checks that the caller may suspend; returns a raise status if not.
     func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32? {
+        if options.describeOnly { return describeStop(L) }
         guard current != nil else {
             return usage(L, "\(fn): cannot yield in \(callContext ?? "this context")")
         }
@@ -84,6 +85,29 @@ extension LuaRuntime {
                          + "a metamethod called from C such as __tostring, or a __gc/__close handler)")
         }
         return nil
+    }
+
+    /// `--help`, `tasker list`: the main chunk has come to its first task,
+    /// process, request or wait; what it declared so far is the
+    /// description. Raises a marker the driver takes as the chunk's end.
+    func describeStop(_ L: OpaquePointer) -> Int32 {
+        lua_pushlightuserdata(L, Self.describeMarker)
+        return TASKER_RAISE
+    }
+
+    /// A unique address, never dereferenced.
+    // Safety: set once when first used (a `static let`), never written after;
+    // only its value is compared, on the loop thread.
+    nonisolated(unsafe) static let describeMarker = UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1)
+
+    /// What the main chunk declared (`describeOnly`), as JSON.
+    func describeDeclarations() -> String? {
+        let s = LuaStack(L)
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(commandModule.describeRef))
+        guard tasker_pcall_traceback(L, 0, 1) == LUA_OK else { return nil }
+        return s.string(-1)
     }
 
     /// Suspends the caller until the driver has performed `op`.

@@ -179,8 +179,16 @@ extension LuaRuntime {
         f.endedNormally = true
         switch f.kind {
         case .main:
-            mainDone = true
             retire(f)
+            if !targetsAdded && commandModule.runTargetsRef != LUA_NOREF && exitCode == nil {
+                // The targets named after FILE (or `default`), from a main
+                // fiber of their own: its errors are the main chunk's.
+                targetsAdded = true
+                lua_rawgeti(L, tasker_registryindex(), lua_Integer(commandModule.runTargetsRef))
+                startMain(lua_gettop(L))
+                return
+            }
+            mainDone = true
         case .task(let run):
             if let failure = f.isAborted ? f.aborted : overran(run) {
                 retire(f)
@@ -202,9 +210,17 @@ extension LuaRuntime {
         switch f.kind {
         case .main:
             mainDone = true
+            if options.describeOnly && lua_touserdata(co, -1) == LuaRuntime.describeMarker {
+                retire(f)  // described: not an error
+                return
+            }
             if exitCode == nil && !interrupted {
                 if !f.isAborted, let name = mainErrorTask(raised: co) { mainErrorTask = name }
                 mainError = traceback(co)
+                if let said = commandLineError, let first = mainError?.split(separator: "\n").first, first.hasSuffix("usage: " + said) {
+                    mainError = String(first)
+                    mainErrorIsCommandLine = true
+                }
                 engine.cancelAll(reason: "the main chunk failed")
             }
             retire(f)

@@ -35,7 +35,8 @@ extension LuaRuntime {
         // After the `tasker` table: some add to it (`tasker.use`).
         for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self),
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
-                                  SleepModule(runtime: self), FSModule(runtime: self), DefineModule(runtime: self)] {
+                                  SleepModule(runtime: self), FSModule(runtime: self), DefineModule(runtime: self),
+                                  commandModule] {
             modules.append(module)
             module.install(in: self)
         }
@@ -175,8 +176,9 @@ extension LuaRuntime {
             finish()
             return
         }
-        // A plan runs no body: only reused tasks finish.
-        if options.planOnly { engine.close(reason: "plan") }
+        // A plan runs no body: only reused tasks finish. A description runs
+        // nothing but the main chunk up to its first task.
+        if options.planOnly || options.describeOnly { engine.close(reason: options.planOnly ? "plan" : "describe") }
         startMain(lua_gettop(L))
     }
 

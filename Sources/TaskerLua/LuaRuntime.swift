@@ -45,6 +45,11 @@ public final class LuaRuntime {
         /// reused tasks finish); the run ends where the main chunk would
         /// wait for a task that must run (`RunResult.planStop`).
         public var planOnly = false
+        /// `--help` and `tasker list`: the main chunk runs until its first
+        /// task, process, request or wait (nothing of those happens), to
+        /// learn the parameters and targets it declares
+        /// (`RunResult.description`).
+        public var describeOnly = false
         /// Where defined tasks run when the run has a store (`--store`):
         /// nil runs them in this process.
         public var remote: RemoteQueue?
@@ -85,6 +90,14 @@ public final class LuaRuntime {
     var mainErrorTask: String?
     /// Where a plan's evaluation stopped (see `Options.planOnly`).
     var planStop: String?
+    /// `tasker.param` and `tasker.target`.
+    lazy var commandModule = CommandModule(runtime: self)
+    /// The main chunk has returned and the targets it asked for are added.
+    var targetsAdded = false
+    /// The last usage error about the command line (a parameter, a target):
+    /// if it ends the main chunk, it is one line, not a traceback.
+    var commandLineError: String?
+    var mainErrorIsCommandLine = false
     /// The last task error handed to the main chunk, and its task's name.
     /// The fiber running each task's current attempt, by task id.
     var fibersByTask = TaskTable<Fiber>()
@@ -299,6 +312,8 @@ public final class LuaRuntime {
         result.skipped = c.skipped.map(reason)
         result.mainErrorTask = mainErrorTask
         result.planStop = planStop
+        result.commandLineError = mainErrorIsCommandLine
+        if options.describeOnly { result.description = describeDeclarations() }
         result.signal = signal
         onFinish?(result)
     }
@@ -383,6 +398,12 @@ public struct RunResult: Sendable {
     public var signal: Int32 = 0
     /// A plan's evaluation stopped here (`Options.planOnly`).
     public var planStop: String?
+    /// `mainError` is about the command line (a bad parameter, an unknown
+    /// target): one line, and no tasks ran.
+    public var commandLineError = false
+    /// `Options.describeOnly`: the parameters and targets declared, as JSON
+    /// (`{"params": [...], "targets": [...]}`).
+    public var description: String?
     public var seconds: Double
 
     public init(exitCode: Int32, counts: [TaskState: Int], failed: [(name: String, message: String)],

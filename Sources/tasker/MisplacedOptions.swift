@@ -1,3 +1,4 @@
+import Foundation
 import TaskerHTTP
 
 /// `tasker run etl.lua --resume --plan`: the words after FILE are the
@@ -12,6 +13,18 @@ enum MisplacedOptions {
     /// Those that take the next word (or `--name=value`).
     static let valued: Set<String> = ["--concurrency", "--events", "--state", "--report", "--store", "--lease",
                                       "--var", "--log-level", "--log-format"]
+
+    /// The parameter names `tasker.param{name = "…"}` declares in `file`,
+    /// found in its text (the run has not started yet): a pipeline's own
+    /// `--plan` parameter is its, not run's misplaced option.
+    static func declaredParameters(in file: String) -> Set<String> {
+        guard let data = FileManager.default.contents(atPath: file),
+              let re = try? NSRegularExpression(pattern: #"tasker\.param\s*\{[^}]*?\bname\s*=\s*["']([A-Za-z_][\w-]*)["']"#)
+        else { return [] }
+        let text = String(decoding: data, as: UTF8.self)
+        let ns = text as NSString
+        return Set(re.matches(in: text, range: NSRange(location: 0, length: ns.length)).map { ns.substring(with: $0.range(at: 1)) })
+    }
 
     /// The script's words: `words` up to a first `--`, then the rest as
     /// given (the `--` dropped).
@@ -32,13 +45,13 @@ enum MisplacedOptions {
     /// message, with the command as it was meant: those options (and their
     /// values) moved before FILE. `before` are the words between `run` and
     /// FILE as typed.
-    static func message(before: [String], file: String, words: [String]) -> String? {
+    static func message(before: [String], file: String, words: [String], declared: Set<String> = []) -> String? {
         let (checked, passed) = scriptWords(words)
         var moved: [String] = [], kept: [String] = [], found: [String] = []
         var i = checked.startIndex
         while i < checked.endIndex {
             let word = checked[i]
-            if let o = option(word) {
+            if let o = option(word), !declared.contains(String(o.name.dropFirst(2))) {
                 found.append(o.name)
                 moved.append(word)
                 if o.takesNext, i + 1 < checked.endIndex {

@@ -32,6 +32,8 @@ struct Summary {
             // A traceback keeps its lines; nothing else in it is raw.
             lines.append("tasker: error\(task): \(TerminalText.escape(Self.cut(error), keepNewlines: true))")
         }
+        // A bad parameter or target: the one line says it all.
+        if result.commandLineError { return lines.joined(separator: "\n") + "\n" }
         let total = result.counts.values.reduce(0, +)
         let parts = [TaskState.succeeded, .failed, .cancelled, .skipped].compactMap { state -> String? in
             let n = result.counts[state] ?? 0

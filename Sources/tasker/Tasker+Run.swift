@@ -60,7 +60,8 @@ extension Tasker {
         func validate() throws {
             // First: with an option after FILE, the others may not say what was meant.
             if let why = MisplacedOptions.message(before: Self.wordsBeforeFile(scriptArgs: scriptArgs),
-                                                  file: file, words: scriptArgs) {
+                                                  file: file, words: scriptArgs,
+                                                  declared: MisplacedOptions.declaredParameters(in: file)) {
                 StandardError.write("tasker: error: \(why)\n")
                 throw ExitCode(2)
             }
@@ -94,6 +95,14 @@ extension Tasker {
             if let why = PipelineRunner.unreadable(path: file) {
                 StandardError.write("tasker: error: \(why)\n")
                 throw ExitCode(2)
+            }
+            // `tasker run FILE --help`: what the pipeline accepts; nothing runs.
+            if words.checked.contains("--help") || words.checked.contains("-h") {
+                var vars: [String: String] = [:]
+                for v in script.vars { let kv = v.split(separator: "=", maxSplits: 1); if kv.count == 2 { vars[String(kv[0])] = String(kv[1]) } }
+                let description = PipelineDescription.of(file, args: scriptArgs.filter { $0 != "--help" && $0 != "-h" }, vars: vars)
+                print(description.text, terminator: "")
+                return
             }
             let journal = RunJournal(state: state, store: store)
             let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path

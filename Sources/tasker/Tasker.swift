@@ -15,7 +15,7 @@ struct Tasker: ParsableCommand {
             130 interrupted (SIGINT), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
             """,
         version: "tasker \(version) (Lua 5.4)",
-        subcommands: [Run.self, Worker.self, Check.self, Runs.self, Show.self, Report.self]
+        subcommands: [Run.self, Worker.self, Check.self, List.self, Runs.self, Show.self, Report.self]
     )
 
     /// Like ParsableCommand's, except that usage errors exit 2 (README, The command line),

@@ -46,6 +46,7 @@ enum TaskerModule {
 
 extension LuaRuntime {
     func apiAdd(_ L: OpaquePointer) -> Int32 {
+        if options.describeOnly { return describeStop(L) }
         let top = lua_gettop(L)
         let parsed: ParsedSpec
         do {

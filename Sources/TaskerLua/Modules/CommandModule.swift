@@ -1,0 +1,295 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// A pipeline as a command: `tasker.param{…}` reads its typed parameters
+/// from the words after FILE (`--name value`, `--name=value`, `--flag`,
+/// `--no-flag`), then `TASKER_PARAM_<NAME>`, then the default;
+/// `tasker.target(name, [opts,] fn)` declares entry points that run after
+/// the main chunk (`tasker run FILE NAME…`, else `default`). Written in Lua:
+/// it is argument handling and bookkeeping, run once per declaration. What
+/// was declared is read back as JSON for `--help` and `tasker list`.
+final class CommandModule: LuaModule {
+    unowned let runtime: LuaRuntime
+
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
+    static let source = #"""
+        local usage, words, getenv, describing, stop, encode = ...
+        local params, param_order, targets, target_order = {}, {}, {}, {}
+        local consumed = {}
+        local kinds = {string = "a string", number = "a number", integer = "an integer", boolean = "true or false",
+                       list = "a list (repeated or comma-separated)"}
+        local spec_keys = {name = true, type = true, default = true, choices = true, required = true, secret = true, help = true}
+
+        local function env_name(name)
+          return "TASKER_PARAM_" .. (name:upper():gsub("-", "_"))
+        end
+
+        -- tasker.args: the words after FILE that no parameter took
+        local function refresh_args()
+          local args = tasker.args
+          for i = #args, 1, -1 do args[i] = nil end
+          for i, w in ipairs(words) do if not consumed[i] then args[#args + 1] = w end end
+        end
+
+        local function split(text)
+          local out = {}
+          for item in (text .. ","):gmatch("([^,]*),") do
+            if item ~= "" then out[#out + 1] = item end
+          end
+          return out
+        end
+
+        local function convert(p, text, from)
+          local value
+          if p.type == "string" or p.type == "list" then
+            value = text
+          elseif p.type == "number" then
+            value = tonumber(text)
+            if value and (value ~= value or value == math.huge or value == -math.huge) then value = nil end
+          elseif p.type == "integer" then
+            value = math.tointeger(tonumber(text))
+          elseif p.type == "boolean" then
+            local t = text:lower()
+            if t == "true" or t == "yes" or t == "on" or t == "1" then value = true
+            elseif t == "false" or t == "no" or t == "off" or t == "0" then value = false end
+          end
+          if value == nil and not describing then
+            usage("bad value for parameter --" .. p.name .. ": '" .. text .. "' from " .. from .. " ("
+                  .. kinds[p.type] .. " expected)", 3)
+          end
+          return value
+        end
+
+        local function check_choice(p, value, from)
+          if p.choices == nil or describing then return end
+          for _, c in ipairs(p.choices) do if c == value then return end end
+          local shown = {}
+          for i, c in ipairs(p.choices) do shown[i] = tostring(c) end
+          usage("bad value for parameter --" .. p.name .. ": '" .. tostring(value) .. "' from " .. from
+                .. " (one of " .. table.concat(shown, ", ") .. " expected)", 3)
+        end
+
+        local function param(spec)
+          if type(spec) ~= "table" then
+            usage("bad argument #1 to 'tasker.param' (table expected, got " .. type(spec) .. ")", 2)
+          end
+          for k in pairs(spec) do
+            if not spec_keys[k] then
+              usage("unknown field '" .. tostring(k) .. "' in 'tasker.param' (known: choices, default, help, name, required, secret, type)", 2)
+            end
+          end
+          local name = spec.name
+          if type(name) ~= "string" or not name:match("^[%a_][%w_-]*$") then
+            usage("bad field 'name' in 'tasker.param' (a name of letters, digits, '_' and '-' expected)", 2)
+          end
+          if params[name] then usage("tasker.param: '" .. name .. "' is declared twice", 2) end
+          local p = {name = name, type = spec.type or "string", help = spec.help, required = spec.required == true,
+                     secret = spec.secret == true, choices = spec.choices, default = spec.default}
+          if not kinds[p.type] then
+            usage("bad field 'type' in 'tasker.param' (string, number, integer, boolean or list expected, got "
+                  .. tostring(p.type) .. ")", 2)
+          end
+          if p.help ~= nil and type(p.help) ~= "string" then usage("bad field 'help' in 'tasker.param' (string expected)", 2) end
+          if p.choices ~= nil and type(p.choices) ~= "table" then
+            usage("bad field 'choices' in 'tasker.param' (list expected)", 2)
+          end
+          if p.default ~= nil then
+            local ok = (p.type == "list" and type(p.default) == "table") or (p.type == "boolean" and type(p.default) == "boolean")
+              or (p.type == "integer" and math.type(p.default) == "integer") or (p.type == "number" and type(p.default) == "number")
+              or (p.type == "string" and type(p.default) == "string")
+            if not ok then
+              usage("bad field 'default' in 'tasker.param' (" .. kinds[p.type] .. " expected for a " .. p.type
+                    .. " parameter, got " .. type(p.default) .. ")", 2)
+            end
+          end
+          params[name] = p
+          param_order[#param_order + 1] = name
+          -- the words that give it: the last one wins (lists take them all)
+          local given, from = {}, "the command line"
+          local i = 1
+          while i <= #words do
+            local w = words[i]
+            if not consumed[i] then
+              if w == "--" .. name then
+                consumed[i] = true
+                if p.type == "boolean" then
+                  given[#given + 1] = "true"
+                elseif i < #words then
+                  given[#given + 1] = words[i + 1]
+                  consumed[i + 1] = true
+                  i = i + 1
+                elseif not describing then
+                  usage("parameter --" .. name .. " needs a value (" .. kinds[p.type] .. ")", 2)
+                end
+              elseif w:sub(1, #name + 3) == "--" .. name .. "=" then
+                consumed[i] = true
+                given[#given + 1] = w:sub(#name + 4)
+              elseif p.type == "boolean" and w == "--no-" .. name then
+                consumed[i] = true
+                given[#given + 1] = "false"
+              end
+            end
+            i = i + 1
+          end
+          refresh_args()
+          local value
+          if #given == 0 then
+            local e = getenv(env_name(name))
+            if e ~= nil then given, from = {e}, env_name(name) end
+          end
+          if #given > 0 then
+            if p.type == "list" then
+              value = {}
+              for _, g in ipairs(given) do for _, item in ipairs(split(g)) do value[#value + 1] = item end end
+              for _, item in ipairs(value) do check_choice(p, item, from) end
+            else
+              value = convert(p, given[#given], from)
+              check_choice(p, value, from)
+            end
+          elseif p.default ~= nil then
+            value = p.default
+          elseif p.required and not describing then
+            usage("missing parameter --" .. name .. " (" .. kinds[p.type] .. (p.help and ": " .. p.help or "")
+                  .. "); give it after the file, or set " .. env_name(name), 2)
+          end
+          return value
+        end
+
+        local function target(name, opts, fn)
+          if fn == nil and type(opts) == "function" then fn, opts = opts, nil end
+          if type(name) ~= "string" or name == "" or name:sub(1, 1) == "-" then
+            usage("bad argument #1 to 'tasker.target' (a name not starting with '-' expected)", 2)
+          end
+          if opts ~= nil and type(opts) ~= "table" then usage("bad argument #2 to 'tasker.target' (table expected)", 2) end
+          if type(fn) ~= "function" then usage("bad argument to 'tasker.target' (function expected as its last)", 2) end
+          opts = opts or {}
+          for k in pairs(opts) do
+            if k ~= "help" and k ~= "after" then
+              usage("unknown option '" .. tostring(k) .. "' to 'tasker.target' (known: after, help)", 2)
+            end
+          end
+          local after = opts.after or {}
+          if type(after) == "string" then after = {after} end
+          if targets[name] then usage("tasker.target: '" .. name .. "' is declared twice", 2) end
+          targets[name] = {name = name, help = opts.help, after = after, fn = fn}
+          target_order[#target_order + 1] = name
+        end
+
+        local function known_targets()
+          return table.concat(target_order, ", ")
+        end
+
+        -- After the main chunk: the targets named after FILE (and those they
+        -- wait for, once each), else `default`.
+        local function run_targets()
+          if describing or #target_order == 0 then return end
+          local requested = {}
+          for i, w in ipairs(words) do
+            if not consumed[i] and w:sub(1, 1) ~= "-" then
+              if not targets[w] then usage("unknown target '" .. w .. "' (targets: " .. known_targets() .. ")", 0) end
+              consumed[i] = true
+              requested[#requested + 1] = w
+            end
+          end
+          refresh_args()
+          if #requested == 0 then
+            if not targets.default then return end
+            requested = {"default"}
+          end
+          local handles, visiting = {}, {}
+          local function add_target(name, from)
+            if handles[name] then return handles[name] end
+            local t = targets[name]
+            if not t then
+              usage("target '" .. from .. "' waits for '" .. tostring(name) .. "', which is not a target (targets: "
+                    .. known_targets() .. ")", 0)
+            end
+            if visiting[name] then usage("targets wait for each other: '" .. from .. "' and '" .. name .. "'", 0) end
+            visiting[name] = true
+            local after = {}
+            for _, a in ipairs(t.after) do after[#after + 1] = add_target(a, name) end
+            visiting[name] = nil
+            handles[name] = tasker.add{name = name, after = after, run = t.fn}
+            return handles[name]
+          end
+          for _, n in ipairs(requested) do add_target(n, n) end
+        end
+
+        -- What `--help` and `tasker list` show.
+        local function describe()
+          local ps, ts = {}, {}
+          for _, n in ipairs(param_order) do
+            local p = params[n]
+            local entry = {name = n, type = p.type, help = p.help, required = p.required, secret = p.secret,
+                           choices = p.choices, env = env_name(n)}
+            if not p.secret then entry.default = p.default end
+            ps[#ps + 1] = entry
+          end
+          for _, n in ipairs(target_order) do
+            local t = targets[n]
+            ts[#ts + 1] = {name = n, help = t.help, after = t.after}
+          end
+          return encode({params = ps, targets = ts})
+        end
+
+        return param, target, run_targets, describe
+        """#
+
+    /// `run_targets` and `describe`, by registry ref.
+    private(set) var runTargetsRef: Int32 = LUA_NOREF
+    private(set) var describeRef: Int32 = LUA_NOREF
+
+    func install(in runtime: LuaRuntime) {
+        let L = runtime.L
+        let s = LuaStack(L)
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        var source = Self.source
+        let status = source.withUTF8 { b in
+            b.withMemoryRebound(to: CChar.self) { tasker_loadbuffer(L, $0.baseAddress, $0.count, "=[tasker.param]") }
+        }
+        precondition(status == LUA_OK, "the tasker.param source does not compile")
+        push({ L in CommandModule.this(L!).raiseUsage(L!) }, in: L)
+        s.newTable(hash: 0)
+        for (i, w) in runtime.options.args.enumerated() {
+            s.push(w)
+            lua_rawseti(L, -2, lua_Integer(i + 1))
+        }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "os")
+        s.rawGet(-1, "getenv")
+        tasker_remove(L, -2)
+        tasker_remove(L, -2)
+        lua_pushboolean(L, runtime.options.describeOnly ? 1 : 0)
+        lua_pushnil(L)  // stop: unused for now
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "json")
+        s.rawGet(-1, "encode")
+        tasker_remove(L, -2)
+        tasker_remove(L, -2)
+        guard tasker_pcall_traceback(L, 6, 4) == LUA_OK else {
+            preconditionFailure("tasker.param did not load: \(s.describe(-1))")
+        }
+        describeRef = luaL_ref(L, tasker_registryindex())
+        runTargetsRef = luaL_ref(L, tasker_registryindex())
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, "tasker")  // stack: param, target, globals, tasker
+        lua_pushvalue(L, -3)
+        s.rawSet(-2, "target")
+        lua_pushvalue(L, -4)
+        s.rawSet(-2, "param")
+    }
+
+    /// `usage(message, level)`: a usage error at the caller `level` up (0:
+    /// no position).
+    func raiseUsage(_ L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        let level = Int32(s.integer(2) ?? 1)
+        let message = s.string(1) ?? "usage error"
+        runtime.commandLineError = message
+        runtime.pushErrorTable(L, kind: "usage", message: message, where: level > 0 ? s.whereString(level: level) : nil)
+        return TASKER_RAISE
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Testing
+
+/// A pipeline is a command: typed parameters after FILE (then
+/// TASKER_PARAM_*, then defaults), targets run after the main chunk, and
+/// `--help` / `tasker list` that run nothing.
+@Suite struct PipelineCommandCLITests {
+    static let deploy = """
+        -- Deploy the service to an environment.
+        -- Builds and tests first.
+        local env = tasker.param{name = "env", choices = {"staging", "prod"}, required = true, help = "where to deploy"}
+        local replicas = tasker.param{name = "replicas", type = "integer", default = 2, help = "how many instances"}
+        local ratio = tasker.param{name = "ratio", type = "number", default = 0.5}
+        local dry = tasker.param{name = "dry-run", type = "boolean", default = false}
+        local regions = tasker.param{name = "region", type = "list", default = {"eu"}}
+        print(env, replicas, math.type(replicas), ratio, dry, table.concat(regions, "+"), "[" .. table.concat(tasker.args, " ") .. "]")
+        local function mark(name) return function() fs.append("ran.txt", name .. "\\n") end end
+        tasker.target("build", {help = "compile"}, mark("build"))
+        tasker.target("test", {help = "run the tests", after = {"build"}}, function()
+          if tasker.vars.fail_tests then error("2 tests failed") end
+          mark("test")()
+        end)
+        tasker.target("deploy", {after = {"test", "build"}}, mark("deploy"))
+        tasker.target("default", {after = {"build"}}, mark("default"))
+        """
+
+    func ran(_ s: Scratch) -> String {
+        (try? String(contentsOf: s.dir.appendingPathComponent("ran.txt"), encoding: .utf8)) ?? ""
+    }
+
+    @Test func parametersAreTypedAndComeFromWordsThenTheEnvironmentThenDefaults() async throws {
+        let s = try Scratch(["deploy.lua": Self.deploy])
+        defer { s.cleanup() }
+        let full = try await tasker(["run", "--no-progress", "--no-journal", "deploy.lua", "--env", "staging", "--replicas=3",
+                                     "--ratio", "-0.25", "--dry-run", "--region", "eu,us", "--region", "ap", "--extra", "build"],
+                                    in: s.dir)
+        #expect(full.status == 0, "\(full.stderr)")
+        // target names leave tasker.args only when the targets run, after the main chunk
+        #expect(full.stdout == "staging\t3\tinteger\t-0.25\ttrue\teu+us+ap\t[--extra build]\n", "\(full.stdout)")
+        #expect(ran(s) == "build\n")
+        let fromEnv = try await shell("TASKER_PARAM_ENV=prod TASKER_PARAM_DRY_RUN=no TASKER_PARAM_REPLICAS=5 $TASKER run --no-progress --no-journal deploy.lua --no-dry-run build",
+                                      in: s.dir)
+        #expect(fromEnv.stdout == "prod\t5\tinteger\t0.5\tfalse\teu\t[build]\n", "\(fromEnv.stdout)\(fromEnv.stderr)")
+    }
+
+    @Test func aBadOrMissingValueIsOneLineExitTwoBeforeAnyTask() async throws {
+        let s = try Scratch(["deploy.lua": Self.deploy])
+        defer { s.cleanup() }
+        let cases: [([String], String)] = [
+            ([], "tasker: error: deploy.lua:3: usage: missing parameter --env (a string: where to deploy); give it after the file, or set TASKER_PARAM_ENV\n"),
+            (["--env", "prdo"], "tasker: error: deploy.lua:3: usage: bad value for parameter --env: 'prdo' from the command line (one of staging, prod expected)\n"),
+            (["--env", "prod", "--replicas", "three"], "tasker: error: deploy.lua:4: usage: bad value for parameter --replicas: 'three' from the command line (an integer expected)\n"),
+            (["--env", "prod", "--replicas", "2.5"], "tasker: error: deploy.lua:4: usage: bad value for parameter --replicas: '2.5' from the command line (an integer expected)\n"),
+            (["--env", "prod", "--dry-run=maybe"], "tasker: error: deploy.lua:6: usage: bad value for parameter --dry-run: 'maybe' from the command line (true or false expected)\n"),
+            (["--env", "prod", "--replicas"], "tasker: error: deploy.lua:4: usage: parameter --replicas needs a value (an integer)\n"),
+            (["--env", "prod", "biuld"], "tasker: error: usage: unknown target 'biuld' (targets: build, test, deploy, default)\n"),
+        ]
+        for (words, expected) in cases {
+            let r = try await tasker(["run", "--no-progress", "--no-journal", "deploy.lua"] + words, in: s.dir)
+            #expect(r.status == 2, "\(words)")
+            #expect(r.stderr == expected, "\(words): \(r.stderr)")
+        }
+        #expect(ran(s) == "", "a task ran")
+        let env = try await shell("TASKER_PARAM_REPLICAS=x $TASKER run --no-progress --no-journal deploy.lua --env prod", in: s.dir)
+        #expect(env.stderr.contains("'x' from TASKER_PARAM_REPLICAS (an integer expected)"), "\(env.stderr)")
+    }
+
+    @Test func targetsRunAfterTheMainChunkEachOnceInOrder() async throws {
+        let s = try Scratch(["deploy.lua": Self.deploy])
+        defer { s.cleanup() }
+        let both = try await tasker(["run", "--no-progress", "--concurrency", "1", "deploy.lua", "--env", "prod", "deploy", "test"],
+                                    in: s.dir)
+        #expect(both.status == 0, "\(both.stderr)")
+        #expect(ran(s) == "build\ntest\ndeploy\n", "build is shared: once")
+        #expect(both.stderr.contains("tasker: 3 tasks: 3 succeeded"), "\(both.stderr)")
+        try FileManager.default.removeItem(at: s.dir.appendingPathComponent("ran.txt"))
+        let none = try await tasker(["run", "--no-progress", "deploy.lua", "--env", "prod"], in: s.dir)
+        #expect(none.status == 0)
+        #expect(ran(s) == "build\ndefault\n", "no target named: default")
+
+        // a failed target skips those after it; the resume reuses what succeeded
+        try FileManager.default.removeItem(at: s.dir.appendingPathComponent("ran.txt"))
+        let failed = try await tasker(["run", "--no-progress", "--var", "fail_tests=1", "deploy.lua", "--env", "prod", "deploy"], in: s.dir)
+        #expect(failed.status == 1)
+        #expect(failed.stderr.contains("deploy: skipped: dependency 'test' failed"), "\(failed.stderr)")
+        let resumed = try await tasker(["run", "--no-progress", "--resume", "deploy.lua", "--env", "prod", "deploy"], in: s.dir)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("3 succeeded (1 reused)"), "\(resumed.stderr)")
+        #expect(ran(s) == "build\ntest\ndeploy\n")
+    }
+
+    @Test func helpAndListDescribeThePipelineAndRunNothing() async throws {
+        let s = try Scratch(["deploy.lua": Self.deploy + """
+
+            tasker.sh("touch process-ran")
+            tasker.add(function() fs.write("task-ran", "x") end)
+            """])
+        defer { s.cleanup() }
+        let help = try await tasker(["run", "deploy.lua", "--help"], in: s.dir)
+        #expect(help.status == 0, "\(help.stderr)")
+        for expected in ["Deploy the service to an environment.\nBuilds and tests first.\n",
+                         "usage: tasker run [OPTIONS] deploy.lua [TARGET...] --env ENV [PARAMETERS]",
+                         "  --env ENV                where to deploy (required; one of staging, prod)",
+                         "  --replicas N             how many instances (default 2)",
+                         "  --dry-run, --no-dry-run  (default false)",
+                         "  --region A,B             (default eu)",
+                         "  test     run the tests (after build)",
+                         "  deploy   (after test, build)"] {
+            #expect(help.stdout.contains(expected), "no '\(expected)' in:\n\(help.stdout)")
+        }
+        let list = try await tasker(["list", "--json", "deploy.lua"], in: s.dir)
+        #expect(list.status == 0, "\(list.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any])
+        let params = try #require(object["params"] as? [[String: Any]])
+        #expect(params.map { $0["name"] as? String } == ["env", "replicas", "ratio", "dry-run", "region"])
+        #expect(params[1]["default"] as? Int == 2 && params[0]["required"] as? Bool == true)
+        #expect((object["targets"] as? [[String: Any]])?.map { $0["name"] as? String } == ["build", "test", "deploy", "default"])
+        let text = try await tasker(["list", "deploy.lua"], in: s.dir)
+        #expect(text.stdout == help.stdout)
+        for marker in ["process-ran", "task-ran", "ran.txt"] {
+            #expect(!FileManager.default.fileExists(atPath: s.dir.appendingPathComponent(marker).path), "\(marker) exists")
+        }
+    }
+
+    @Test func aParameterNamedLikeAnOptionOfRunIsThePipelines() async throws {
+        let s = try Scratch(["p.lua": """
+            local plan = tasker.param{name = "plan", type = "boolean", default = false}
+            print("plan", plan)
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "p.lua", "--plan"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "plan\ttrue\n")
+    }
+}
