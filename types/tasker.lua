@@ -135,6 +135,11 @@ function tasker.define(name, opts, fn) end
 ---@param spec {name: string, type?: "string"|"number"|"integer"|"boolean"|"list", default?: any, choices?: any[], required?: boolean, secret?: boolean, help?: string}
 ---@return any
 function tasker.param(spec) end
+---A secret: from the environment variable `name` unless opts say where; masked as *** in all tasker writes.
+---@param name string
+---@param opts? {env?: string, file?: string, param?: string}
+---@return string
+function tasker.secret(name, opts) end
 ---A named entry point, run after the main chunk when named after FILE (else `default`), after the targets it names.
 ---@param name string
 ---@param opts? {help?: string, after?: string[]}

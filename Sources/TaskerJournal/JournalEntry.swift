@@ -322,6 +322,12 @@ public enum JournalCodec {
         if p.started > 0 { fields |= Field.started }
         if p.ended > 0 { fields |= Field.ended }
         let added = scale.seconds(p.added), started = scale.seconds(p.started), ended = scale.seconds(p.ended)
+        // A value holding a registered secret is kept with it as *** (rare:
+        // the common case checks one atomic).
+        var masked: [UInt8]?
+        if hasValue && !SecretMask.shared.isEmpty {
+            masked = SecretMask.shared.mask(Array(values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)]))
+        }
         // The fixed part goes through a scratch on the stack and into `out`
         // at once: appending byte by byte checked `out`'s storage each time.
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.plainScratch) { buf in
@@ -338,10 +344,12 @@ public enum JournalCodec {
             w.byte(0)  // held
             if p.started > 0 { w.time(started - added) }
             if p.ended > 0 { w.time(ended - (p.started > 0 ? started : added)) }
-            if hasValue { w.varint(UInt64(p.valueLength)) }
+            if hasValue { w.varint(UInt64(masked?.count ?? Int(p.valueLength))) }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[..<w.count]))
         }
-        if hasValue {
+        if let masked {
+            out.append(contentsOf: masked)
+        } else if hasValue {
             out.append(contentsOf: UnsafeRawBufferPointer(rebasing: values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)]))
         }
     }
@@ -439,7 +447,10 @@ public enum JournalCodec {
 
     static func micros(_ t: Double) -> UInt64 { t.isFinite && t > 0 ? UInt64(min(t * 1e6, 1.8e19)) : 0 }
 
+    /// Every string the journal keeps (names, errors, values, tags) goes
+    /// through here: registered secrets are `***` in the file.
     private static func string(_ s: String, _ out: inout [UInt8]) {
+        let s = SecretMask.shared.mask(s)
         varint(UInt64(s.utf8.count), &out)
         out.append(contentsOf: s.utf8)
     }

@@ -1,3 +1,4 @@
+import TaskerCore
 import Foundation
 
 /// Writes to stderr with write(2). FileHandle's `write` traps when the
@@ -5,7 +6,8 @@ import Foundation
 /// the run.
 public enum StandardError {
     public static func write(_ text: String) {
-        _ = writeAll(STDERR_FILENO, Array(text.utf8))
+        // every registered secret as *** (tasker's own output)
+        _ = writeAll(STDERR_FILENO, Array(SecretMask.shared.mask(text).utf8))
     }
 }
 

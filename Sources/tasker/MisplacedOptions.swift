@@ -17,13 +17,23 @@ enum MisplacedOptions {
     /// The parameter names `tasker.param{name = "…"}` declares in `file`,
     /// found in its text (the run has not started yet): a pipeline's own
     /// `--plan` parameter is its, not run's misplaced option.
-    static func declaredParameters(in file: String) -> Set<String> {
+    static func declaredParameters(in file: String, secretOnly: Bool = false) -> Set<String> {
         guard let data = FileManager.default.contents(atPath: file),
-              let re = try? NSRegularExpression(pattern: #"tasker\.param\s*\{[^}]*?\bname\s*=\s*["']([A-Za-z_][\w-]*)["']"#)
+              let re = try? NSRegularExpression(pattern: #"tasker\.param\s*\{([^}]*)\}"#),
+              let nameRE = try? NSRegularExpression(pattern: #"\bname\s*=\s*["']([A-Za-z_][\w-]*)["']"#)
         else { return [] }
         let text = String(decoding: data, as: UTF8.self)
         let ns = text as NSString
-        return Set(re.matches(in: text, range: NSRange(location: 0, length: ns.length)).map { ns.substring(with: $0.range(at: 1)) })
+        var names = Set<String>()
+        for m in re.matches(in: text, range: NSRange(location: 0, length: ns.length)) {
+            let body = ns.substring(with: m.range(at: 1))
+            if secretOnly && body.range(of: #"\bsecret\s*=\s*true"#, options: .regularExpression) == nil { continue }
+            let b = body as NSString
+            if let n = nameRE.firstMatch(in: body, range: NSRange(location: 0, length: b.length)) {
+                names.insert(b.substring(with: n.range(at: 1)))
+            }
+        }
+        return names
     }
 
     /// The script's words: `words` up to a first `--`, then the rest as

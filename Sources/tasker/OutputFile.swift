@@ -1,4 +1,5 @@
 import Foundation
+import TaskerCore
 import TaskerLua
 
 /// An output the user named (`--events PATH`, or `-` for stdout), opened in
@@ -33,7 +34,7 @@ final class OutputFile {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw OutputError(path: path, reason: String(cString: strerror(errno))) }
         var failure: Int32 = 0
-        var text = text
+        var text = SecretMask.shared.mask(text)
         text.withUTF8 { bytes in
             var done = 0
             while done < bytes.count {
@@ -55,6 +56,7 @@ final class OutputFile {
     /// as it happens). After a failure nothing more is written.
     func writeLine(_ line: String) {
         guard error == nil else { return }
+        let line = SecretMask.shared.mask(line)
         var ok = true
         line.utf8CString.withUnsafeBufferPointer { b in
             ok = fwrite(b.baseAddress, 1, b.count - 1, file) == b.count - 1 && fputc(0x0A, file) != EOF

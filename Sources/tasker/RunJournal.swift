@@ -108,8 +108,26 @@ struct RunJournal {
     /// row, so `show`, `runs --json` and the report, and the events file's
     /// `run` line): the one place secrets in args and `--var` values are
     /// hidden. The script itself sees the real values.
-    static func recorded(args: [String], vars: [String: String]) -> (args: [String], vars: [String: String]) {
-        (Redaction.arguments(args), Redaction.variables(vars))
+    /// `secretParams`: parameters declared `secret = true`; their values
+    /// among the args are `***` (the run's row is written before the
+    /// script registers them).
+    static func recorded(args: [String], vars: [String: String], secretParams: Set<String> = [])
+        -> (args: [String], vars: [String: String]) {
+        var args = args
+        var i = 0
+        while i < args.count {
+            for name in secretParams {
+                if args[i] == "--" + name, i + 1 < args.count {
+                    args[i + 1] = "***"
+                    i += 1
+                    break
+                } else if args[i].hasPrefix("--" + name + "=") {
+                    args[i] = "--" + name + "=***"
+                }
+            }
+            i += 1
+        }
+        return (Redaction.arguments(args), Redaction.variables(vars))
     }
 }
 

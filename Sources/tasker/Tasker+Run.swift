@@ -147,7 +147,8 @@ extension Tasker {
                 }
             }
             let runID = RunID.make()
-            let recorded = RunJournal.recorded(args: scriptArgs, vars: options.vars)
+            let recorded = RunJournal.recorded(args: scriptArgs, vars: options.vars,
+                                               secretParams: MisplacedOptions.declaredParameters(in: file, secretOnly: true))
             var recorder: JournalRecorder?
             if !noJournal {
                 do {

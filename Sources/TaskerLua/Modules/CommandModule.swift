@@ -15,7 +15,7 @@ final class CommandModule: LuaModule {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let source = #"""
-        local usage, words, getenv, describing, stop, encode = ...
+        local usage, words, getenv, describing, register, encode = ...
         local params, param_order, targets, target_order = {}, {}, {}, {}
         local consumed = {}
         local kinds = {string = "a string", number = "a number", integer = "an integer", boolean = "true or false",
@@ -154,6 +154,56 @@ final class CommandModule: LuaModule {
             usage("missing parameter --" .. name .. " (" .. kinds[p.type] .. (p.help and ": " .. p.help or "")
                   .. "); give it after the file, or set " .. env_name(name), 2)
           end
+          if p.secret and value ~= nil then
+            if type(value) == "table" then for _, v in ipairs(value) do register(tostring(v)) end
+            else register(tostring(value)) end
+          end
+          p.value = value
+          return value
+        end
+
+        -- tasker.secret(name [, {env=, file=, param=}]): the value (from the
+        -- environment variable `name` unless told otherwise), masked as ***
+        -- in everything tasker writes from now on.
+        local function secret(name, opts)
+          if type(name) ~= "string" or name == "" then
+            usage("bad argument #1 to 'tasker.secret' (non-empty string expected, got " .. type(name) .. ")", 2)
+          end
+          if opts ~= nil and type(opts) ~= "table" then
+            usage("bad argument #2 to 'tasker.secret' (table expected, got " .. type(opts) .. ")", 2)
+          end
+          opts = opts or {}
+          for k, v in pairs(opts) do
+            if k ~= "env" and k ~= "file" and k ~= "param" then
+              usage("unknown option '" .. tostring(k) .. "' to 'tasker.secret' (known: env, file, param)", 2)
+            end
+            if type(v) ~= "string" then usage("bad option '" .. k .. "' to 'tasker.secret' (string expected)", 2) end
+          end
+          local value, looked = nil, {}
+          if opts.param then
+            local p = params[opts.param]
+            if not p then usage("tasker.secret: '" .. opts.param .. "' is not a declared parameter (declare it with tasker.param first)", 2) end
+            value = p.value ~= nil and tostring(p.value) or nil
+            looked[#looked + 1] = "the parameter --" .. opts.param .. " (or " .. env_name(opts.param) .. ")"
+          end
+          local var = opts.env or (next(opts) == nil and name or nil)
+          if value == nil and var then
+            value = getenv(var)
+            looked[#looked + 1] = "the environment variable " .. var
+          end
+          if value == nil and opts.file then
+            local f = io.open(opts.file, "rb")
+            if f then
+              value = (f:read("a") or ""):gsub("\r?\n$", "")
+              f:close()
+            end
+            looked[#looked + 1] = "the file " .. opts.file
+          end
+          if value == nil or value == "" then
+            if describing then return nil end
+            usage("missing secret '" .. name .. "': looked in " .. table.concat(looked, ", then "), 2)
+          end
+          register(value)
           return value
         end
 
@@ -234,7 +284,7 @@ final class CommandModule: LuaModule {
           return encode({params = ps, targets = ts})
         end
 
-        return param, target, run_targets, describe
+        return {param = param, target = target, secret = secret, run_targets = run_targets, describe = describe}
         """#
 
     /// `run_targets` and `describe`, by registry ref.
@@ -263,23 +313,30 @@ final class CommandModule: LuaModule {
         tasker_remove(L, -2)
         tasker_remove(L, -2)
         lua_pushboolean(L, runtime.options.describeOnly ? 1 : 0)
-        lua_pushnil(L)  // stop: unused for now
+        s.push({ L in
+            // register(value): masked from now on
+            if let value = LuaStack(L!).string(1) { SecretMask.shared.register(value) }
+            return 0
+        })
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         s.rawGet(-1, "json")
         s.rawGet(-1, "encode")
         tasker_remove(L, -2)
         tasker_remove(L, -2)
-        guard tasker_pcall_traceback(L, 6, 4) == LUA_OK else {
+        guard tasker_pcall_traceback(L, 6, 1) == LUA_OK else {
             preconditionFailure("tasker.param did not load: \(s.describe(-1))")
         }
+        let api = lua_gettop(L)
+        s.rawGet(api, "describe")
         describeRef = luaL_ref(L, tasker_registryindex())
+        s.rawGet(api, "run_targets")
         runTargetsRef = luaL_ref(L, tasker_registryindex())
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-        s.rawGet(-1, "tasker")  // stack: param, target, globals, tasker
-        lua_pushvalue(L, -3)
-        s.rawSet(-2, "target")
-        lua_pushvalue(L, -4)
-        s.rawSet(-2, "param")
+        s.rawGet(-1, "tasker")
+        for name in ["param", "target", "secret"] {
+            s.rawGet(api, name)
+            s.rawSet(-2, name)
+        }
     }
 
     /// `usage(message, level)`: a usage error at the caller `level` up (0:

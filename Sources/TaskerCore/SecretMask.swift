@@ -1,0 +1,83 @@
+import Synchronization
+
+/// The run's registered secrets (`tasker.secret`, a `secret = true`
+/// parameter), replaced by `***` wherever tasker writes: stderr, stdout,
+/// the events file, the journal. Applied where output leaves the process,
+/// once, so an output added later is covered by construction. Values under
+/// 4 bytes are not registered (they would mask half of every line).
+///
+/// Any thread: the values sit behind a lock; the common case (no secret)
+/// costs one atomic load.
+public final class SecretMask: Sendable {
+    public static let shared = SecretMask()
+    public static let minimumLength = 4
+    public static let replacement: [UInt8] = Array("***".utf8)
+
+    private struct Patterns {
+        /// Longest first: a secret containing another is masked whole.
+        var values: [[UInt8]] = []
+        /// Which bytes start a value.
+        var first = [Bool](repeating: false, count: 256)
+    }
+
+    private let patterns = Mutex(Patterns())
+    private let count = Atomic<Int>(0)
+
+    public init() {}
+
+    /// Masks `value` from now on; false if it is too short to be masked.
+    @discardableResult
+    public func register(_ value: String) -> Bool {
+        let bytes = Array(value.utf8)
+        guard bytes.count >= Self.minimumLength else { return false }
+        patterns.withLock { p in
+            guard !p.values.contains(bytes) else { return }
+            p.values.append(bytes)
+            p.values.sort { $0.count > $1.count }
+            p.first[Int(bytes[0])] = true
+            count.store(p.values.count, ordering: .releasing)
+        }
+        return true
+    }
+
+    public var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }
+
+    /// `text` with every registered value as `***`.
+    public func mask(_ text: String) -> String {
+        guard !isEmpty else { return text }
+        let bytes = Array(text.utf8)
+        guard let masked = mask(bytes) else { return text }
+        return String(decoding: masked, as: UTF8.self)
+    }
+
+    /// `bytes` with every registered value as `***`, or nil when none occurs.
+    public func mask(_ bytes: [UInt8]) -> [UInt8]? {
+        guard !isEmpty else { return nil }
+        return patterns.withLock { p -> [UInt8]? in
+            var out: [UInt8]?
+            var copied = 0
+            var i = 0
+            let n = bytes.count
+            while i < n {
+                if p.first[Int(bytes[i])], let v = p.values.first(where: { Self.matches($0, bytes, at: i) }) {
+                    if out == nil { out = []; out!.reserveCapacity(n) }
+                    out!.append(contentsOf: bytes[copied..<i])
+                    out!.append(contentsOf: Self.replacement)
+                    i += v.count
+                    copied = i
+                } else {
+                    i += 1
+                }
+            }
+            guard var result = out else { return nil }
+            result.append(contentsOf: bytes[copied..<n])
+            return result
+        }
+    }
+
+    private static func matches(_ v: [UInt8], _ bytes: [UInt8], at i: Int) -> Bool {
+        guard i + v.count <= bytes.count else { return false }
+        for k in 0..<v.count where bytes[i + k] != v[k] { return false }
+        return true
+    }
+}
