@@ -71,13 +71,31 @@ struct PipelineDescription {
         guard let data = FileManager.default.contents(atPath: file) else { return [] }
         var lines: [String] = []
         for (i, raw) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = String(raw.drop { $0 == " " || $0 == "\t" }).trimmingCharacters(in: .init(charactersIn: " \t\r"))
             if i == 0 && line.hasPrefix("#!") { continue }
             guard line.hasPrefix("--"), !line.hasPrefix("--[[") else { break }
-            lines.append(String(line.dropFirst(2)).trimmingCharacters(in: .whitespaces))
+            // "-- text": the dashes and one space go, the rest of the indent stays
+            var text = line.dropFirst(2)
+            if text.first == " " { text = text.dropFirst() }
+            lines.append(String(text))
         }
         while lines.last?.isEmpty == true { lines.removeLast() }
         return lines
+    }
+
+    /// Shell completion after `tasker run FILE`: FILE's targets and its
+    /// parameters (`--name`, `--no-flag`) that start with `prefix`.
+    static func completions(words: [String], prefix: String) -> [String] {
+        guard let run = words.firstIndex(of: "run"),
+              let file = words[(run + 1)...].first(where: { $0.hasSuffix(".lua") && FileManager.default.isReadableFile(atPath: $0) })
+        else { return [] }
+        let d = of(file, args: [], vars: [:])
+        var out = d.targets.map(\.name)
+        for p in d.params {
+            out.append("--" + p.name)
+            if p.type == "boolean" { out.append("--no-" + p.name) }
+        }
+        return out.filter { $0.hasPrefix(prefix) }
     }
 
     /// The `--help` text.

@@ -54,7 +54,8 @@ extension Tasker {
         @Argument(help: "The pipeline file.")
         var file: String
 
-        @Argument(parsing: .captureForPassthrough, help: "Arguments for the script (tasker.args).")
+        @Argument(parsing: .captureForPassthrough, help: "Arguments for the script (tasker.args), its targets and parameters.",
+                  completion: .custom { words, _, prefix in PipelineDescription.completions(words: words, prefix: prefix) })
         var scriptArgs: [String] = []
 
         func validate() throws {

@@ -133,3 +133,37 @@ import Testing
         #expect(r.stdout == "plan\ttrue\n")
     }
 }
+
+/// examples/release.lua, the README's worked example: its --help, a
+/// rollout with its token masked, and shell completion of its targets and
+/// parameters.
+@Suite struct ReleaseExampleCLITests {
+    static var root: URL { URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent() }
+
+    @Test func theReleaseExampleIsACommand() async throws {
+        let help = try await tasker(["run", "examples/release.lua", "--help"], in: Self.root)
+        #expect(help.status == 0)
+        for expected in ["Release the service: build, test, then roll out to an environment.",
+                         "\n  tasker run examples/release.lua --env staging",  // the comment keeps its indent
+                         "  --env ENV                where to roll out (required; one of staging, prod)",
+                         "  rollout  roll the tested build out (after test)"] {
+            #expect(help.stdout.contains(expected), "no '\(expected)' in:\n\(help.stdout)")
+        }
+        let rollout = try await shell("""
+            RELEASE_TOKEN=rt-abcdef $TASKER run --no-progress --no-journal examples/release.lua --env prod --replicas 4 rollout
+            """, in: Self.root)
+        #expect(rollout.status == 0, "\(rollout.stderr)")
+        #expect(rollout.stderr.contains("[build] building\n[test] testing\n[rollout] rolling out 4 replicas to prod with token ***\n"),
+                "\(rollout.stderr)")
+        #expect(!rollout.stderr.contains("rt-abcdef"))
+    }
+
+    @Test func completionOffersTheTargetsAndParametersOfTheFile() async throws {
+        let r = try await tasker(["---completion", "run", "--", "positional@1", "3", "0", "tasker", "run", "examples/release.lua", ""],
+                                 in: Self.root)
+        #expect(r.status == 0, "\(r.stderr)")
+        let offered = Set(r.stdout.split(separator: "\n").map(String.init))
+        #expect(offered.isSuperset(of: ["build", "test", "rollout", "default", "--env", "--replicas", "--dry-run", "--no-dry-run"]),
+                "\(r.stdout)")
+    }
+}
