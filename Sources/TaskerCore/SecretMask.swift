@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Synchronization
 
 /// The run's registered secrets (`tasker.secret`, a `secret = true`
@@ -45,34 +50,49 @@ public final class SecretMask: Sendable {
     /// `text` with every registered value as `***`.
     public func mask(_ text: String) -> String {
         guard !isEmpty else { return text }
-        let bytes = Array(text.utf8)
-        guard let masked = mask(bytes) else { return text }
-        return String(decoding: masked, as: UTF8.self)
+        return patterns.withLock { p in
+            // most text holds no value: found in place, no copy
+            let found = text.utf8.withContiguousStorageIfAvailable { Self.contains($0, p) } ?? true
+            guard found, let masked = Self.mask(Array(text.utf8), p) else { return text }
+            return String(decoding: masked, as: UTF8.self)
+        }
     }
 
     /// `bytes` with every registered value as `***`, or nil when none occurs.
     public func mask(_ bytes: [UInt8]) -> [UInt8]? {
         guard !isEmpty else { return nil }
-        return patterns.withLock { p -> [UInt8]? in
-            var out: [UInt8]?
-            var copied = 0
-            var i = 0
-            let n = bytes.count
-            while i < n {
-                if p.first[Int(bytes[i])], let v = p.values.first(where: { Self.matches($0, bytes, at: i) }) {
-                    if out == nil { out = []; out!.reserveCapacity(n) }
-                    out!.append(contentsOf: bytes[copied..<i])
-                    out!.append(contentsOf: Self.replacement)
-                    i += v.count
-                    copied = i
-                } else {
-                    i += 1
-                }
+        return patterns.withLock { Self.mask(bytes, $0) }
+    }
+
+    private static func mask(_ bytes: [UInt8], _ p: Patterns) -> [UInt8]? {
+        var out: [UInt8]?
+        var copied = 0
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            if p.first[Int(bytes[i])], let v = p.values.first(where: { matches($0, bytes, at: i) }) {
+                if out == nil { out = []; out!.reserveCapacity(n) }
+                out!.append(contentsOf: bytes[copied..<i])
+                out!.append(contentsOf: replacement)
+                i += v.count
+                copied = i
+            } else {
+                i += 1
             }
-            guard var result = out else { return nil }
-            result.append(contentsOf: bytes[copied..<n])
-            return result
         }
+        guard var result = out else { return nil }
+        result.append(contentsOf: bytes[copied..<n])
+        return result
+    }
+
+    /// Whether any value occurs in `bytes`.
+    private static func contains(_ bytes: UnsafeBufferPointer<UInt8>, _ p: Patterns) -> Bool {
+        for i in bytes.indices where p.first[Int(bytes[i])] {
+            for v in p.values where i + v.count <= bytes.count {
+                if memcmp(bytes.baseAddress! + i, v, v.count) == 0 { return true }
+            }
+        }
+        return false
     }
 
     private static func matches(_ v: [UInt8], _ bytes: [UInt8], at i: Int) -> Bool {

@@ -42,16 +42,39 @@ public enum UndefinedGlobals {
         for file in requiredFiles(source, from: path) {
             defined.formUnion(definitions(of: file, seen: &seen))
         }
-        let candidates = defined.union(use.locals)
+        // names by length: a suggestion is within two edits, so only
+        // names within two characters of the length are compared
+        var byLength: [Int: [String]] = [:]
+        for n in defined.union(use.locals) { byLength[n.count, default: []].append(n) }
+        var suggestions: [String: String?] = [:]
         var findings: [Finding] = []
         var reported = Set<String>()
         for r in use.reads where !defined.contains(r.name) && reported.insert("\(r.line):\(r.name)").inserted {
             let outOfScope = use.locals.contains(r.name) ? "a local '\(r.name)' is declared in another block, not seen here" : nil
-            findings.append(Finding(line: r.line, name: r.name,
-                                    suggestion: UnknownFields.closest(r.name, in: candidates.subtracting([r.name])),
+            // a file of thousands of misses gets suggestions for the first ones only
+            if suggestions[r.name] == nil && suggestions.count < Self.suggested {
+                suggestions[r.name] = Self.nearest(r.name, byLength)
+            }
+            findings.append(Finding(line: r.line, name: r.name, suggestion: suggestions[r.name] ?? nil,
                                     note: Self.notes[r.name] ?? outOfScope))
         }
         return findings
+    }
+
+    /// Names that get a suggestion; past them, the warnings alone.
+    static let suggested = 30
+
+    /// The name within two edits of `name` (not itself), the nearest, ties
+    /// by order; nil if none.
+    static func nearest(_ name: String, _ byLength: [Int: [String]]) -> String? {
+        var best: (String, Int)?
+        for length in max(1, name.count - 2)...(name.count + 2) {
+            for candidate in byLength[length] ?? [] where candidate != name {
+                let d = UnknownFields.distance(name, candidate)
+                if d <= 2, best.map({ d < $0.1 || (d == $0.1 && candidate < $0.0) }) ?? true { best = (candidate, d) }
+            }
+        }
+        return best?.0
     }
 
     /// The globals `file` sets, and those set by the files it requires.
