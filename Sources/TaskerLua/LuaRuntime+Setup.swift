@@ -166,11 +166,12 @@ extension LuaRuntime {
             finish()
             return
         }
-        let status = data.withUnsafeBytes { raw in
+        let source = Self.withoutShebang(data)
+        let status = source.withUnsafeBytes { raw in
             tasker_loadbuffer(L, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count, "@" + path)
         }
         guard status == LUA_OK else {
-            mainError = LuaStack(L).string(-1) ?? "cannot load \(path)"
+            mainError = Self.loadError(LuaStack(L).string(-1), path: path)
             lua_settop(L, 0)
             mainDone = true
             finish()
@@ -242,9 +243,25 @@ extension LuaRuntime {
         guard let data = FileManager.default.contents(atPath: path) else { return "\(path): cannot open file" }
         guard let L = luaL_newstate() else { return "\(path): out of memory" }
         defer { lua_close(L) }
-        let status = data.withUnsafeBytes { raw in
+        let source = Self.withoutShebang(data)
+        let status = source.withUnsafeBytes { raw in
             tasker_loadbuffer(L, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count, "@" + path)
         }
-        return status == LUA_OK ? nil : (LuaStack(L).string(-1) ?? "\(path): cannot compile")
+        return status == LUA_OK ? nil : Self.loadError(LuaStack(L).string(-1), path: path)
+    }
+
+    /// A file starting `#!` (`#!/usr/bin/env -S tasker run`) loads as
+    /// `lua` loads it: that first line is skipped, the line numbers stay.
+    public static func withoutShebang(_ data: Data) -> Data {
+        guard data.first == UInt8(ascii: "#") else { return data }
+        let end = data.firstIndex(of: UInt8(ascii: "\n")) ?? data.endIndex
+        return data[end...].isEmpty ? Data() : Data(data[end...])
+    }
+
+    /// A compile error naming the file: Lua's limits (`C stack overflow`,
+    /// `too many local variables`) come without a position.
+    static func loadError(_ message: String?, path: String) -> String {
+        guard let message else { return "\(path): cannot compile" }
+        return message.hasPrefix(path + ":") ? message : "\(path): \(message)"
     }
 }

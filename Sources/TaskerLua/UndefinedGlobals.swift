@@ -240,6 +240,32 @@ private struct Resolver {
         return j + 1
     }
 
+    /// Whether the tokens from `k` are a list of assignment targets (names
+    /// with `.name` and `[…]` suffixes, separated by commas) followed by `=`.
+    private func endsInAssignment(from k: Int) -> Bool {
+        var j = k
+        while isName(j) {
+            j += 1
+            while true {
+                if text(j) == ".", isName(j + 1) {
+                    j += 2
+                } else if text(j) == "[" {
+                    var depth = 0
+                    repeat {
+                        if text(j) == "[" { depth += 1 } else if text(j) == "]" { depth -= 1 }
+                        j += 1
+                    } while depth > 0 && j < tokens.count
+                } else {
+                    break
+                }
+            }
+            if text(j) == "=" { return true }
+            guard text(j) == "," else { return false }
+            j += 1
+        }
+        return false
+    }
+
     /// A name that is not a keyword: a field, a table key, the targets of
     /// an assignment, or a read.
     private mutating func name(at k: Int) -> Int {
@@ -248,12 +274,11 @@ private struct Resolver {
         let brackets = blocks[blocks.count - 1].brackets
         if brackets.last == "{", text(k + 1) == "=", ["{", ",", ";"].contains(before) { return k + 1 }  // {key = …}
         if brackets.isEmpty {
-            // `a = …`, `a, b = …`: the names set (globals unless local)
-            var j = k
-            while isName(j) && text(j + 1) == "," && isName(j + 2) { j += 2 }
-            if isName(j) && text(j + 1) == "=" {
-                for t in stride(from: k, through: j, by: 2) where !isLocal(text(t)) { writes.insert(text(t)) }
-                return j + 2
+            // `a = …`, `a, b.c, t[i] = …`: a bare name among the targets is
+            // set (a global unless local); `b` of `b.c` is read, as it is
+            if ["=", ","].contains(text(k + 1)), endsInAssignment(from: k) {
+                if !isLocal(text(k)) { writes.insert(text(k)) }
+                return k + 1
             }
             // `_G.name = …` sets a global too
             if text(k) == "_G", text(k + 1) == ".", isName(k + 2), text(k + 3) == "=" {

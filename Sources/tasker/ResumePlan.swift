@@ -10,16 +10,23 @@ import TaskerLua
 /// where it would wait for a task that must run, nothing can tell what it
 /// adds next, and the plan says so.
 enum ResumePlan {
-    static func evaluate(_ path: String, options base: LuaRuntime.Options, earlier: RunJournal.Resumable) -> String {
+    /// The plan's text and the exit code: 0, 2 when the main chunk failed
+    /// (as the resume would), 128 + the signal that stopped it.
+    static func evaluate(_ path: String, options base: LuaRuntime.Options, earlier: RunJournal.Resumable) -> (text: String, code: Int32) {
         var options = base
         options.planOnly = true
         options.identify = true
         options.output = { _ in }  // the script's prints are not the plan
         let collector = Collector()
+        // Ctrl-C and SIGTERM stop a main chunk that does not end, as in a run.
+        let signals = SignalWatcher()
         let result = PipelineRunner.run(path: path, options: options) { runtime in
             collector.runtime = runtime
             runtime.engine.observers.append(collector)
+            signals.start(runtime)
         }
+        signals.stop()
+        if result.signal != 0 { return ("", 128 + result.signal) }
         let shown = { (s: String) in TerminalText.escape(s) }
         var byIdentity: [String: JournalTask] = [:]
         for t in earlier.earlierTasks { if let i = t.identity { byIdentity[i] = t } }
@@ -47,7 +54,8 @@ enum ResumePlan {
             lines.append("plan: incomplete: \(shown(stop)); the tasks it adds after that are not known until it runs")
         }
         lines.append("plan: \(reuse) to reuse, \(collector.tasks.count - reuse) to run again")
-        return lines.joined(separator: "\n") + "\n"
+        let failed = result.mainError != nil && result.planStop == nil
+        return (lines.joined(separator: "\n") + "\n", failed ? 2 : 0)
     }
 
     /// The tasks a plan's evaluation adds, in add order, as they end (every

@@ -24,7 +24,7 @@ extension Tasker {
                     continue
                 }
                 // Compiles: warnings about fields tasker's modules do not have.
-                guard let data = FileManager.default.contents(atPath: file) else { continue }
+                guard let data = FileManager.default.contents(atPath: file).map(LuaRuntime.withoutShebang) else { continue }
                 if fields == nil { fields = UnknownFields.moduleFields() }
                 for f in UnknownFields.scan(String(decoding: data, as: UTF8.self), modules: fields!) {
                     let hint = f.suggestion.map { " (did you mean \(f.module).\($0)?)" } ?? ""

@@ -128,6 +128,7 @@ extension Tasker {
                 throw ExitCode(2)
             }
             var resumedFrom: String?
+            var planExit: Int32?
             if resume {
                 do {
                     let resumeFromOther = resumeFromOther, plan = plan
@@ -138,14 +139,19 @@ extension Tasker {
                     }
                     options.reuse = found.reuse
                     if plan {
-                        print(ResumePlan.evaluate(file, options: options, earlier: found), terminator: "")
-                        return
+                        let (text, code) = ResumePlan.evaluate(file, options: options, earlier: found)
+                        print(text, terminator: "")
+                        planExit = code
                     }
                     resumedFrom = found.run
                 } catch {
                     StandardError.write("tasker: error: \(error)\n")
                     throw ExitCode(2)
                 }
+            }
+            if let planExit {
+                if planExit != 0 { throw ExitCode(planExit) }
+                return
             }
             let runID = RunID.make()
             let recorded = RunJournal.recorded(args: scriptArgs, vars: options.vars,

@@ -78,6 +78,23 @@ import Testing
             """, "\(r.stdout)")
     }
 
+    /// `a, b.c, t[i] = …` sets `a` (and reads `b`); a `#!` line is skipped as
+    /// `lua` skips it; an error Lua gives without a position names the file.
+    @Test func assignmentListsShebangsAndPositionlessErrors() async throws {
+        let s = try Scratch(["m.lua": "#!/usr/bin/env -S tasker run\na, b.c, d = 1, 2, 3\nlocal t = {}\nx, t[x] = 1, 2\nprint(a, d, x)\n",
+                             "deep.lua": "local x = " + String(repeating: "{", count: 100_000) + "\n"])
+        defer { s.cleanup() }
+        let r = try await tasker(["check", "m.lua", "deep.lua"], in: s.dir)
+        #expect(r.status == 2)
+        #expect(r.stdout == """
+            m.lua:2: warning: 'b' is read but never set (nil: a global nothing assigns; did you mean 'a'?)
+            deep.lua: C stack overflow
+
+            """, "\(r.stdout)")
+        let run = try await tasker(["run", "--no-progress", "--no-journal", "m.lua"], in: s.dir)
+        #expect(run.stderr.contains("m.lua:2: attempt to index a nil value (global 'b')"), "\(run.stderr)")
+    }
+
     @Test func aSyntaxErrorIsStillAnErrorAndExitsTwo() async throws {
         let s = try Scratch(["bad.lua": "tasker.add(\n", "good.lua": "tasker.add(function() end)\n"])
         defer { s.cleanup() }

@@ -56,6 +56,8 @@ import Testing
             print("cut", ok, err.kind)
             local ok2, err2 = pcall(http.put, api .. "/up", nil, {body_file = "nope.bin"})
             print("nofile", ok2, err2.kind, err2.message)
+            local ok3, err3 = pcall(http.put, api .. "/up", nil, {body_file = "."})
+            print("dir", ok3, err3.kind, err3.message)
             print("peak kB", fs.read("/proc/self/status"):match("VmHWM:%s*(%d+)"))
             """])
         defer { s.cleanup() }
@@ -83,6 +85,8 @@ import Testing
         #expect(leftovers.isEmpty, "\(leftovers)")
         #expect(lines.contains { $0.hasPrefix("nofile\tfalse\tfs\thttp.put: cannot read body_file 'nope.bin': No such file or directory") },
                 "\(r.stdout)")
+        // a directory would be a body that never ends
+        #expect(lines.contains("dir\tfalse\tfs\thttp.put: cannot read body_file '.': Is a directory"), "\(r.stdout)")
         // 48 MB up and 48 MB down, never whole in memory
         let peak = try #require(lines.first { $0.hasPrefix("peak kB\t") }.flatMap { Int($0.dropFirst(8)) })
         #expect(peak < 100_000, "peak RSS \(peak) kB")

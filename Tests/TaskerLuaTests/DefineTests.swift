@@ -17,9 +17,11 @@ import Testing
             print(plain():await())
             print(tasker.define("cp", function() end){args = {"in/a", "out/a"}}.name)
             print(tasker.define("long", function() end){args = {path = string.rep("x", 100)}}.name)
+            print(tasker.define("call", function() end){args = {api_key = "AKIA123", url = "https://u:pw@h/x?token=abc&n=1"}}.name)
             """)
         #expect(r.lines == ["320\t240\tresize(h=480, w=640)\timg\tinteger", "thumb\timg", "", "cp(in/a, out/a)",
-                           "long(path=" + String(repeating: "x", count: 54) + "…)"], "\(r.output)")
+                           "long(path=" + String(repeating: "x", count: 54) + "…)",
+                           "call(api_key=***, url=https://u:***@h/x?token=***&n=1)"], "\(r.output)")
     }
 
     @Test func misuseIsAUsageErrorAtTheCallersLineAndNonJSONValuesFailTheTask() async throws {

@@ -23,8 +23,28 @@ final class DefineModule: LuaModule {
         end}
         -- "src=in/a.png, dst=out/a.png": a task's args in its default name,
         -- so the status line, the summary and `show` tell the tasks apart.
+        -- A name is shown everywhere: what looks secret in args is not in it
+        -- (the rule of --var keys: token, secret, passw, key, auth…).
+        local secret_parts = {"token", "secret", "passw", "pwd", "bearer", "key", "auth", "credential", "cookie", "dsn"}
+        local function secret_key(k)
+          k = tostring(k):lower()
+          for _, p in ipairs(secret_parts) do if k:find(p, 1, true) then return true end end
+          return false
+        end
+        local function shown_value(k, v)
+          if type(v) == "table" then return "{…}" end
+          if k ~= nil and secret_key(k) then return "***" end
+          local text = tostring(v)
+          if type(v) == "string" and text:find("://", 1, true) then
+            text = text:gsub("(//[^/@:]*):[^/@]*@", "%1:***@")
+            text = text:gsub("([?&])([^=&#]+)=([^&#]*)", function(sep, key, value)
+              return sep .. key .. "=" .. (secret_key(key) and "***" or value)
+            end)
+          end
+          return text
+        end
         local function short_args(args)
-          if type(args) ~= "table" then return args ~= nil and tostring(args) or nil end
+          if type(args) ~= "table" then return args ~= nil and shown_value(nil, args) or nil end
           local keys = {}
           for k in pairs(args) do keys[#keys + 1] = k end
           if #keys == 0 then return nil end
@@ -35,8 +55,7 @@ final class DefineModule: LuaModule {
           local parts = {}
           for i, k in ipairs(keys) do
             if i > 8 then parts[#parts + 1] = "…"; break end
-            local v = args[k]
-            local shown = type(v) == "table" and "{…}" or tostring(v)
+            local shown = shown_value(math.type(k) ~= "integer" and k or nil, args[k])
             parts[#parts + 1] = (math.type(k) == "integer" and "" or tostring(k) .. "=") .. shown
           end
           local text = table.concat(parts, ", ")

@@ -183,8 +183,8 @@ extension HTTPModule {
                 ?? settings.timeout
             followRedirects = try reader.read("follow_redirects", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? true
             check = try reader.read("check", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? false
-            bodyFile = try reader.read("body_file", "path (string)") { s.string($0).flatMap { $0.isEmpty ? nil : $0 } }
-            toFile = try reader.read("to_file", "path (string)") { s.string($0).flatMap { $0.isEmpty ? nil : $0 } }
+            bodyFile = try reader.read("body_file", "non-empty path") { s.string($0).flatMap { $0.isEmpty ? nil : $0 } }
+            toFile = try reader.read("to_file", "non-empty path") { s.string($0).flatMap { $0.isEmpty ? nil : $0 } }
         } catch {
             return runtime.usage(L, error.text)
         }
@@ -221,8 +221,7 @@ extension HTTPModule {
             s.pop()
             if bodies > 1 { return runtime.usage(L, "\(fn): give one of 'body', 'json' and 'body_file'") }
         }
-        if let bodyFile, access(bodyFile, R_OK) != 0 {
-            let why = String(cString: strerror(errno))
+        if let bodyFile, let why = Self.unreadableFile(bodyFile) {
             return runtime.raise(L, TaskFailure(.fs, "\(fn): cannot read body_file '\(bodyFile)': \(why)",
                                                 position: s.whereString(level: 1)))
         }
@@ -272,6 +271,18 @@ extension HTTPModule {
         spec.retryWhen = { failure, _ in HTTPModule.mayRetry(call, failure) }
         spec.ownedByReaction = callerBelongsToReaction
         return runtime.suspend(L, .wait(HTTPWait(call: call, spec: spec, module: self)))
+    }
+
+    /// Why `path` cannot be sent as a body (a directory would be a body
+    /// that never ends), or nil.
+    static func unreadableFile(_ path: String) -> String? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return String(cString: strerror(errno)) }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            return (st.st_mode & S_IFMT) == S_IFDIR ? String(cString: strerror(EISDIR)) : "not a regular file"
+        }
+        guard access(path, R_OK) == 0 else { return String(cString: strerror(errno)) }
+        return nil
     }
 
     /// Reactions' own requests start while reactors suspend, and are not
