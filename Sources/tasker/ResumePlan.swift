@@ -10,23 +10,30 @@ import TaskerLua
 /// where it would wait for a task that must run, nothing can tell what it
 /// adds next, and the plan says so.
 enum ResumePlan {
-    /// The plan's text and the exit code: 0, 2 when the main chunk failed
-    /// (as the resume would), 128 + the signal that stopped it.
+    /// The plan's text and the exit code: 0, or 2 when the main chunk
+    /// failed (as the resume would). A signal ends the process (128 + it).
     static func evaluate(_ path: String, options base: LuaRuntime.Options, earlier: RunJournal.Resumable) -> (text: String, code: Int32) {
         var options = base
         options.planOnly = true
         options.identify = true
         options.output = { _ in }  // the script's prints are not the plan
         let collector = Collector()
-        // Ctrl-C and SIGTERM stop a main chunk that does not end, as in a run.
-        let signals = SignalWatcher()
+        // Ctrl-C and SIGTERM end a plan at once (nothing ran that needs
+        // cleaning up), also a main chunk that never ends: a plain handler,
+        // armed before the main chunk runs, and the signals unblocked on
+        // this thread (libdispatch's signal sources, used while the journal
+        // was read, can leave them blocked or ignored).
+        for sig in SignalWatcher.handled {
+            signal(sig) { _exit(128 + $0) }
+        }
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        for sig in SignalWatcher.handled { sigaddset(&unblocked, sig) }
+        pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
         let result = PipelineRunner.run(path: path, options: options) { runtime in
             collector.runtime = runtime
             runtime.engine.observers.append(collector)
-            signals.start(runtime)
         }
-        signals.stop()
-        if result.signal != 0 { return ("", 128 + result.signal) }
         let shown = { (s: String) in TerminalText.escape(s) }
         var byIdentity: [String: JournalTask] = [:]
         for t in earlier.earlierTasks { if let i = t.identity { byIdentity[i] = t } }
