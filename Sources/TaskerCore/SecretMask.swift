@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Foundation
 import Synchronization
 
 /// The run's registered secrets (`tasker.secret`, a `secret = true`
@@ -30,19 +31,53 @@ public final class SecretMask: Sendable {
 
     public init() {}
 
-    /// Masks `value` from now on; false if it is too short to be masked.
+    /// Masks `value` from now on — as it is and as outputs write it: JSON-
+    /// escaped (events, JSON logs, the journal's values), escaped for a
+    /// terminal line, percent-encoded (URLs), and each of its lines (an
+    /// error's lines are written apart). False if it is too short.
     @discardableResult
     public func register(_ value: String) -> Bool {
-        let bytes = Array(value.utf8)
-        guard bytes.count >= Self.minimumLength else { return false }
+        guard value.utf8.count >= Self.minimumLength else { return false }
+        var base = [value, TerminalText.escape(value)] + value.split(separator: "\n").map(String.init)
+        for allowed in [CharacterSet.urlQueryAllowed, .urlPathAllowed, .alphanumerics] {
+            if let encoded = value.addingPercentEncoding(withAllowedCharacters: allowed) { base.append(encoded) }
+        }
+        // and each as a JSON string holds it (JSONSerialization also writes `/` as `\/`)
+        var forms: [String] = []
+        for form in base {
+            let json = Self.jsonEscaped(form)
+            forms += [form, json, json.replacingOccurrences(of: "/", with: "\\/")]
+        }
         patterns.withLock { p in
-            guard !p.values.contains(bytes) else { return }
-            p.values.append(bytes)
+            for form in forms {
+                let bytes = Array(form.utf8)
+                guard bytes.count >= Self.minimumLength, !p.values.contains(bytes) else { continue }
+                p.values.append(bytes)
+                p.first[Int(bytes[0])] = true
+            }
             p.values.sort { $0.count > $1.count }
-            p.first[Int(bytes[0])] = true
             count.store(p.values.count, ordering: .releasing)
         }
         return true
+    }
+
+    /// `value` as a JSON string's content (`"` `\` and control characters escaped).
+    static func jsonEscaped(_ value: String) -> String {
+        var out = ""
+        for c in value.unicodeScalars {
+            switch c {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{8}": out += "\\b"
+            case "\u{C}": out += "\\f"
+            case "\u{0}"..."\u{1F}": out += String(format: "\\u%04x", c.value)
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
     }
 
     public var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }

@@ -41,6 +41,9 @@ public final class LuaRuntime {
         /// A resumed run: the identities of tasks that succeeded before,
         /// with their values (a JSON array); those tasks are not run again.
         public var reuse: [String: String] = [:]
+        /// How many of `args` (from the start) parameters may take: the
+        /// words after a `--` are the script's as they are. Nil: all.
+        public var parameterWords: Int?
         /// `--resume --plan`: the main chunk runs, task bodies do not (only
         /// reused tasks finish); the run ends where the main chunk would
         /// wait for a task that must run (`RunResult.planStop`).

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TaskerCore
 import TaskerLua
 
@@ -54,16 +55,36 @@ struct PipelineDescription {
     /// The main chunk failed before it declared everything (a syntax error…).
     let error: String?
 
+    /// A main chunk that has not come to its first task by then (a loop
+    /// that never ends) is stopped: `--help` and a shell's completion must
+    /// not hang.
+    static let timeLimit = 5.0
+
     static func of(_ file: String, args: [String], vars: [String: String]) -> PipelineDescription {
         var options = LuaRuntime.Options()
         options.describeOnly = true
         options.args = args
         options.vars = vars
         options.output = { _ in }
-        let result = PipelineRunner.run(path: file, options: options)
+        options.tearDown = false  // the watchdog may still reach the runtime's record; the process ends soon
+        let done = DispatchSemaphore(value: 0)
+        let stopped = Mutex(false)
+        let result = PipelineRunner.run(path: file, options: options) { runtime in
+            let handle = runtime.interruptHandle
+            let target = LoopBound(runtime, loop: runtime.loop)
+            Thread {
+                guard done.wait(timeout: .now() + Self.timeLimit) == .timedOut else { return }
+                stopped.withLock { $0 = true }
+                handle.request(SIGALRM)  // stops the running Lua at its next hook
+                target.loop.execute { target.value.interrupt(signal: SIGALRM) }
+            }.start()
+        }
+        done.signal()
         let declared = result.description.flatMap { try? JSONDecoder().decode(Declared.self, from: Data($0.utf8)) }
+        let error = stopped.withLock { $0 } ? "its main chunk ran \(Int(Self.timeLimit)) s without coming to a task; it was stopped"
+            : result.mainError
         return PipelineDescription(file: file, summary: leadingComment(file), params: declared?.params ?? [],
-                                   targets: declared?.targets ?? [], error: result.mainError)
+                                   targets: declared?.targets ?? [], error: error)
     }
 
     /// The `--` comment lines at the top (after a `#!` line), without the dashes.
@@ -95,7 +116,9 @@ struct PipelineDescription {
             out.append("--" + p.name)
             if p.type == "boolean" { out.append("--no-" + p.name) }
         }
-        return out.filter { $0.hasPrefix(prefix) }
+        // a candidate is one shell word: none with a control character or a secret
+        return out.filter { $0.hasPrefix(prefix) && !$0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }
+            .map { SecretMask.shared.mask($0) }
     }
 
     /// The `--help` text.

@@ -28,7 +28,7 @@ extension Tasker {
                 throw ExitCode(2)
             }
             let d = PipelineDescription.of(file, args: [], vars: [:])
-            print(json ? d.json : d.text, terminator: "")
+            print(SecretMask.shared.mask(json ? d.json : d.text), terminator: "")
         }
     }
 }

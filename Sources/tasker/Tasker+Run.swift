@@ -99,10 +99,14 @@ extension Tasker {
             }
             // `tasker run FILE --help`: what the pipeline accepts; nothing runs.
             if words.checked.contains("--help") || words.checked.contains("-h") {
+                if let error = PipelineRunner.check(path: file) {
+                    StandardError.write("tasker: error: \(TerminalText.escape(error))\n")
+                    throw ExitCode(2)
+                }
                 var vars: [String: String] = [:]
                 for v in script.vars { let kv = v.split(separator: "=", maxSplits: 1); if kv.count == 2 { vars[String(kv[0])] = String(kv[1]) } }
                 let description = PipelineDescription.of(file, args: scriptArgs.filter { $0 != "--help" && $0 != "-h" }, vars: vars)
-                print(description.text, terminator: "")
+                print(SecretMask.shared.mask(description.text), terminator: "")
                 return
             }
             let journal = RunJournal(state: state, store: store)
@@ -113,6 +117,7 @@ extension Tasker {
             options.soleRun = true
             options.watch = watch
             options.args = scriptArgs
+            options.parameterWords = scriptArgs.count - words.passed.count
             script.apply(to: &options)
             let status: StatusLine? = noProgress || !StatusLine.wanted ? nil : StatusLine()
             if let status {
@@ -140,7 +145,7 @@ extension Tasker {
                     options.reuse = found.reuse
                     if plan {
                         let (text, code) = ResumePlan.evaluate(file, options: options, earlier: found)
-                        print(text, terminator: "")
+                        print(SecretMask.shared.mask(text), terminator: "")
                         planExit = code
                     }
                     resumedFrom = found.run

@@ -75,3 +75,81 @@ import Testing
         #expect(!r.stdout.contains("dflt-token-value"))
     }
 }
+
+/// Secrets as outputs write them (JSON-escaped, on separate lines, in URLs)
+/// are masked too; a secret parameter's bad value and allowed values are
+/// never echoed; `--help` and completion stop a main chunk that never ends.
+@Suite struct SecretFormsCLITests {
+    @Test func escapedSplitAndEncodedFormsAreMasked() async throws {
+        let s = try Scratch(["p.lua": """
+            local a = tasker.secret("S1")
+            local b = tasker.secret("S2")
+            local c = tasker.secret("S3")
+            log.info("m " .. a, {f = a, g = b})
+            tasker.add{name = "x", run = function() return {v = a} end}
+            tasker.add{name = "boom", run = function() error("failed with " .. b .. " and " .. c) end}
+            tasker.add{name = "url", run = function()
+              local ok, err = pcall(http.get, "http://127.0.0.1:1/c/" .. c, {query = {q = c}, retry = false})
+              error(err)
+            end}
+            """])
+        defer { s.cleanup() }
+        let r = try await shell(#"""
+            S1='q"uo\te\b-SEC1' S2="$(printf 'line1-SEC2\nline2-SEC2')" S3='my secret/1+x' \
+              $TASKER run --no-progress --events ev.jsonl --log-format json p.lua
+            """#, in: s.dir)
+        #expect(r.status == 1, "\(r.stderr)")
+        var texts = [("stderr", r.stderr), ("events", try String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8))]
+        texts.append(("show", try await tasker(["show", "last", "--json"], in: s.dir).stdout))
+        let state = s.dir.appendingPathComponent(".tasker-state")
+        var journal = Data()
+        for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
+            journal += try Data(contentsOf: state.appendingPathComponent(f))
+        }
+        texts.append(("journal", String(decoding: journal, as: UTF8.self)))
+        for (what, text) in texts {
+            for leak in ["SEC1", "SEC2", "my secret", "my%20secret", "secret%2F1"] {
+                #expect(!text.contains(leak), "\(leak) in \(what)")
+            }
+        }
+    }
+
+    @Test func aSecretParametersValuesAreNeverEchoed() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.param{name = "pin", secret = true, type = "integer"}
+            tasker.param{name = "pw", secret = true, choices = {"alpha123", "beta4567"}}
+            """])
+        defer { s.cleanup() }
+        let pin = try await tasker(["run", "--no-progress", "--no-journal", "p.lua", "--pin", "SECRETPIN999"], in: s.dir)
+        #expect(pin.status == 2)
+        #expect(pin.stderr == "tasker: error: p.lua:1: usage: bad value for parameter --pin: '***' from the command line (an integer expected)\n",
+                "\(pin.stderr)")
+        let pw = try await tasker(["run", "--no-progress", "--no-journal", "p.lua", "--pw", "gamma"], in: s.dir)
+        #expect(!pw.stderr.contains("alpha123") && pw.stderr.contains("one of its allowed values expected"), "\(pw.stderr)")
+        let help = try await tasker(["run", "p.lua", "--help"], in: s.dir)
+        #expect(!help.stdout.contains("alpha123"), "\(help.stdout)")
+    }
+
+    @Test func wordsAfterTwoDashesAreNotParametersAndNamesDoNotClash() async throws {
+        let s = try Scratch(["p.lua": """
+            local v = tasker.param{name = "s", default = "none"}
+            print(v, table.concat(tasker.args, " "))
+            """, "clash.lua": """
+            tasker.param{name = "x", type = "boolean"}
+            tasker.param{name = "no-x", type = "boolean"}
+            """, "loop.lua": """
+            tasker.param{name = "env", help = "where"}
+            while true do end
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "p.lua", "--s", "a", "--", "--s", "b"], in: s.dir)
+        #expect(r.stdout == "a\t--s b\n", "\(r.stdout)")
+        let clash = try await tasker(["run", "--no-progress", "--no-journal", "clash.lua"], in: s.dir)
+        #expect(clash.status == 2 && clash.stderr.contains("clashes with the --no- form"), "\(clash.stderr)")
+        // a main chunk that never comes to a task is stopped: completion and --help return
+        let help = try await tasker(["run", "loop.lua", "--help"], in: s.dir)
+        #expect(help.status == 0)
+        #expect(help.stdout.contains("--env ENV"), "\(help.stdout)")
+        #expect(help.stdout.contains("it was stopped"), "\(help.stdout)")
+    }
+}

@@ -15,8 +15,16 @@ final class CommandModule: LuaModule {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let source = #"""
-        local usage, words, getenv, describing, register, encode = ...
+        local usage, words, getenv, describing, register, encode, param_limit = ...
+        -- the words after a `--` are the script's as they are
+        local limit = math.min(param_limit or #words, #words)
         local params, param_order, targets, target_order = {}, {}, {}, {}
+        local env_names = {}
+
+        -- a value in a message: on one line, nothing that drives a terminal
+        local function shown(v)
+          return (tostring(v):gsub("[%c\127]", function(c) return string.format("\\%03d", c:byte()) end))
+        end
         local consumed = {}
         local kinds = {string = "a string", number = "a number", integer = "an integer", boolean = "true or false",
                        list = "a list (repeated or comma-separated)"}
@@ -56,8 +64,8 @@ final class CommandModule: LuaModule {
             elseif t == "false" or t == "no" or t == "off" or t == "0" then value = false end
           end
           if value == nil and not describing then
-            usage("bad value for parameter --" .. p.name .. ": '" .. text .. "' from " .. from .. " ("
-                  .. kinds[p.type] .. " expected)", 3)
+            usage("bad value for parameter --" .. p.name .. ": '" .. (p.secret and "***" or shown(text)) .. "' from " .. from
+                  .. " (" .. kinds[p.type] .. " expected)", 3)
           end
           return value
         end
@@ -65,10 +73,13 @@ final class CommandModule: LuaModule {
         local function check_choice(p, value, from)
           if p.choices == nil or describing then return end
           for _, c in ipairs(p.choices) do if c == value then return end end
-          local shown = {}
-          for i, c in ipairs(p.choices) do shown[i] = tostring(c) end
-          usage("bad value for parameter --" .. p.name .. ": '" .. tostring(value) .. "' from " .. from
-                .. " (one of " .. table.concat(shown, ", ") .. " expected)", 3)
+          local listed = {}
+          for i, c in ipairs(p.choices) do listed[i] = shown(c) end
+          if p.secret then
+            usage("bad value for parameter --" .. p.name .. ": '***' from " .. from .. " (one of its allowed values expected)", 3)
+          end
+          usage("bad value for parameter --" .. p.name .. ": '" .. shown(value) .. "' from " .. from
+                .. " (one of " .. table.concat(listed, ", ") .. " expected)", 3)
         end
 
         local function param(spec)
@@ -85,6 +96,11 @@ final class CommandModule: LuaModule {
             usage("bad field 'name' in 'tasker.param' (a name of letters, digits, '_' and '-' expected)", 2)
           end
           if params[name] then usage("tasker.param: '" .. name .. "' is declared twice", 2) end
+          if name == "help" or name == "h" then usage("tasker.param: '" .. name .. "' is tasker's (run FILE --help)", 2) end
+          if env_names[env_name(name)] then
+            usage("tasker.param: '" .. name .. "' and '" .. env_names[env_name(name)] .. "' would both read "
+                  .. env_name(name), 2)
+          end
           local p = {name = name, type = spec.type or "string", help = spec.help, required = spec.required == true,
                      secret = spec.secret == true, choices = spec.choices, default = spec.default}
           if not kinds[p.type] then
@@ -104,19 +120,25 @@ final class CommandModule: LuaModule {
                     .. " parameter, got " .. type(p.default) .. ")", 2)
             end
           end
+          local negated = name:match("^no%-(.+)$")
+          if (negated and params[negated] and params[negated].type == "boolean")
+              or (p.type == "boolean" and params["no-" .. name]) then
+            usage("tasker.param: '" .. name .. "' clashes with the --no- form of a boolean parameter", 2)
+          end
           params[name] = p
+          env_names[env_name(name)] = name
           param_order[#param_order + 1] = name
           -- the words that give it: the last one wins (lists take them all)
           local given, from = {}, "the command line"
           local i = 1
-          while i <= #words do
+          while i <= limit do
             local w = words[i]
             if not consumed[i] then
               if w == "--" .. name then
                 consumed[i] = true
                 if p.type == "boolean" then
                   given[#given + 1] = "true"
-                elseif i < #words then
+                elseif i < limit then
                   given[#given + 1] = words[i + 1]
                   consumed[i + 1] = true
                   i = i + 1
@@ -209,8 +231,8 @@ final class CommandModule: LuaModule {
 
         local function target(name, opts, fn)
           if fn == nil and type(opts) == "function" then fn, opts = opts, nil end
-          if type(name) ~= "string" or name == "" or name:sub(1, 1) == "-" then
-            usage("bad argument #1 to 'tasker.target' (a name not starting with '-' expected)", 2)
+          if type(name) ~= "string" or name == "" or name:sub(1, 1) == "-" or name:find("[%c%s\127]") then
+            usage("bad argument #1 to 'tasker.target' (a name without spaces or control characters, not starting with '-', expected)", 2)
           end
           if opts ~= nil and type(opts) ~= "table" then usage("bad argument #2 to 'tasker.target' (table expected)", 2) end
           if type(fn) ~= "function" then usage("bad argument to 'tasker.target' (function expected as its last)", 2) end
@@ -237,8 +259,8 @@ final class CommandModule: LuaModule {
           if describing or #target_order == 0 then return end
           local requested = {}
           for i, w in ipairs(words) do
-            if not consumed[i] and w:sub(1, 1) ~= "-" then
-              if not targets[w] then usage("unknown target '" .. w .. "' (targets: " .. known_targets() .. ")", 0) end
+            if i <= limit and not consumed[i] and w:sub(1, 1) ~= "-" then
+              if not targets[w] then usage("unknown target '" .. shown(w) .. "' (targets: " .. known_targets() .. ")", 0) end
               consumed[i] = true
               requested[#requested + 1] = w
             end
@@ -273,7 +295,7 @@ final class CommandModule: LuaModule {
           for _, n in ipairs(param_order) do
             local p = params[n]
             local entry = {name = n, type = p.type, help = p.help, required = p.required, secret = p.secret,
-                           choices = p.choices, env = env_name(n)}
+                           choices = (not p.secret) and p.choices or nil, env = env_name(n)}
             if not p.secret then entry.default = p.default end
             ps[#ps + 1] = entry
           end
@@ -323,7 +345,8 @@ final class CommandModule: LuaModule {
         s.rawGet(-1, "encode")
         tasker_remove(L, -2)
         tasker_remove(L, -2)
-        guard tasker_pcall_traceback(L, 6, 1) == LUA_OK else {
+        if let n = runtime.options.parameterWords { s.push(n) } else { lua_pushnil(L) }
+        guard tasker_pcall_traceback(L, 7, 1) == LUA_OK else {
             preconditionFailure("tasker.param did not load: \(s.describe(-1))")
         }
         let api = lua_gettop(L)

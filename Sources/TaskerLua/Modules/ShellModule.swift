@@ -62,6 +62,18 @@ final class ShellModule: LuaModule {
         metatable = s.ref()
         replaceWithWaitingVariant("os", "execute", { L in ShellModule.this(L!).execute(L!) }, in: L)
         replaceWithWaitingVariant("io", "popen", { L in ShellModule.this(L!).popen(L!) }, in: L)
+        if runtime.options.describeOnly {
+            // `--help`: no process starts, also from where Lua cannot yield
+            // (a gsub callback, a sort comparator, a __gc handler)
+            lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+            for (library, name) in [("os", "execute"), ("io", "popen")] {
+                s.rawGet(-1, library)
+                push({ L in ShellModule.this(L!).runtime.describeStop(L!) }, in: L)
+                s.rawSet(-2, name)
+                s.pop()
+            }
+            s.pop()
+        }
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         s.rawGet(-1, "os")
         s.push(ShellModule.exit)
