@@ -10,7 +10,7 @@ struct Tasker: ParsableCommand {
         commandName: "tasker",
         abstract: "Run task pipelines written in Lua 5.4.",
         discussion: """
-            Exit codes: 0 all tasks succeeded (or were cancelled by the script), 1 a task failed,
+            Exit codes: 0 all tasks succeeded or were skipped (or were cancelled by the script), 1 a task failed,
             2 usage error, the script failed to load or raised, or output could not be written,
             130 interrupted (SIGINT), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
             """,
