@@ -82,20 +82,18 @@ struct RunJournal {
             box.withLock { $0 = r }
             done.signal()
         }.start()
-        let queue = DispatchQueue(label: "tasker.resume-signals")
-        var sources: [DispatchSourceSignal] = []
+        // Plain handlers, not libdispatch signal sources: those left the
+        // signals blocked on a dispatch thread after they were cancelled, where
+        // a later SIGTERM stayed pending for ever (a `--plan` that could not
+        // be stopped). Nothing has started yet: say so and exit.
+        _ = interruptedWhileReading.count  // initialised before a handler reads it
         for sig in SignalWatcher.handled {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler {
-                StandardError.write("\ntasker: interrupted while reading the journal\n")
-                exit(128 + sig)
+            signal(sig) { sig in
+                interruptedWhileReading.withUnsafeBufferPointer { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
+                _exit(128 + sig)
             }
-            source.resume()
-            sources.append(source)
         }
         defer {
-            for s in sources { s.cancel() }
             for sig in SignalWatcher.handled { signal(sig, SIG_DFL) }
         }
         guard done.wait(timeout: .now() + seconds) == .success, let result = box.withLock({ $0 }) else {
@@ -130,6 +128,9 @@ struct RunJournal {
         return (Redaction.arguments(args), Redaction.variables(vars))
     }
 }
+
+/// What `RunJournal.interruptible`'s signal handler writes (async-signal-safe: no allocation).
+private let interruptedWhileReading: [UInt8] = Array("\ntasker: interrupted while reading the journal\n".utf8)
 
 struct RunJournalError: Error, CustomStringConvertible {
     let description: String

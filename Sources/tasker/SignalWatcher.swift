@@ -28,13 +28,20 @@ final class SignalWatcher {
             source.setEventHandler {
                 let seen = count.n.add(1, ordering: .relaxed).newValue
                 let first = handle.request(sig)
-                _ = count.first.compareExchange(expected: 0, desired: first, ordering: .relaxed)
+                // One lock for the first signal and the after-run handler:
+                // recorded here and read by `afterRun` as one step, so a
+                // signal as the run ends is seen by one side or the other
+                // (two relaxed atomics could each miss the other's write).
+                let late = count.state.withLock { s -> (@Sendable (Int32) -> Void)? in
+                    if s.first == 0 { s.first = first }
+                    return s.late
+                }
                 if seen > 1 {
                     StandardError.write("\ntasker: interrupted again, exiting now\n")
                     groups.killAll(grace: 0)
                     exit(128 + first)
                 }
-                if let late = count.late.withLock({ $0 }) {
+                if let late {
                     late(sig)
                     return
                 }
@@ -79,13 +86,15 @@ final class SignalWatcher {
     /// run) calls it after `grace` seconds: what is quick to record still
     /// is, a journal that keeps the run waiting is not waited for.
     func afterRun(grace: Double, _ handler: @escaping @Sendable (Int32) -> Void) {
-        count.late.withLock { $0 = handler }
-        let earlier = count.first.load(ordering: .relaxed)
+        let earlier = count.state.withLock { s -> Int32 in
+            s.late = handler
+            return s.first
+        }
         if earlier != 0 { queue.asyncAfter(deadline: .now() + grace) { handler(earlier) } }
     }
 
     /// The first signal received (0: none).
-    var received: Int32 { count.first.load(ordering: .relaxed) }
+    var received: Int32 { count.state.withLock { $0.first } }
 
     func stop() {
         for s in sources { s.cancel() }
@@ -95,10 +104,9 @@ final class SignalWatcher {
 /// How many of the signals arrived (handlers run on a dispatch queue).
 final class SignalCount: Sendable {
     let n = Atomic<Int>(0)
-    /// The first signal (0: none yet).
-    let first = Atomic<Int32>(0)
-    /// What a signal does once the run has ended.
-    let late = Mutex<(@Sendable (Int32) -> Void)?>(nil)
+    /// The first signal (0: none yet), and what a signal does once the run
+    /// has ended: under one lock.
+    let state = Mutex<(first: Int32, late: (@Sendable (Int32) -> Void)?)>((0, nil))
 }
 
 /// The signal that arrived after the run ended (0: none).

@@ -346,6 +346,19 @@ import Testing
         #expect(resumed.stderr.contains("6 succeeded (1 reused)"), "\(resumed.stderr)")
     }
 
+    /// A main chunk that never ends is stopped by SIGTERM.
+    @Test func aPlanStopsOnASignal() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.add{name = "a", run = function() return 1 end}
+            if tasker.vars.mode == "loop" then io.stdout:write("looping\\n"); io.stdout:flush(); while true do end end
+            """])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let looped = try await taskerInterrupted(["run", "--resume", "--plan", "--var", "mode=loop", "p.lua"], in: s.dir,
+                                                 markers: ["looping"], signal: SIGTERM)
+        #expect(looped.status == 143, "\(looped.stderr)")
+    }
+
     /// A main chunk that fails makes the plan exit 2, as the resume would.
     @Test func aPlanFailsWithItsMainChunk() async throws {
         let s = try Scratch(["p.lua": """

@@ -99,7 +99,8 @@ import Testing
         env["TASKER_STORE_OUTAGE_LIMIT"] = "2"
         env["TASKER_STATE_DIR"] = s.dir.appendingPathComponent(".tasker-state").path
         let w = try Background(["worker", "--store", url, "defs.lua"], in: s.dir, environment: env)
-        let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "4", "5"], in: s.dir, environment: env)
+        // jobs of 30 s: the stop comes while they run, however loaded the machine
+        let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "4", "30"], in: s.dir, environment: env)
         #expect(await w.waitFor("start "))
         #expect(server.stop())
         let result = await run.finish(within: 30)
