@@ -45,8 +45,10 @@ public final class SecretMask: Sendable {
         // and each as a JSON string holds it (JSONSerialization also writes `/` as `\/`)
         var forms: [String] = []
         for form in base {
-            let json = Self.jsonEscaped(form)
-            forms += [form, json, json.replacingOccurrences(of: "/", with: "\\/")]
+            // as tasker's own JSON writes it, and as JSONSerialization does
+            let json = String(JSONString.quoted(form).dropFirst().dropLast())
+            forms += [form, json, json.replacingOccurrences(of: "\\u0008", with: "\\b").replacingOccurrences(of: "\\u000c", with: "\\f"),
+                      json.replacingOccurrences(of: "/", with: "\\/")]
         }
         patterns.withLock { p in
             for form in forms {
@@ -59,25 +61,6 @@ public final class SecretMask: Sendable {
             count.store(p.values.count, ordering: .releasing)
         }
         return true
-    }
-
-    /// `value` as a JSON string's content (`"` `\` and control characters escaped).
-    static func jsonEscaped(_ value: String) -> String {
-        var out = ""
-        for c in value.unicodeScalars {
-            switch c {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{8}": out += "\\b"
-            case "\u{C}": out += "\\f"
-            case "\u{0}"..."\u{1F}": out += String(format: "\\u%04x", c.value)
-            default: out.unicodeScalars.append(c)
-            }
-        }
-        return out
     }
 
     public var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }

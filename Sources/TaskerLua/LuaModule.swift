@@ -62,6 +62,26 @@ extension LuaModule {
         lua_settop(L, value - 1)
     }
 
+    /// Compiles a module's Lua source (`name` as its chunk name) and pushes
+    /// the chunk; a source that does not compile is a bug of tasker's.
+    func pushSource(_ source: String, named name: String, in L: OpaquePointer) {
+        var source = source
+        let status = source.withUTF8 { b in
+            b.withMemoryRebound(to: CChar.self) { tasker_loadbuffer(L, $0.baseAddress, $0.count, name) }
+        }
+        precondition(status == LUA_OK, "\(name) does not compile")
+    }
+
+    /// Pushes the global `library.name` (`json.encode`) without metamethods.
+    func pushGlobal(_ library: String, _ name: String, in L: OpaquePointer) {
+        let s = LuaStack(L)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
+        s.rawGet(-1, library)
+        s.rawGet(-1, name)
+        tasker_remove(L, -2)
+        tasker_remove(L, -2)
+    }
+
     /// Adds `functions`, each bound to this instance, to the `tasker` table
     /// (modules that extend it: `tasker.sleep`, `tasker.exec`, `tasker.use`).
     func addToTaskerTable(_ functions: [(String, tasker_SwiftFunction)], in L: OpaquePointer) {

@@ -318,33 +318,21 @@ final class CommandModule: LuaModule {
         let s = LuaStack(L)
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }
-        var source = Self.source
-        let status = source.withUTF8 { b in
-            b.withMemoryRebound(to: CChar.self) { tasker_loadbuffer(L, $0.baseAddress, $0.count, "=[tasker.param]") }
-        }
-        precondition(status == LUA_OK, "the tasker.param source does not compile")
+        pushSource(Self.source, named: "=[tasker.param]", in: L)
         push({ L in CommandModule.this(L!).raiseUsage(L!) }, in: L)
         s.newTable(hash: 0)
         for (i, w) in runtime.options.args.enumerated() {
             s.push(w)
             lua_rawseti(L, -2, lua_Integer(i + 1))
         }
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-        s.rawGet(-1, "os")
-        s.rawGet(-1, "getenv")
-        tasker_remove(L, -2)
-        tasker_remove(L, -2)
+        pushGlobal("os", "getenv", in: L)
         lua_pushboolean(L, runtime.options.describeOnly ? 1 : 0)
         s.push({ L in
             // register(value): masked from now on
             if let value = LuaStack(L!).string(1) { SecretMask.shared.register(value) }
             return 0
         })
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-        s.rawGet(-1, "json")
-        s.rawGet(-1, "encode")
-        tasker_remove(L, -2)
-        tasker_remove(L, -2)
+        pushGlobal("json", "encode", in: L)
         if let n = runtime.options.parameterWords { s.push(n) } else { lua_pushnil(L) }
         guard tasker_pcall_traceback(L, 7, 1) == LUA_OK else {
             preconditionFailure("tasker.param did not load: \(s.describe(-1))")

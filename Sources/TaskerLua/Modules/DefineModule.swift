@@ -147,11 +147,7 @@ final class DefineModule: LuaModule {
         let s = LuaStack(L)
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }
-        var source = Self.source
-        let status = source.withUTF8 { b in
-            b.withMemoryRebound(to: CChar.self) { tasker_loadbuffer(L, $0.baseAddress, $0.count, "=[tasker.define]") }
-        }
-        precondition(status == LUA_OK, "the tasker.define source does not compile")
+        pushSource(Self.source, named: "=[tasker.define]", in: L)
         push({ L in DefineModule.this(L!).raiseUsage(L!) }, in: L)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         let globals = lua_gettop(L)
