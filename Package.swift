@@ -56,9 +56,11 @@ let package = Package(
         // A cheap clock for timestamps that are only recorded (the CPU's
         // counter; C, since Swift has no inline assembly).
         .target(name: "CTicks"),
+        // Signal handlers that only write to a pipe (async-signal-safe C).
+        .target(name: "CSignalPipe"),
         .target(
             name: "TaskerCore",
-            dependencies: ["CTicks", .product(name: "Collections", package: "swift-collections")],
+            dependencies: ["CTicks", "CSignalPipe", .product(name: "Collections", package: "swift-collections")],
             swiftSettings: hotPath
         ),
         // libcurl, loaded at the first request instead of at every start.

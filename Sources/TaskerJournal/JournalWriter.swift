@@ -92,12 +92,14 @@ public final class JournalWriter {
     }
 
     /// Records the run's end, writes what is left and stops the thread
-    /// (waiting at most `lockWait` for a locked journal, or until
-    /// `abandon`); returns what could not be recorded, if anything.
+    /// (waiting at most `lockWait` for a locked journal, `seconds` when
+    /// given, or until `abandon`); returns what could not be recorded, if
+    /// anything.
     @discardableResult
-    public func close(ended: Double, exitCode: Int, counts: [String: Int], requests: [JournalHostRequests]) -> String? {
+    public func close(ended: Double, exitCode: Int, counts: [String: Int], requests: [JournalHostRequests],
+                      waitingAtMost seconds: Double? = nil) -> String? {
         queue.close(RunEnd(ended: ended, exitCode: exitCode, counts: counts, requests: requests))
-        return queue.waitFinished()?.description
+        return queue.waitFinished(until: seconds.map { Date(timeIntervalSinceNow: $0) })?.description
     }
 
     /// Stops `close` waiting (a signal ends the run): it returns at once,
@@ -395,12 +397,18 @@ private final class WriteQueue: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Waits until the thread is done, or `abandon`: then what it holds
-    /// and what it has not taken yet are unrecorded.
-    func waitFinished() -> Shortfall? {
+    /// Waits until the thread is done, or `abandon`, or `deadline`: then
+    /// what it holds and what it has not taken yet are unrecorded.
+    func waitFinished(until deadline: Date? = nil) -> Shortfall? {
         condition.lock()
         defer { condition.unlock() }
-        while !state.finished && !state.abandoned { condition.wait() }
+        while !state.finished && !state.abandoned {
+            if let deadline {
+                if !condition.wait(until: deadline) { break }
+            } else {
+                condition.wait()
+            }
+        }
         if state.finished { return state.shortfall }
         var n = state.unrecorded + state.pending.plain.reduce(0) { $0 + $1.entries.count }
         if !state.pending.encoded.isEmpty {

@@ -335,13 +335,13 @@ final class JournalRecorder: EngineObserver {
 
     /// The run's end; the writer flushes and stops. Returns a write error,
     /// if the journal could not be written.
-    func finish(_ result: RunResult, exitCode: Int32) -> String? {
+    func finish(_ result: RunResult, exitCode: Int32, waitingAtMost seconds: Double? = nil) -> String? {
         writer.submit(plain: &plain, values: &plainValues, scale: clock.scale(origin: start))
         writer.submit(&encoded)
         var counts: [String: Int] = [:]
         for (state, n) in result.counts { counts[state.rawValue] = n }
         if result.reused > 0 { counts["reused"] = result.reused }
         return writer.close(ended: Date().timeIntervalSince1970, exitCode: Int(exitCode), counts: counts,
-                            requests: hosts.values.sorted { $0.host < $1.host })
+                            requests: hosts.values.sorted { $0.host < $1.host }, waitingAtMost: seconds)
     }
 }

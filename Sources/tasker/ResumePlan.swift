@@ -21,8 +21,7 @@ enum ResumePlan {
         // Ctrl-C and SIGTERM end a plan at once (nothing ran that needs
         // cleaning up), also a main chunk that never ends: a plain handler,
         // armed before the main chunk runs, and the signals unblocked on
-        // this thread (libdispatch's signal sources, used while the journal
-        // was read, can leave them blocked or ignored).
+        // this thread (a parent may have left them blocked).
         for sig in SignalWatcher.handled {
             signal(sig) { _exit(128 + $0) }
         }

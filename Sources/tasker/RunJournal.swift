@@ -82,10 +82,8 @@ struct RunJournal {
             box.withLock { $0 = r }
             done.signal()
         }.start()
-        // Plain handlers, not libdispatch signal sources: those left the
-        // signals blocked on a dispatch thread after they were cancelled, where
-        // a later SIGTERM stayed pending for ever (a `--plan` that could not
-        // be stopped). Nothing has started yet: say so and exit.
+        // Plain handlers that exit in the handler: nothing has started yet
+        // that needs the signal inbox's orderly stop. Say so and exit.
         _ = interruptedWhileReading.count  // initialised before a handler reads it
         for sig in SignalWatcher.handled {
             signal(sig) { sig in

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Synchronization
 import TaskerCore
@@ -9,10 +8,8 @@ import TaskerLua
 /// 128 + signal; a second kills every process group the run started and
 /// exits at once.
 final class SignalWatcher {
-    private let queue = DispatchQueue(label: "tasker.signals")
-    /// Kept by the watcher (the thread that starts and stops it); the
-    /// handlers themselves share only the atomic count.
-    private var sources: [DispatchSourceSignal] = []
+    /// Handlers run on the inbox's thread, one at a time.
+    private let inbox = SignalInbox.shared
     private let count = SignalCount()
 
     static let handled: [Int32] = [SIGINT, SIGTERM, SIGHUP]
@@ -23,9 +20,7 @@ final class SignalWatcher {
         let target = LoopBound(runtime, loop: runtime.loop)
         let count = self.count
         for sig in Self.handled {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler {
+            inbox.handle(sig) { sig in
                 let seen = count.n.add(1, ordering: .relaxed).newValue
                 let first = handle.request(sig)
                 // One lock for the first signal and the after-run handler:
@@ -47,8 +42,6 @@ final class SignalWatcher {
                 }
                 target.loop.execute { target.value.interrupt(signal: sig) }
             }
-            source.resume()
-            sources.append(source)
         }
         watchPause(runtime)
     }
@@ -58,50 +51,44 @@ final class SignalWatcher {
     private func watchPause(_ runtime: LuaRuntime) {
         let target = LoopBound(runtime, loop: runtime.loop)
         for (sig, pause) in [(SIGUSR1, true), (SIGUSR2, false)] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler {
+            inbox.handle(sig) { _ in
                 target.loop.execute {
                     let rt = target.value
                     if pause { rt.pauseStarts() } else { rt.resumeStarts() }
                     rt.logNotice(pause ? "paused: nothing new starts until SIGUSR2 (running tasks go on)" : "resumed")
                 }
             }
-            source.resume()
-            sources.append(source)
         }
     }
 
     /// SIGWINCH redraws the status line for the terminal's new width.
     func watchResize(_ status: StatusLine) {
-        signal(SIGWINCH, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGWINCH, queue: queue)
-        source.setEventHandler { status.resized() }
-        source.resume()
-        sources.append(source)
+        inbox.handle(SIGWINCH) { _ in status.resized() }
     }
 
     /// After the run: a first signal calls `handler` (the loop is done).
-    /// A signal that came before (it may have come too late to stop the
-    /// run) calls it after `grace` seconds: what is quick to record still
-    /// is, a journal that keeps the run waiting is not waited for.
-    func afterRun(grace: Double, _ handler: @escaping @Sendable (Int32) -> Void) {
-        let earlier = count.state.withLock { s -> Int32 in
+    /// Returns the signal that came before (0: none): it may have come too
+    /// late to stop the run, and the caller waits only briefly for what is
+    /// quick to record.
+    func afterRun(_ handler: @escaping @Sendable (Int32) -> Void) -> Int32 {
+        count.state.withLock { s -> Int32 in
             s.late = handler
             return s.first
         }
-        if earlier != 0 { queue.asyncAfter(deadline: .now() + grace) { handler(earlier) } }
     }
 
     /// The first signal received (0: none).
     var received: Int32 { count.state.withLock { $0.first } }
 
+    /// From here on a stopping signal ends the process (the run is over);
+    /// the others are ignored.
     func stop() {
-        for s in sources { s.cancel() }
+        for sig in Self.handled { inbox.release(sig) }
+        for sig in [SIGUSR1, SIGUSR2, SIGWINCH] { inbox.release(sig, ignore: true) }
     }
 }
 
-/// How many of the signals arrived (handlers run on a dispatch queue).
+/// How many of the signals arrived (handlers run on the inbox's thread).
 final class SignalCount: Sendable {
     let n = Atomic<Int>(0)
     /// The first signal (0: none yet), and what a signal does once the run

@@ -213,10 +213,13 @@ extension Tasker {
             // one still exits at once).
             let late = LateSignal()
             let abandon = recorder?.abandoner
-            signals.afterRun(grace: 0.5) { sig in
+            let earlier = signals.afterRun { sig in
                 late.set(sig)
                 abandon?()
             }
+            // A signal that came as the run ended: what is quick to record
+            // still is, a journal that keeps the run waiting is not waited for.
+            let journalWait = earlier != 0 ? 0.5 : nil
             // Output that could not be written is an error, not silence.
             var code = result.exitCode
             // A signal that came as the run was ending still ends it as one.
@@ -224,7 +227,7 @@ extension Tasker {
             let stdoutError = StandardStreams.stdoutError()
             if (stdoutError != nil || events?.error != nil) && code < 2 { code = 2 }
             events?.runEnded(result, exitCode: code)
-            if let journalError = recorder?.finish(result, exitCode: code) {
+            if let journalError = recorder?.finish(result, exitCode: code, waitingAtMost: journalWait) {
                 StandardError.write("tasker: warning: run \(runID): \(journalError)\n")
             }
             signals.stop()

@@ -98,39 +98,27 @@ extension Tasker {
 /// SIGTERM, SIGINT: the first drains the worker, the second hands back what
 /// still runs and exits at once.
 final class WorkerSignals {
-    private let queue = DispatchQueue(label: "tasker.worker.signals")
-    private var sources: [DispatchSourceSignal] = []
+    private let inbox = SignalInbox.shared
 
     func start(loop: EventLoop, drain: @escaping () -> Void, handBack: @escaping @Sendable () -> Void) {
         let target = LoopBound(drain, loop: loop)
         let seen = SignalCount()
         // A signal that came while the worker started (blocked, as the
-        // parent's mask may leave it) is pending, and SIG_IGN below would
-        // discard it: it counts as received.
-        var pending = sigset_t()
-        sigemptyset(&pending)
-        sigpending(&pending)
+        // parent's mask may leave it) is pending: the inbox unblocks it
+        // once caught, and it counts as received.
         for sig in [SIGTERM, SIGINT] {
-            let handle: @Sendable () -> Void = {
+            inbox.handle(sig) { sig in
                 if seen.n.add(1, ordering: .relaxed).newValue > 1 {
                     handBack()
                     exit(128 + sig)
                 }
                 target.loop.execute { target.value() }
             }
-            let wasPending = sigismember(&pending, sig) == 1
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
-            source.setEventHandler(handler: handle)
-            source.resume()
-            sources.append(source)
-            if wasPending { queue.async(execute: handle) }
         }
     }
 
     func stop() {
-        for s in sources { s.cancel() }
-        sources = []
+        for sig in [SIGTERM, SIGINT] { inbox.release(sig) }
     }
 }
 

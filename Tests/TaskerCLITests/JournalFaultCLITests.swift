@@ -77,11 +77,14 @@ import Testing
         _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
         let lock = try LockHolder(s.dir.appendingPathComponent(".tasker-state/journal.db"))
         defer { lock.end() }
-        // A loaded machine may show "done" to this test only after the run
-        // gave up on the journal (5 s): then the signal came too late to
-        // say anything, and the scenario is tried again (at most 3 times).
-        var last: CLIResult?
-        for _ in 0..<3 {
+        // Several times: a signal lost now and then (libdispatch's signal
+        // sources lost about three in a hundred here) may show. A loaded machine
+        // may show "done" to this test only after the run gave up on the
+        // journal (5 s after its start at the earliest): a signal sent that
+        // late may find the process gone, and that attempt does not count.
+        var counted = 0
+        for _ in 0..<8 where counted < 4 {
+            let launched = Date()
             let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir)
             #expect(await run.waitFor("done"))
             // The task is done: the run waits for the journal now (or is
@@ -89,14 +92,13 @@ import Testing
             let start = Date()
             run.signal(SIGINT)
             let r = await run.finish()
-            last = r
-            if r.status == 0 && !r.stderr.contains("interrupted") && r.stderr.contains("locked") { continue }
-            #expect(Date().timeIntervalSince(start) < 4)
-            break
+            if start.timeIntervalSince(launched) > 4.5 && r.status == 0 { continue }
+            counted += 1
+            #expect(r.status == 130, "\(r.stderr)")
+            #expect(r.stderr.contains("could not be recorded"), "\(r.stderr)")
+            #expect(Date().timeIntervalSince(start) < 4, "\(r.stderr)")
         }
-        let r = try #require(last)
-        #expect(r.status == 130, "\(r.stderr)")
-        #expect(r.stderr.contains("could not be recorded"), "\(r.stderr)")
+        #expect(counted > 0)
     }
 
     @Test func resumingWhileTheJournalIsLockedReadsIt() async throws {
