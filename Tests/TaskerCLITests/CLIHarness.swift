@@ -49,7 +49,7 @@ func launch(_ args: [String], in cwd: URL?, executable: URL = taskerBinary(),
                                           : NSTemporaryDirectory() + "tasker-tests-state-\(getpid())"
     }
     p.environment = env
-    let out = Pipe(), err = Pipe()
+    let out = Pipe.closedOnExec(), err = Pipe.closedOnExec()
     p.standardOutput = out
     p.standardError = err
     try p.run()
@@ -243,7 +243,7 @@ func inPseudoTerminal(_ command: String, in dir: URL, noColor: Bool = false) asy
     environment["NO_COLOR"] = noColor ? "1" : nil
     environment["TASKER_STATE_DIR"] = dir.appendingPathComponent(".tasker-state").path
     p.environment = environment
-    let out = Pipe()
+    let out = Pipe.closedOnExec()
     p.standardOutput = out
     p.standardInput = FileHandle.nullDevice
     try p.run()
@@ -253,5 +253,20 @@ func inPseudoTerminal(_ command: String, in dir: URL, noColor: Bool = false) asy
             p.waitUntilExit()
             continuation.resume(returning: String(decoding: data, as: UTF8.self))
         }.start()
+    }
+}
+
+extension Pipe {
+    /// A pipe whose ends no other program inherits. Foundation's are not
+    /// close-on-exec: a child another test starts meanwhile (posix_spawn,
+    /// system) would keep the write end open, and a test waiting for the
+    /// end of its child's output would wait for that child too. The child
+    /// it is meant for still gets it (dup2 onto 0-2 clears the flag).
+    static func closedOnExec() -> Pipe {
+        let pipe = Pipe()
+        for fd in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        }
+        return pipe
     }
 }

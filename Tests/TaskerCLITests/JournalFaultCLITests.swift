@@ -20,7 +20,7 @@ import Testing
                 print("locked", flush=True)
                 time.sleep(120)
                 """, db.path]
-            let out = Pipe()
+            let out = Pipe.closedOnExec()
             process.standardOutput = out
             try process.run()
             // The lock is held once it says so.

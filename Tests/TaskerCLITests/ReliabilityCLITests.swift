@@ -348,7 +348,7 @@ func processAliveNow(_ pid: Int32) -> Bool {
         p.executableURL = taskerBinary()
         p.arguments = ["run", "--no-progress", "--no-journal", "--concurrency", "1", "roll.lua"]
         p.currentDirectoryURL = s.dir
-        let out = Pipe(), err = Pipe()
+        let out = Pipe.closedOnExec(), err = Pipe.closedOnExec()
         p.standardOutput = out
         p.standardError = err
         try p.run()
