@@ -65,7 +65,7 @@ let package = Package(
         ),
         // libcurl, loaded at the first request instead of at every start.
         .target(name: "CCurlLoader", linkerSettings: [.linkedLibrary("dl")]),
-        // The HTTP client behind a small protocol (FoundationNetworking).
+        // The HTTP client behind a small protocol (libcurl's multi interface).
         .target(name: "TaskerHTTP", dependencies: ["CCurlLoader"]),
         .target(
             name: "TaskerLua",

@@ -1,22 +1,17 @@
-// Lazily loaded libcurl: the functions FoundationNetworking calls, each
-// forwarding to libcurl's own (see CCurlLoader.h). Types are spelled as
-// the ABI sees them (handles as pointers, enums and CURLcode as int), so
-// no libcurl headers are needed to build.
+// libcurl, loaded at the first request (see CCurlLoader.h). Types are
+// spelled as the ABI sees them (handles as pointers, enums and CURLcode as
+// int), so no libcurl headers are needed to build.
 #include "CCurlLoader.h"
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define CURL_FUNCTIONS(X) \
-    X(curl_easy_cleanup) X(curl_easy_getinfo) X(curl_easy_init) X(curl_easy_pause) \
-    X(curl_easy_setopt) X(curl_easy_strerror) X(curl_free) X(curl_global_init) \
-    X(curl_multi_add_handle) X(curl_multi_assign) X(curl_multi_cleanup) X(curl_multi_info_read) \
-    X(curl_multi_init) X(curl_multi_remove_handle) X(curl_multi_setopt) X(curl_multi_socket_action) \
-    X(curl_slist_append) X(curl_slist_free_all) X(curl_url) X(curl_url_get) X(curl_url_set) \
-    X(curl_version) X(curl_version_info)
+    X(curl_global_init) X(curl_easy_init) X(curl_easy_cleanup) X(curl_easy_setopt) \
+    X(curl_easy_getinfo) X(curl_easy_strerror) X(curl_multi_init) X(curl_multi_cleanup) \
+    X(curl_multi_setopt) X(curl_multi_add_handle) X(curl_multi_remove_handle) \
+    X(curl_multi_perform) X(curl_multi_poll) X(curl_multi_wakeup) X(curl_multi_info_read) \
+    X(curl_slist_append) X(curl_slist_free_all)
 
 #define SLOT(name) void *name;
 static struct { CURL_FUNCTIONS(SLOT) } real;
@@ -24,8 +19,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static char failure[512];
 
 static void load(void) {
-    // The soname Debian's libcurl4 (OpenSSL flavour) and libcurl3-gnutls
-    // ship; FoundationNetworking was built against the first.
+    // The sonames of Debian's libcurl4 (OpenSSL) and libcurl3-gnutls.
     const char *names[] = {"libcurl.so.4", "libcurl-gnutls.so.4"};
     void *h = NULL;
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -36,10 +30,13 @@ static void load(void) {
     }
 #define RESOLVE(name) \
     if (!(real.name = dlsym(h, #name))) { \
-        snprintf(failure, sizeof failure, "libcurl has no %s", #name); \
+        snprintf(failure, sizeof failure, "libcurl has no %s (7.68 or later is needed)", #name); \
         return; \
     }
     CURL_FUNCTIONS(RESOLVE)
+    // Once, before any handle, while no other thread uses libcurl.
+    int code = ((int (*)(long))real.curl_global_init)(TASKER_CURL_GLOBAL_ALL);
+    if (code != 0) snprintf(failure, sizeof failure, "curl_global_init failed (%d)", code);
 }
 
 int tasker_curl_load(char *err, size_t len) {
@@ -49,63 +46,69 @@ int tasker_curl_load(char *err, size_t len) {
     return -1;
 }
 
-// Reached only when FoundationNetworking calls libcurl without the Swift
-// side having loaded it first (it always does): nothing sensible remains.
-static void need(void) {
-    char err[512];
-    if (tasker_curl_load(err, sizeof err) == 0) return;
-    fprintf(stderr, "tasker: HTTP needs libcurl (Debian: libcurl4): %s\n", err);
-    abort();
-}
-
 typedef void *ptr;
 
-ptr curl_easy_init(void) { need(); return ((ptr (*)(void))real.curl_easy_init)(); }
-void curl_easy_cleanup(ptr h) { need(); ((void (*)(ptr))real.curl_easy_cleanup)(h); }
-int curl_easy_pause(ptr h, int bitmask) { need(); return ((int (*)(ptr, int))real.curl_easy_pause)(h, bitmask); }
-const char *curl_easy_strerror(int code) { need(); return ((const char *(*)(int))real.curl_easy_strerror)(code); }
-void curl_free(ptr p) { need(); ((void (*)(ptr))real.curl_free)(p); }
-int curl_global_init(long flags) { need(); return ((int (*)(long))real.curl_global_init)(flags); }
+// The variadic setters and getters take exactly one more argument; each
+// wrapper passes it with its real type.
+int tasker_curl_easy_setopt_long(ptr h, int option, long value) {
+    return ((int (*)(ptr, int, ...))real.curl_easy_setopt)(h, option, value);
+}
+int tasker_curl_easy_setopt_pointer(ptr h, int option, const void *value) {
+    return ((int (*)(ptr, int, ...))real.curl_easy_setopt)(h, option, value);
+}
+int tasker_curl_easy_setopt_offset(ptr h, int option, long long value) {
+    return ((int (*)(ptr, int, ...))real.curl_easy_setopt)(h, option, value);
+}
+int tasker_curl_easy_setopt_function(ptr h, int option, tasker_curl_data_fn fn) {
+    return ((int (*)(ptr, int, ...))real.curl_easy_setopt)(h, option, fn);
+}
+int tasker_curl_easy_getinfo_long(ptr h, int info, long *value) {
+    return ((int (*)(ptr, int, ...))real.curl_easy_getinfo)(h, info, value);
+}
+int tasker_curl_easy_getinfo_string(ptr h, int info, const char **value) {
+    return ((int (*)(ptr, int, ...))real.curl_easy_getinfo)(h, info, value);
+}
+int tasker_curl_multi_setopt_long(ptr m, int option, long value) {
+    return ((int (*)(ptr, int, ...))real.curl_multi_setopt)(m, option, value);
+}
 
-// The variadic ones take exactly one more argument: a long, a curl_off_t,
-// or a pointer (data or function), which the ABIs tasker builds for pass
-// alike in one integer register or stack slot.
-#define FORWARD_ONE_MORE(name) \
-    int name(ptr handle, int what, ...) { \
-        need(); \
-        va_list ap; \
-        va_start(ap, what); \
-        ptr arg = va_arg(ap, ptr); \
-        va_end(ap); \
-        return ((int (*)(ptr, int, ...))real.name)(handle, what, arg); \
+ptr tasker_curl_easy_init(void) { return ((ptr (*)(void))real.curl_easy_init)(); }
+void tasker_curl_easy_cleanup(ptr h) { ((void (*)(ptr))real.curl_easy_cleanup)(h); }
+const char *tasker_curl_easy_strerror(int code) { return ((const char *(*)(int))real.curl_easy_strerror)(code); }
+
+ptr tasker_curl_multi_init(void) { return ((ptr (*)(void))real.curl_multi_init)(); }
+int tasker_curl_multi_cleanup(ptr m) { return ((int (*)(ptr))real.curl_multi_cleanup)(m); }
+int tasker_curl_multi_add_handle(ptr m, ptr h) { return ((int (*)(ptr, ptr))real.curl_multi_add_handle)(m, h); }
+int tasker_curl_multi_remove_handle(ptr m, ptr h) { return ((int (*)(ptr, ptr))real.curl_multi_remove_handle)(m, h); }
+int tasker_curl_multi_perform(ptr m, int *running) { return ((int (*)(ptr, int *))real.curl_multi_perform)(m, running); }
+int tasker_curl_multi_poll(ptr m, int timeout_ms) {
+    return ((int (*)(ptr, ptr, unsigned, int, int *))real.curl_multi_poll)(m, NULL, 0, timeout_ms, NULL);
+}
+int tasker_curl_multi_wakeup(ptr m) { return ((int (*)(ptr))real.curl_multi_wakeup)(m); }
+
+// CURLMsg: {int msg; CURL *easy_handle; union {void *whatever; CURLcode result;} data;}
+struct tasker_curl_message {
+    int msg;
+    ptr easy;
+    union {
+        ptr whatever;
+        int result;
+    } data;
+};
+
+int tasker_curl_multi_next_done(ptr m, ptr *easy, int *result) {
+    int left = 0;
+    struct tasker_curl_message *msg;
+    while ((msg = ((struct tasker_curl_message * (*)(ptr, int *)) real.curl_multi_info_read)(m, &left))) {
+        if (msg->msg != TASKER_CURLMSG_DONE) continue;
+        *easy = msg->easy;
+        *result = msg->data.result;
+        return 1;
     }
-FORWARD_ONE_MORE(curl_easy_setopt)
-FORWARD_ONE_MORE(curl_easy_getinfo)
-FORWARD_ONE_MORE(curl_multi_setopt)
-
-ptr curl_multi_init(void) { need(); return ((ptr (*)(void))real.curl_multi_init)(); }
-int curl_multi_cleanup(ptr m) { need(); return ((int (*)(ptr))real.curl_multi_cleanup)(m); }
-int curl_multi_add_handle(ptr m, ptr h) { need(); return ((int (*)(ptr, ptr))real.curl_multi_add_handle)(m, h); }
-int curl_multi_remove_handle(ptr m, ptr h) { need(); return ((int (*)(ptr, ptr))real.curl_multi_remove_handle)(m, h); }
-int curl_multi_assign(ptr m, int socket, ptr p) { need(); return ((int (*)(ptr, int, ptr))real.curl_multi_assign)(m, socket, p); }
-ptr curl_multi_info_read(ptr m, int *left) { need(); return ((ptr (*)(ptr, int *))real.curl_multi_info_read)(m, left); }
-int curl_multi_socket_action(ptr m, int socket, int events, int *running) {
-    need();
-    return ((int (*)(ptr, int, int, int *))real.curl_multi_socket_action)(m, socket, events, running);
+    return 0;
 }
 
-ptr curl_slist_append(ptr list, const char *s) { need(); return ((ptr (*)(ptr, const char *))real.curl_slist_append)(list, s); }
-void curl_slist_free_all(ptr list) { need(); ((void (*)(ptr))real.curl_slist_free_all)(list); }
-
-ptr curl_url(void) { need(); return ((ptr (*)(void))real.curl_url)(); }
-int curl_url_get(ptr u, int what, char **part, unsigned flags) {
-    need();
-    return ((int (*)(ptr, int, char **, unsigned))real.curl_url_get)(u, what, part, flags);
+ptr tasker_curl_slist_append(ptr list, const char *s) {
+    return ((ptr (*)(ptr, const char *))real.curl_slist_append)(list, s);
 }
-int curl_url_set(ptr u, int what, const char *part, unsigned flags) {
-    need();
-    return ((int (*)(ptr, int, const char *, unsigned))real.curl_url_set)(u, what, part, flags);
-}
-
-char *curl_version(void) { need(); return ((char *(*)(void))real.curl_version)(); }
-ptr curl_version_info(int age) { need(); return ((ptr (*)(int))real.curl_version_info)(age); }
+void tasker_curl_slist_free_all(ptr list) { ((void (*)(ptr))real.curl_slist_free_all)(list); }

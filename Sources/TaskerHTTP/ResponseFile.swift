@@ -31,21 +31,19 @@ final class ResponseFile {
         return .success(ResponseFile(path: path, temporary: temporary, fd: fd))
     }
 
-    /// Appends `data`; the system's reason when it cannot (a full disk).
-    func write(_ data: Data) -> String? {
-        data.withUnsafeBytes { raw -> String? in
-            var offset = 0
-            while offset < raw.count {
-                let n = systemWrite(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return String(cString: strerror(errno))
-                }
-                offset += n
+    /// Appends `raw`; the system's reason when it cannot (a full disk).
+    func write(_ raw: UnsafeRawBufferPointer) -> String? {
+        var offset = 0
+        while offset < raw.count {
+            let n = systemWrite(fd, raw.baseAddress! + offset, raw.count - offset)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return String(cString: strerror(errno))
             }
-            written += raw.count
-            return nil
+            offset += n
         }
+        written += raw.count
+        return nil
     }
 
     /// Flushed to disk and renamed over `path`; the reason if it could not be.

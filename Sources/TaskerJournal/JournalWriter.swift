@@ -31,6 +31,7 @@ public final class JournalWriter {
     public init(run: JournalRun, open: @escaping @Sendable () throws -> JournalStore) {
         let queue = self.queue
         let thread = Thread {
+            Thread.current.name = "tasker-journal"  // set from the thread itself: Linux shows it
             var rows = PendingRows(run: run, open: open)
             var batch = Batch()
             var closedAt: Double?
@@ -58,7 +59,6 @@ public final class JournalWriter {
             }
             queue.finish(rows.shortfall())
         }
-        thread.name = "tasker.journal"
         thread.start()
     }
 

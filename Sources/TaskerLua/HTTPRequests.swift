@@ -81,7 +81,7 @@ extension HTTPModule {
         call.idempotent = request.isIdempotent
         if transport == nil {
             do {
-                transport = try URLSessionTransport(connectionsPerHost: settings.concurrency)
+                transport = try CurlTransport(connectionsPerHost: settings.concurrency)
             } catch {
                 engine.complete(run, with: .failure(TaskFailure(.http, error.message)))
                 return
