@@ -130,22 +130,27 @@ final class CurlDriver: Sendable {
                 _ = tasker_curl_multi_cleanup(m)
                 return
             }
-            var running: Int32 = 0
-            _ = tasker_curl_multi_perform(m, &running)
-            var done: UnsafeMutableRawPointer?
-            var code: Int32 = 0
-            while tasker_curl_multi_next_done(m, &done, &code) == 1 {
-                guard let easy = done, let e = active.removeValue(forKey: easy) else { continue }
-                _ = tasker_curl_multi_remove_handle(m, easy)
-                // A redirect to follow starts its next hop at once.
-                if let next = e.transferEnded(code, on: m) { active[next] = e }
-            }
-            if !active.isEmpty {
-                // Hops started just now: let libcurl begin them first.
+            // Every perform is followed by reading what finished: a transfer
+            // that ended unread would leave the poll below nothing to wait on.
+            var hopped = true
+            while hopped {
+                hopped = false
+                var running: Int32 = 0
                 _ = tasker_curl_multi_perform(m, &running)
+                var done: UnsafeMutableRawPointer?
+                var code: Int32 = 0
+                while tasker_curl_multi_next_done(m, &done, &code) == 1 {
+                    guard let easy = done, let e = active.removeValue(forKey: easy) else { continue }
+                    _ = tasker_curl_multi_remove_handle(m, easy)
+                    // A redirect to follow starts its next hop at once.
+                    if let next = e.transferEnded(code, on: m) {
+                        active[next] = e
+                        hopped = true
+                    }
+                }
             }
             // libcurl returns sooner when one of its own timeouts is due.
-            _ = tasker_curl_multi_poll(m, 1000)
+            _ = tasker_curl_multi_poll(m, active.isEmpty ? 60_000 : 1000)
         }
     }
 }
