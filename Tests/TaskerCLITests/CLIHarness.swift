@@ -14,6 +14,10 @@ struct CLIResult {
     var status: Int32
     var stdout: String
     var stderr: String
+    /// When the harness's own thread saw the process exit (`Background`):
+    /// the await that returns the result may resume much later on a busy
+    /// machine, when the suite's other tests hold the shared threads.
+    var exited: Date?
 }
 
 /// A temporary directory with the given files; removed by `cleanup()`.
@@ -219,11 +223,12 @@ final class Background: @unchecked Sendable {
         await withCheckedContinuation { continuation in
             Thread { [self] in
                 process.waitUntilExit()
+                let exited = Date()
                 let deadline = Date(timeIntervalSinceNow: 30)
                 lock.lock()
                 while open > 0, lock.wait(until: deadline) {}
                 let late = open > 0 ? pipesStillOpen : ""
-                let result = CLIResult(status: process.terminationStatus, stdout: out, stderr: err + late)
+                let result = CLIResult(status: process.terminationStatus, stdout: out, stderr: err + late, exited: exited)
                 lock.unlock()
                 continuation.resume(returning: result)
             }.start()
