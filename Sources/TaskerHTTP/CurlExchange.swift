@@ -37,6 +37,10 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
     private var status = 0
     private var responseHeaders: [(name: String, value: String)] = []
     private var redirecting = false
+    /// The final response's header block ended (a connection closed before
+    /// its blank line is a lost connection, not a response).
+    private var headersComplete = false
+    private var tooManyRedirects = false
     private var received = Data()
     private var sink: ResponseFile?
     private var sinkError: String?
@@ -78,6 +82,7 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
         status = 0
         responseHeaders = []
         redirecting = false
+        headersComplete = false
         errorBuffer[0] = 0
         let me = Unmanaged.passUnretained(self).toOpaque()
         setLong(h, TASKER_CURLOPT_NOSIGNAL, 1)
@@ -90,6 +95,8 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
         // Compressed bodies are accepted and decoded, as URLSession did.
         setString(h, TASKER_CURLOPT_ACCEPT_ENCODING, "")
         setLong(h, TASKER_CURLOPT_TCP_KEEPALIVE, 1)
+        if let file = Self.trustedCertificates.file { setString(h, TASKER_CURLOPT_CAINFO, file) }
+        if let dir = Self.trustedCertificates.directory { setString(h, TASKER_CURLOPT_CAPATH, dir) }
         _ = tasker_curl_easy_setopt_pointer(h, Int32(TASKER_CURLOPT_ERRORBUFFER), errorBuffer)
         _ = tasker_curl_easy_setopt_pointer(h, Int32(TASKER_CURLOPT_PRIVATE), me)
         _ = tasker_curl_easy_setopt_function(h, Int32(TASKER_CURLOPT_HEADERFUNCTION), curlHeaderLine)
@@ -118,11 +125,17 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
         }
         if method != "GET" { setString(h, TASKER_CURLOPT_CUSTOMREQUEST, method) }
         if let bodyFile {
-            guard let file = FileHandle(forReadingAtPath: bodyFile) else {
-                return "cannot read the body file '\(bodyFile)'"
+            // Opened again for a retry or a 307: it may have been replaced
+            // meanwhile. O_NONBLOCK: a FIFO must not hang this thread.
+            let fd = open(bodyFile, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else { return "cannot read the body file '\(bodyFile)': \(String(cString: strerror(errno)))" }
+            var st = stat()
+            guard fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else {
+                close(fd)
+                return "the body file '\(bodyFile)' is not a regular file"
             }
-            upload = file
-            let size = (try? FileManager.default.attributesOfItem(atPath: bodyFile)[.size] as? NSNumber)?.int64Value ?? -1
+            upload = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+            let size = Int64(st.st_size)
             setLong(h, TASKER_CURLOPT_UPLOAD, 1)
             _ = tasker_curl_easy_setopt_offset(h, Int32(TASKER_CURLOPT_INFILESIZE_LARGE), size)
             _ = tasker_curl_easy_setopt_function(h, Int32(TASKER_CURLOPT_READFUNCTION), curlUploadChunk)
@@ -148,6 +161,10 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
         var list: UnsafeMutableRawPointer?
         var hasExpect = false, hasAgent = false
         for header in headers {
+            // libcurl frames the body itself: a length or coding given by
+            // the script could desynchronise the connection (a reused
+            // `r.headers` carries a compressed body's length).
+            if header.name == "content-length" || header.name == "transfer-encoding" { continue }
             if header.name == "expect" { hasExpect = true }
             if header.name == "user-agent" { hasAgent = true }
             let line = header.value.isEmpty ? "\(header.name);" : "\(header.name): \(header.value)"
@@ -160,6 +177,15 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
     }
 
     static let userAgent = "tasker"
+
+    /// A private CA, as OpenSSL's tools and curl take it: `SSL_CERT_FILE`
+    /// or `CURL_CA_BUNDLE`, `SSL_CERT_DIR`; else the system's.
+    static let trustedCertificates: (file: String?, directory: String?) = {
+        let env = ProcessInfo.processInfo.environment
+        let file = [env["SSL_CERT_FILE"], env["CURL_CA_BUNDLE"]].compactMap { $0 }.first { !$0.isEmpty }
+        let dir = env["SSL_CERT_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+        return (file, dir)
+    }()
 
     private func setLong(_ h: UnsafeMutableRawPointer, _ option: Int, _ value: Int) {
         _ = tasker_curl_easy_setopt_long(h, Int32(option), value)
@@ -189,6 +215,7 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
         while let last = line.last, last.isNewline { line = line.dropLast() }  // "\r\n" is one Character
         if line.hasPrefix("HTTP/") {
             responseHeaders = []
+            headersComplete = false
             return true
         }
         if line.isEmpty { return headersEnded() }
@@ -217,12 +244,19 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
             responseHeaders = []
             return true
         }
-        redirecting = followRedirects && [301, 302, 303, 307, 308].contains(code)
-            && responseHeaders.contains { $0.name == "location" } && hops < Self.maxRedirects
-        if redirecting { return true }
-        if let toFile, code < 400 {
-            // a body that is the thing asked for goes to its file; an error
-            // page stays in memory (and the old file where it is)
+        headersComplete = true
+        if followRedirects && [301, 302, 303, 307, 308].contains(code) && responseHeaders.contains(where: { $0.name == "location" }) {
+            guard hops < Self.maxRedirects else {
+                tooManyRedirects = true
+                return false
+            }
+            redirecting = true
+            return true
+        }
+        // Only a body that is the thing asked for goes to its file; an error
+        // page, a redirect, 204/205 or 304 (nothing new) or a HEAD leave the
+        // old file as it is (the body, if any, stays in memory).
+        if let toFile, (200..<300).contains(code), code != 204, code != 205, method != "HEAD" {
             switch ResponseFile.open(beside: toFile) {
             case .success(let file): sink = file
             case .failure(let why):
@@ -288,22 +322,25 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
         let message = errorBuffer[0] != 0 ? String(cString: errorBuffer) : String(cString: tasker_curl_easy_strerror(result))
         endHop()
         if let sinkError {
-            sink?.discard()
             end(.failure(HTTPTransportError(.other, "cannot write the response to '\(toFile ?? "")': \(sinkError)")))
+        } else if tooManyRedirects {
+            end(.failure(HTTPTransportError(.other, "too many redirects (more than \(Self.maxRedirects)); the last went to \(Redaction.url(finalURL))")))
+        } else if code == TASKER_CURLE_OK && !headersComplete {
+            // libcurl calls a response cut inside its headers a success
+            end(.failure(HTTPTransportError(.reset, "the connection was lost (closed before the response's headers ended)")))
         } else if tooLarge {
             end(.failure(HTTPTransportError(.other, "the response body exceeds the limit of \(maxBodySize) bytes (http.configure{max_body=...})")))
         } else if code != TASKER_CURLE_OK {
-            sink?.discard()
             end(.failure(HTTPTransportError.fromCurl(code, message)))
         } else {
             var saved: Int?
             if let sink {
                 if let why = sink.commit() {
-                    sink.discard()
                     end(.failure(HTTPTransportError(.other, "cannot write the response to '\(toFile ?? "")': \(why)")))
                     return nil
                 }
                 saved = sink.written
+                self.sink = nil  // in place now: nothing to discard
             }
             let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
             var response = HTTPResponse(status: status, headers: responseHeaders, body: received, url: finalURL, elapsed: elapsed)
@@ -332,7 +369,7 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
             headers.removeAll { $0.name == "content-type" || $0.name == "content-length" }
         }
         if let nextURL = URL(string: next), Redaction.origin(of: nextURL) != origin {
-            headers.removeAll { Redaction.secretHeaders.contains($0.name) }
+            headers.removeAll { Redaction.secretHeaders.contains($0.name) || $0.name == "host" }
         }
         url = next
         received = Data()
@@ -345,6 +382,10 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
         guard !finished else { return }
         finished = true
         endHop()
+        // Not committed (a failure, a cancel, a timeout, the run's end): the
+        // partial file goes and the old one stays.
+        sink?.discard()
+        sink = nil
         completion(result)
     }
 }

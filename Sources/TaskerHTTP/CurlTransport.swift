@@ -32,6 +32,8 @@ public final class CurlTransport: HTTPTransport {
 
     deinit { driver.stop() }
 
+    public func limitConnections(perHost n: Int) { driver.limitConnections(perHost: max(1, n)) }
+
     public func send(_ request: HTTPRequest,
                      completion: @escaping @Sendable (Result<HTTPResponse, HTTPTransportError>) -> Void) -> HTTPExchange {
         let exchange = CurlExchange(request, driver: driver, completion: completion)
@@ -54,6 +56,8 @@ final class CurlDriver: Sendable {
         var starts: [CurlExchange] = []
         var cancels: [CurlExchange] = []
         var stopping = false
+        /// A new per-host connection limit to apply.
+        var connectionsPerHost: Int?
         /// The multi handle is gone: nothing may wake it.
         var stopped = false
     }
@@ -63,8 +67,7 @@ final class CurlDriver: Sendable {
         guard let handle = tasker_curl_multi_init() else { return nil }
         // As many connections per host as requests may be in flight (more
         // would queue inside libcurl, out of the engine's sight).
-        _ = tasker_curl_multi_setopt_long(handle, Int32(TASKER_CURLMOPT_MAX_HOST_CONNECTIONS), connectionsPerHost)
-        _ = tasker_curl_multi_setopt_long(handle, Int32(TASKER_CURLMOPT_MAXCONNECTS), max(connectionsPerHost, 16))
+        Self.limit(handle, connectionsPerHost)
         multi = Multi(handle: handle)
         Thread { [self] in
             Thread.current.name = "tasker-http"  // set from the thread itself: Linux shows it
@@ -94,6 +97,19 @@ final class CurlDriver: Sendable {
         }
     }
 
+    func limitConnections(perHost n: Int) {
+        inbox.withLock { box in
+            guard !box.stopping else { return }
+            box.connectionsPerHost = n
+            _ = tasker_curl_multi_wakeup(multi.handle)
+        }
+    }
+
+    private static func limit(_ m: UnsafeMutableRawPointer, _ n: Int) {
+        _ = tasker_curl_multi_setopt_long(m, Int32(TASKER_CURLMOPT_MAX_HOST_CONNECTIONS), n)
+        _ = tasker_curl_multi_setopt_long(m, Int32(TASKER_CURLMOPT_MAXCONNECTS), max(n, 16))
+    }
+
     func stop() {
         inbox.withLock { box in
             guard !box.stopping else { return }
@@ -111,8 +127,10 @@ final class CurlDriver: Sendable {
                 let taken = box
                 box.starts.removeAll(keepingCapacity: true)
                 box.cancels.removeAll(keepingCapacity: true)
+                box.connectionsPerHost = nil
                 return taken
             }
+            if let n = work.connectionsPerHost { Self.limit(m, n) }
             for e in work.starts {
                 if let easy = e.begin(on: m) { active[easy] = e }
             }

@@ -83,6 +83,9 @@ public struct HTTPTransportError: Error, Sendable, CustomStringConvertible {
 public protocol HTTPTransport: AnyObject, Sendable {
     func send(_ request: HTTPRequest,
               completion: @escaping @Sendable (Result<HTTPResponse, HTTPTransportError>) -> Void) -> HTTPExchange
+    /// At most `n` connections to one host from now on; requests in flight
+    /// are not disturbed.
+    func limitConnections(perHost n: Int)
 }
 
 /// A request in flight; `cancel` ends it with code `cancelled` (if it has

@@ -10,26 +10,55 @@ import Foundation
 /// target is the old file or the whole new one, never half of one.
 final class ResponseFile {
     let path: String
-    let temporary: String
+    /// nil: written in place (a device).
+    let temporary: String?
     private var fd: Int32
     private(set) var written = 0
 
     struct Failure: Error { let message: String }
 
-    private init(path: String, temporary: String, fd: Int32) {
+    private init(path: String, temporary: String?, fd: Int32) {
         self.path = path
         self.temporary = temporary
         self.fd = fd
     }
 
+    /// A temporary file beside `path`, with the mode `path` has (or a new
+    /// file's, from the umask). A character device (`/dev/null`) is written
+    /// in place: it is not a file to replace. Anything else that is not a
+    /// regular file is refused.
     static func open(beside path: String) -> Result<ResponseFile, Failure> {
+        var st = stat()
+        var mode = 0o666 & ~processUmask
+        if stat(path, &st) == 0 {
+            switch st.st_mode & S_IFMT {
+            case S_IFREG:
+                mode = st.st_mode & 0o7777
+            case S_IFCHR:
+                let fd = Glibc.open(path, O_WRONLY | O_CLOEXEC)
+                guard fd >= 0 else { return .failure(Failure(message: String(cString: strerror(errno)))) }
+                return .success(ResponseFile(path: path, temporary: nil, fd: fd))
+            default:
+                return .failure(Failure(message: "not a regular file"))
+            }
+        }
         var template = Array((path + ".tasker-XXXXXX").utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { return .failure(Failure(message: String(cString: strerror(errno)))) }
-        _ = fchmod(fd, 0o644)
+        _ = fchmod(fd, mode)
         let temporary = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return .success(ResponseFile(path: path, temporary: temporary, fd: fd))
     }
+
+    /// The process's umask, read without changing it (umask(2) would, for
+    /// a moment, for every thread): from /proc, else the usual 022.
+    static let processUmask: mode_t = {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+              let value = mode_t(line.dropFirst(6).trimmingCharacters(in: .whitespaces), radix: 8)
+        else { return 0o022 }
+        return value
+    }()
 
     /// Appends `raw`; the system's reason when it cannot (a full disk).
     func write(_ raw: UnsafeRawBufferPointer) -> String? {
@@ -49,6 +78,7 @@ final class ResponseFile {
     /// Flushed to disk and renamed over `path`; the reason if it could not be.
     func commit() -> String? {
         defer { closeFile() }
+        guard let temporary else { return nil }
         if fsync(fd) != 0 { return String(cString: strerror(errno)) }
         if rename(temporary, path) != 0 { return String(cString: strerror(errno)) }
         return nil
@@ -57,7 +87,7 @@ final class ResponseFile {
     /// The partial file goes; `path` stays as it was.
     func discard() {
         closeFile()
-        unlink(temporary)
+        if let temporary { unlink(temporary) }
     }
 
     private func closeFile() {

@@ -302,6 +302,8 @@ struct HTTPRequestReader {
     /// An absolute http(s) URL with a host and a valid port; the scheme and
     /// host are lower-cased (`HTTP://` works).
     static func parseURL(_ text: String) -> URL? {
+        // A control character (NUL would cut the URL libcurl sees) is no URL.
+        guard !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return nil }
         guard var parts = URLComponents(string: text), let scheme = parts.scheme?.lowercased(),
               scheme == "http" || scheme == "https", parts.host?.isEmpty == false else { return nil }
         if let port = parts.port, !(1...65535).contains(port) { return nil }

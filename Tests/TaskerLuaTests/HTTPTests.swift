@@ -34,6 +34,37 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
                             "POST\traw body", "PUT\t{\"n\":1}\tapplication/json", "{\"k\":true}", "DELETE", "200\ttrue"])
     }
 
+    /// A request's name (in a discard's or a cancel's message) shows the
+    /// URL with its password and token masked.
+    @Test func aDiscardedRequestsMessageMasksItsURL() async throws {
+        let r = try await runHTTP("""
+            tasker.intercept{name = "drop", on = "http", fn = function() return "discard" end}
+            local ok, err = pcall(http.get, "http://alice:s3cr3tpw@127.0.0.1:1/x?token=TOPSECRET")
+            local text = tostring(err)
+            print(ok, err.kind, text:find("s3cr3tpw", 1, true) == nil, text:find("TOPSECRET", 1, true) == nil,
+                  text:find("***", 1, true) ~= nil)
+            """)
+        #expect(r.lines == ["false\tdiscarded\ttrue\ttrue\ttrue"], "\(r.result.mainError ?? "")")
+    }
+
+    /// `http.configure{concurrency}` while requests are in flight changes
+    /// the limit for later ones; those in flight finish.
+    @Test func reconfiguringTheConcurrencyLetsRequestsInFlightFinish() async throws {
+        let r = try await runHTTP("""
+            http.configure{retry = false}
+            local hs = {}
+            for i = 1, 6 do hs[i] = tasker.add(function() return http.get(base .. "/delay?s=0.5").status end) end
+            tasker.add(function() tasker.sleep(0.2); http.configure{concurrency = 32} end)
+            local statuses = {}
+            for i, h in ipairs(hs) do
+              local ok, v = pcall(h.await, h)
+              statuses[i] = ok and tostring(v) or tostring(v.code or v.kind)
+            end
+            print(table.concat(statuses, " "))
+            """)
+        #expect(r.lines == ["200 200 200 200 200 200"], "\(r.result.mainError ?? "")")
+    }
+
     @Test func statusIsReturnedAndRaisedOnlyWithCheck() async throws {
         let r = try await runHTTP("""
             local resp = http.get(base .. "/status/404")

@@ -266,7 +266,8 @@ extension HTTPModule {
                             maxBody: settings.maxBody, position: s.whereString(level: 1))
         call.bodyFile = bodyFile
         call.toFile = toFile
-        var spec = TaskSpec(name: "\(method) \(url)", body: requestBody)
+        // The name shows in messages (a cancel, a discard): secrets masked.
+        var spec = TaskSpec(name: "\(method) \(Redaction.url(url))", body: requestBody)
         spec.retry = retry
         spec.retryWhen = { failure, _ in HTTPModule.mayRetry(call, failure) }
         spec.ownedByReaction = callerBelongsToReaction
@@ -413,7 +414,8 @@ extension HTTPModule {
         }
         if settings.concurrency != self.settings.concurrency {
             engine.concurrency = settings.concurrency
-            transport = nil  // the next request opens a session sized for it
+            // requests in flight go on; later ones get the new limit
+            transport?.limitConnections(perHost: settings.concurrency)
         }
         let slots = runtime.engine.concurrency
         if let asked, asked > slots, !warnedAboutSlots {
