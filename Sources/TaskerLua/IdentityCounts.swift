@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// How many tasks had each derived identity so far: an open-addressing
 /// table keyed by the identity hash itself (already well mixed, so it is
 /// its own bucket index). A loop of closures gives every task a new
@@ -18,11 +22,18 @@ final class IdentityCounts {
 
     init() {
         capacity = 1024
-        slots = .allocate(capacity: capacity)
-        slots.initialize(repeating: Slot(key: 0, count: 0), count: capacity)
+        slots = Self.zeroed(capacity)
     }
 
-    deinit { slots.deallocate() }
+    deinit { free(slots) }
+
+    /// All-zero slots (key 0: empty) from calloc: a large table comes as
+    /// fresh pages the kernel already zeroed, not a memset on the Lua
+    /// thread (a run of 200,000 closures grows it nine times).
+    private static func zeroed(_ n: Int) -> UnsafeMutablePointer<Slot> {
+        guard let raw = calloc(n, MemoryLayout<Slot>.stride) else { fatalError("tasker: out of memory (identity counts)") }
+        return raw.bindMemory(to: Slot.self, capacity: n)
+    }
 
     /// One more task with identity `h`; returns its count with this one.
     func increment(_ h: UInt64) -> Int {
@@ -50,14 +61,13 @@ final class IdentityCounts {
     private func grow() {
         let old = slots, oldCapacity = capacity
         capacity *= 2
-        slots = .allocate(capacity: capacity)
-        slots.initialize(repeating: Slot(key: 0, count: 0), count: capacity)
+        slots = Self.zeroed(capacity)
         let mask = capacity - 1
         for j in 0..<oldCapacity where old[j].key != 0 {
             var i = Int(truncatingIfNeeded: old[j].key) & mask
             while slots[i].key != 0 { i = (i + 1) & mask }
             slots[i] = old[j]
         }
-        old.deallocate()
+        free(old)
     }
 }

@@ -118,6 +118,9 @@ import Testing
         defer { s.cleanup() }
         // a lease long enough that a loaded machine does not make it look dead
         let old = try worker(s, "old.lua", ["--concurrency", "2"], lease: "10")
+        // registered before the jobs come: a worker still starting on a
+        // loaded machine would make 'double' look undefined too
+        #expect(await old.waitFor("waiting for jobs", onStderr: true))
         let run = try Background(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir,
                                  environment: ["TASKER_TEST_UNDEFINED_AFTER": "0.5"])
         // the old worker says once that it leaves them; the coordinator
