@@ -102,6 +102,9 @@ extension HTTPModule {
             self.stopExchange(run.task)
             let failure = TaskFailure(.http, "\(display): timed out after \(formatSeconds(request.timeout))",
                                       payload: HTTPFailureInfo(code: .timeout, url: request.url.absoluteString))
+            if self.runtime.logger.logLevel <= .debug {
+                self.logRequest(display, request.headers, .failure(HTTPTransportError(.timeout, "timed out after \(formatSeconds(request.timeout))")))
+            }
             self.engine.complete(run, with: .failure(failure))
         }
     }

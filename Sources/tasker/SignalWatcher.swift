@@ -34,7 +34,11 @@ final class SignalWatcher {
                 if seen > 1 {
                     StandardError.write("\ntasker: interrupted again, exiting now\n")
                     groups.killAll(grace: 0)
-                    exit(128 + first)
+                    // What the script printed is flushed; then out without
+                    // exit()'s handlers and destructors, which would run
+                    // while the loop thread may still be inside Lua.
+                    fflush(nil)
+                    _exit(128 + first)
                 }
                 if let late {
                     late(sig)

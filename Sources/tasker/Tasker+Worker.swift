@@ -110,7 +110,8 @@ final class WorkerSignals {
             inbox.handle(sig) { sig in
                 if seen.n.add(1, ordering: .relaxed).newValue > 1 {
                     handBack()
-                    exit(128 + sig)
+                    fflush(nil)
+                    _exit(128 + sig)  // not exit(): the loop thread may be inside Lua
                 }
                 target.loop.execute { target.value() }
             }

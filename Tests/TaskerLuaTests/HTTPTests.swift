@@ -178,6 +178,16 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         #expect((2...3).contains(TestHTTPServer.shared.maxInFlight(key)), "\(TestHTTPServer.shared.maxInFlight(key))")
     }
 
+    /// A request that times out is logged at debug level like any other.
+    @Test func aTimedOutRequestIsLoggedToo() async throws {
+        let r = try await runHTTP("""
+            local ok, err = pcall(http.get, base .. "/delay?s=3", {timeout = 0.2, retry = false})
+            print(ok, err.code)
+            """, logLevel: .debug)
+        #expect(r.lines == ["false\ttimeout"])
+        #expect(r.diagnostics.contains("GET \(TestHTTPServer.shared.base)/delay?s=3 -> timeout: timed out after"), "\(r.diagnostics)")
+    }
+
     @Test func secretHeadersAreMaskedInLogs() async throws {
         let r = try await runHTTP("""
             http.get(base .. "/echo", {headers = {Authorization = "Bearer s3cret", ["X-Api-Key"] = "k3y", Accept = "text/plain"}})
