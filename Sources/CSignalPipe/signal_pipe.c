@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 static int pipe_fds[2] = {-1, -1};
+static volatile sig_atomic_t caught[65];
 
 int tasker_signal_pipe_open(void) {
     if (pipe_fds[0] >= 0) return pipe_fds[0];
@@ -29,6 +30,7 @@ int tasker_signal_pipe_open(void) {
 
 static void on_signal(int sig) {
     int saved = errno;
+    if (sig > 0 && sig < 65) caught[sig] = 1;
     unsigned char byte = (unsigned char)sig;
     ssize_t n = write(pipe_fds[1], &byte, 1);
     (void)n;
@@ -47,5 +49,7 @@ int tasker_signal_pipe_catch(int sig) {
     action.sa_flags = SA_RESTART;
     return sigaction(sig, &action, NULL);
 }
+
+int tasker_signal_pipe_caught(int sig) { return sig > 0 && sig < 65 ? caught[sig] : 0; }
 
 void tasker_signal_pipe_name_reader(void) { prctl(PR_SET_NAME, "tasker-signals", 0, 0, 0); }

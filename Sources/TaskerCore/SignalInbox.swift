@@ -50,6 +50,10 @@ public final class SignalInbox: Sendable {
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
 
+    /// Whether `sig` was caught at any time since it was first handled: as
+    /// soon as the C handler ran, before this inbox's thread read it.
+    public func wasCaught(_ sig: Int32) -> Bool { tasker_signal_pipe_caught(sig) != 0 }
+
     /// `sig` gets its default action again (SIGINT, SIGTERM, SIGHUP end the
     /// process), or is ignored.
     public func release(_ sig: Int32, ignore: Bool = false) {

@@ -20,7 +20,26 @@ public final class ProcessGroups: Sendable {
     }
 
     func started(_ pgid: pid_t) {
-        groups.withLock { _ = $0.insert(pgid) }
+        let closed = groups.withLock { g -> Bool in
+            if self.closed.load(ordering: .relaxed) { return true }
+            g.insert(pgid)
+            return false
+        }
+        // spawned as the process was ending (a second signal): killed too
+        if closed { killpg(pgid, SIGKILL) }
+    }
+
+    /// Set by `killAllForExit` under the lock: a group started later is
+    /// killed as soon as it is recorded.
+    private let closed = Atomic<Bool>(false)
+
+    /// The second signal: no group may outlive the process, also one the
+    /// loop thread starts while this runs.
+    public func killAllForExit() {
+        groups.withLock { _ in closed.store(true, ordering: .relaxed) }
+        killAll(grace: 0)
+        // a child spawned while the first pass scanned /proc
+        killAll(grace: 0)
     }
 
     /// The leader exited: forget the group unless members are left.

@@ -91,6 +91,11 @@ struct RunJournal {
                 _exit(128 + sig)
             }
         }
+        // A parent may have left them blocked: caught now, they must arrive.
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        for sig in SignalWatcher.handled { sigaddset(&unblocked, sig) }
+        pthread_sigmask(SIG_UNBLOCK, &unblocked, nil)
         defer {
             for sig in SignalWatcher.handled { signal(sig, SIG_DFL) }
         }

@@ -31,15 +31,7 @@ final class SignalWatcher {
                     if s.first == 0 { s.first = first }
                     return s.late
                 }
-                if seen > 1 {
-                    StandardError.write("\ntasker: interrupted again, exiting now\n")
-                    groups.killAll(grace: 0)
-                    // What the script printed is flushed; then out without
-                    // exit()'s handlers and destructors, which would run
-                    // while the loop thread may still be inside Lua.
-                    fflush(nil)
-                    _exit(128 + first)
-                }
+                if seen > 1 { Self.exitNow(128 + first, groups: groups) }
                 if let late {
                     late(sig)
                     return
@@ -84,11 +76,47 @@ final class SignalWatcher {
     /// The first signal received (0: none).
     var received: Int32 { count.state.withLock { $0.first } }
 
-    /// From here on a stopping signal ends the process (the run is over);
-    /// the others are ignored.
+    /// The run is over: pausing and redrawing are too. INT, TERM and HUP
+    /// stay caught until the process exits (one now still sets the exit
+    /// code, see `caught`; a second exits at once), never the default
+    /// action that would kill it without its summary.
     func stop() {
-        for sig in Self.handled { inbox.release(sig) }
         for sig in [SIGUSR1, SIGUSR2, SIGWINCH] { inbox.release(sig, ignore: true) }
+    }
+
+    /// The process is about to exit: INT, TERM and HUP act as by default.
+    func restoreDefaults() {
+        for sig in Self.handled { inbox.release(sig) }
+    }
+
+    /// The stopping signal this run got, if any, up to now: the first the
+    /// handler recorded, else one the C handler caught that its thread has
+    /// not read yet (a signal in the run's last microseconds).
+    var caught: Int32 {
+        let first = received
+        if first != 0 { return first }
+        return Self.handled.first { inbox.wasCaught($0) } ?? 0
+    }
+
+    /// The second signal: every process group killed (also one started
+    /// meanwhile), a last word if stderr can take it without waiting, what
+    /// the script printed flushed if stdout can, then out — with _exit,
+    /// not exit(), whose handlers and destructors would run while the loop
+    /// thread may be inside Lua. Nothing here may block: a stalled terminal
+    /// or pipe must not keep the process alive.
+    static func exitNow(_ code: Int32, groups: ProcessGroups) -> Never {
+        groups.killAllForExit()
+        if writable(STDERR_FILENO) {
+            let text = Array("\ntasker: interrupted again, exiting now\n".utf8)
+            _ = text.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        }
+        if writable(STDOUT_FILENO) { fflush(nil) }
+        _exit(code)
+    }
+
+    private static func writable(_ fd: Int32) -> Bool {
+        var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        return poll(&p, 1, 0) == 1 && p.revents & Int16(POLLOUT) != 0
     }
 }
 

@@ -42,6 +42,7 @@ final class StatusLine: EngineObserver, Sendable {
             $0.loop = loop
             $0.engine = bound
         }
+        resizeTarget.withLock { $0 = loop }
         engine.observers.append(self)
         tick()
     }
@@ -49,8 +50,13 @@ final class StatusLine: EngineObserver, Sendable {
     /// The window was resized (SIGWINCH): erase what was drawn for the old
     /// width and draw again for the new one at once, rather than leaving
     /// wrapped rows on screen until the next tick.
+    /// The loop, for `resized` alone: the signal thread must not wait on
+    /// `state`, which the loop holds while a draw is stuck on a stalled
+    /// terminal (the signal thread would then read no signal at all).
+    private let resizeTarget = Mutex<EventLoop?>(nil)
+
     func resized() {
-        guard let loop = state.withLock({ $0.loop }) else { return }
+        guard let loop = resizeTarget.withLock({ $0 }) else { return }
         loop.execute {
             self.state.withLock { s in
                 guard !s.finished else { return }

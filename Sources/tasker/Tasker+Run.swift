@@ -253,6 +253,11 @@ extension Tasker {
                 StandardError.write("tasker: error: store: \(why)\n")
                 if code < 1 { code = 1 }
             }
+            // From here a signal ends the process by its default action; one
+            // that came before, even in the run's last moments (its byte not
+            // read yet when the code above was set), is in the exit code.
+            signals.restoreDefaults()
+            if code < 128, signals.caught != 0 { code = 128 + signals.caught }
             throw ExitCode(code)
         }
     }

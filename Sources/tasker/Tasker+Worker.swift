@@ -74,7 +74,7 @@ extension Tasker {
                             signals.start(loop: loop, drain: {
                                 runtime.logNotice("stopping: no new jobs; finishing \(w.runningCount) running")
                                 w.drain { loop.endActivity() }
-                            }, handBack: w.handBack)
+                            }, handBack: w.handBack, groups: runtime.processGroups)
                             w.start()
                         } catch {
                             failure = "\(error)"
@@ -95,23 +95,26 @@ extension Tasker {
     }
 }
 
-/// SIGTERM, SIGINT: the first drains the worker, the second hands back what
-/// still runs and exits at once.
+/// SIGTERM, SIGINT, SIGHUP: the first drains the worker, the second hands
+/// back what still runs, kills the processes its jobs started and exits at
+/// once.
 final class WorkerSignals {
     private let inbox = SignalInbox.shared
 
-    func start(loop: EventLoop, drain: @escaping () -> Void, handBack: @escaping @Sendable () -> Void) {
+    static let handled: [Int32] = [SIGTERM, SIGINT, SIGHUP]
+
+    func start(loop: EventLoop, drain: @escaping () -> Void, handBack: @escaping @Sendable () -> Void,
+               groups: ProcessGroups) {
         let target = LoopBound(drain, loop: loop)
         let seen = SignalCount()
         // A signal that came while the worker started (blocked, as the
         // parent's mask may leave it) is pending: the inbox unblocks it
         // once caught, and it counts as received.
-        for sig in [SIGTERM, SIGINT] {
+        for sig in Self.handled {
             inbox.handle(sig) { sig in
                 if seen.n.add(1, ordering: .relaxed).newValue > 1 {
                     handBack()
-                    fflush(nil)
-                    _exit(128 + sig)  // not exit(): the loop thread may be inside Lua
+                    SignalWatcher.exitNow(128 + sig, groups: groups)
                 }
                 target.loop.execute { target.value() }
             }
@@ -119,7 +122,7 @@ final class WorkerSignals {
     }
 
     func stop() {
-        for sig in [SIGTERM, SIGINT] { inbox.release(sig) }
+        for sig in Self.handled { inbox.release(sig) }
     }
 }
 

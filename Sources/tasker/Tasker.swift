@@ -22,6 +22,11 @@ struct Tasker: ParsableCommand {
     /// not the parser's 64.
     static func main() {
         StandardStreams.prepare()
+        // Pause and resume (SIGUSR1/2) mean nothing until a run handles
+        // them; their default action would kill tasker meanwhile (at its
+        // start, while a resume reads the journal, in a worker).
+        signal(SIGUSR1, SIG_IGN)
+        signal(SIGUSR2, SIG_IGN)
         do {
             var command = try parseAsRoot()
             if command is Tasker {

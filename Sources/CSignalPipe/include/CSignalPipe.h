@@ -12,6 +12,10 @@ int tasker_signal_pipe_open(void);
 /// Sends `sig` to the pipe from now on (SA_RESTART); 0, or -1 with errno.
 int tasker_signal_pipe_catch(int sig);
 
+/// Whether `sig` was caught since `tasker_signal_pipe_catch` (set by the
+/// handler itself: true even before the reading thread has seen it).
+int tasker_signal_pipe_caught(int sig);
+
 /// Names the calling thread "tasker-signals" (as `ps -L` and /proc show it).
 void tasker_signal_pipe_name_reader(void);
 
