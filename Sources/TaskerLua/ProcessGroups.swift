@@ -20,6 +20,7 @@ public final class ProcessGroups: Sendable {
     }
 
     func started(_ pgid: pid_t) {
+        spawned.store(true, ordering: .relaxed)  // `exec` spawns without `willSpawn`
         let closed = groups.withLock { g -> Bool in
             if self.closed.load(ordering: .relaxed) { return true }
             g.insert(pgid)
@@ -32,6 +33,20 @@ public final class ProcessGroups: Sendable {
     /// Set by `killAllForExit` under the lock: a group started later is
     /// killed as soon as it is recorded.
     private let closed = Atomic<Bool>(false)
+
+    /// Runs `spawn` unless the process is ending: under the lock that
+    /// `killAllForExit` takes, so no child is half-started (still in
+    /// tasker's own group, where the kill would miss it) when that kills.
+    func spawning(_ spawn: () throws(ProcessSpawner.SpawnError) -> ProcessSpawner.Child)
+        throws(ProcessSpawner.SpawnError) -> ProcessSpawner.Child {
+        spawned.store(true, ordering: .relaxed)
+        return try groups.withLock { _ throws(ProcessSpawner.SpawnError) -> ProcessSpawner.Child in
+            guard !closed.load(ordering: .relaxed) else {
+                throw ProcessSpawner.SpawnError(message: "not started: tasker is exiting")
+            }
+            return try spawn()
+        }
+    }
 
     /// The second signal: no group may outlive the process, also one the
     /// loop thread starts while this runs.

@@ -34,8 +34,10 @@ final class ShellProcess {
         let groups = runtime.processGroups
         groups.willSpawn()
         fflush(nil)  // what Lua printed so far comes before the command's output
-        let child = try ProcessSpawner.spawn(argv: ["/bin/sh", "-c", command], env: ProcessSpawner.environment([:]),
-                                             cwd: nil, stdin: stdin, stdout: stdout, stderr: .inherit)
+        let child = try groups.spawning { () throws(ProcessSpawner.SpawnError) in
+            try ProcessSpawner.spawn(argv: ["/bin/sh", "-c", command], env: ProcessSpawner.environment([:]),
+                                     cwd: nil, stdin: stdin, stdout: stdout, stderr: .inherit)
+        }
         pid = child.pid
         pipe = stdin == .pipe ? child.stdin : child.stdout
         loop = runtime.loop

@@ -225,7 +225,9 @@ final class ExecWait: FiberWait {
         defer { if let fd = stdinFD { close(fd) } }
         let child: ProcessSpawner.Child
         do {
-            child = try ProcessSpawner.spawn(argv: r.argv, env: ProcessSpawner.environment(r.env), cwd: r.cwd, stdin: stdinFD)
+            child = try groups.spawning { () throws(ProcessSpawner.SpawnError) in
+                try ProcessSpawner.spawn(argv: r.argv, env: ProcessSpawner.environment(r.env), cwd: r.cwd, stdin: stdinFD)
+            }
         } catch {
             answer(.failed(error.message, permanent: error.permanent))
             return
