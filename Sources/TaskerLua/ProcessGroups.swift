@@ -14,13 +14,7 @@ public final class ProcessGroups: Sendable {
 
     public init() {}
 
-    /// Called before a process is started.
-    func willSpawn() {
-        spawned.store(true, ordering: .relaxed)
-    }
-
     func started(_ pgid: pid_t) {
-        spawned.store(true, ordering: .relaxed)  // `exec` spawns without `willSpawn`
         let closed = groups.withLock { g -> Bool in
             if self.closed.load(ordering: .relaxed) { return true }
             g.insert(pgid)

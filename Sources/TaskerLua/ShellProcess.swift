@@ -32,7 +32,6 @@ final class ShellProcess {
     init(command: String, stdin: ProcessSpawner.Stream = .inherit, stdout: ProcessSpawner.Stream = .inherit,
          runtime: LuaRuntime, done: @escaping (ShellStatus) -> Void) throws(ProcessSpawner.SpawnError) {
         let groups = runtime.processGroups
-        groups.willSpawn()
         fflush(nil)  // what Lua printed so far comes before the command's output
         let child = try groups.spawning { () throws(ProcessSpawner.SpawnError) in
             try ProcessSpawner.spawn(argv: ["/bin/sh", "-c", command], env: ProcessSpawner.environment([:]),

@@ -214,7 +214,6 @@ final class ExecWait: FiberWait {
         self.runtime = runtime
         self.fiber = fiber
         let r = request, groups = runtime.processGroups
-        groups.willSpawn()
         var stdinFD: Int32?
         if let bytes = r.stdin {
             do { stdinFD = try StdinFile.make(bytes) } catch {
