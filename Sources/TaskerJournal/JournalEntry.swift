@@ -144,12 +144,21 @@ public struct PlainEntry: Sendable {
     public var started: UInt64
     public var ended: UInt64
     /// Where the stored values (a JSON array) are in the values buffer
-    /// handed over with the entries; `valueLength` -1: none stored.
+    /// handed over with the entries; or `valueLength` is one of the forms
+    /// below, which the writer thread turns into text.
     public var valueStart: Int32
     public var valueLength: Int32
+    /// The task's one value, when `valueLength` is `loneInteger`.
+    public var integer: Int64 = 0
+    /// No value stored.
+    public static let notStored: Int32 = -1
+    /// The values are `[integer]`.
+    public static let loneInteger: Int32 = -2
+    /// The task returned nothing: `[]`.
+    public static let noValues: Int32 = -3
 
     public init(id: Int, state: JournalEntry.State, attempts: Int, identityHash: UInt64, occurrence: Int,
-                added: UInt64, started: UInt64, ended: UInt64, valueStart: Int32 = 0, valueLength: Int32 = -1) {
+                added: UInt64, started: UInt64, ended: UInt64, valueStart: Int32 = 0, valueLength: Int32 = notStored) {
         self.id = id
         self.state = state
         self.attempts = attempts
@@ -305,6 +314,29 @@ public enum JournalCodec {
     /// it one occurrence later, and then it takes no bytes.
     static func encode(plain p: PlainEntry, scale: TickScale, values: UnsafeRawBufferPointer, previous: inout (UInt64, Int)?,
                        into out: inout [UInt8]) {
+        switch p.valueLength {
+        case PlainEntry.noValues:
+            var text: (UInt8, UInt8) = (UInt8(ascii: "["), UInt8(ascii: "]"))
+            withUnsafeBytes(of: &text) { encode(plain: p, value: $0, scale: scale, previous: &previous, into: &out) }
+        case PlainEntry.loneInteger:
+            // `[digits]`, written backwards from the end of a buffer on the stack
+            var text: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &text) { buf in
+                buf[buf.count - 1] = UInt8(ascii: "]")
+                let digits = DecimalText.write(p.integer, endingAt: UnsafeMutableRawBufferPointer(rebasing: buf[..<(buf.count - 1)]))
+                buf[digits - 1] = UInt8(ascii: "[")
+                encode(plain: p, value: UnsafeRawBufferPointer(rebasing: buf[(digits - 1)...]), scale: scale,
+                       previous: &previous, into: &out)
+            }
+        default:
+            let inside = p.valueLength >= 0 && Int(p.valueStart) + Int(p.valueLength) <= values.count
+            encode(plain: p, value: inside ? UnsafeRawBufferPointer(rebasing: values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)]) : nil,
+                   scale: scale, previous: &previous, into: &out)
+        }
+    }
+
+    private static func encode(plain p: PlainEntry, value: UnsafeRawBufferPointer?, scale: TickScale, previous: inout (UInt64, Int)?,
+                               into out: inout [UInt8]) {
         var flags = stateAndKind(p.state, .task)
         var same = false
         if p.occurrence > 0 {
@@ -316,17 +348,16 @@ public enum JournalCodec {
             }
             previous = (p.identityHash, p.occurrence)
         }
-        let hasValue = p.valueLength >= 0 && Int(p.valueStart) + Int(p.valueLength) <= values.count
         var fields: UInt8 = 0
-        if hasValue { fields |= Field.value }
+        if value != nil { fields |= Field.value }
         if p.started > 0 { fields |= Field.started }
         if p.ended > 0 { fields |= Field.ended }
         let added = scale.seconds(p.added), started = scale.seconds(p.started), ended = scale.seconds(p.ended)
         // A value holding a registered secret is kept with it as *** (rare:
         // the common case checks one atomic).
         var masked: [UInt8]?
-        if hasValue && !SecretMask.shared.isEmpty {
-            masked = SecretMask.shared.mask(Array(values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)]))
+        if let value, !SecretMask.shared.isEmpty {
+            masked = SecretMask.shared.mask(Array(value))
         }
         // The fixed part goes through a scratch on the stack and into `out`
         // at once: appending byte by byte checked `out`'s storage each time.
@@ -344,13 +375,13 @@ public enum JournalCodec {
             w.byte(0)  // held
             if p.started > 0 { w.time(started - added) }
             if p.ended > 0 { w.time(ended - (p.started > 0 ? started : added)) }
-            if hasValue { w.varint(UInt64(masked?.count ?? Int(p.valueLength))) }
+            if let value { w.varint(UInt64(masked?.count ?? value.count)) }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[..<w.count]))
         }
         if let masked {
             out.append(contentsOf: masked)
-        } else if hasValue {
-            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)]))
+        } else if let value {
+            out.append(contentsOf: value)
         }
     }
 

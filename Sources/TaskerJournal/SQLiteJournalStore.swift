@@ -21,8 +21,11 @@ public final class SQLiteJournalStore: JournalStore {
         s.bindAll([.text(r.id), .text(r.pipeline), .text(JSONText.strings(r.args)),
                    .text(JSONText.map(r.vars)), .double(r.started), .int(r.pid), .text(r.resumedFrom)])
         try s.run()
-        // The writer only appends: a small page cache keeps a long run's memory flat.
-        try db.execute("PRAGMA cache_size = -256")
+        // The writer only appends: a bounded page cache keeps a long run's
+        // memory flat. 2 MiB: at 256 KiB the pages of each batch were read
+        // back from the WAL (24 MB read for 6 MB written in a 200,000-task
+        // run; 5 MB at this size, 4 MB of it the checkpoints').
+        try db.execute("PRAGMA cache_size = -2048")
     }
 
     public func lastLogSeq(run: String) throws -> Int {

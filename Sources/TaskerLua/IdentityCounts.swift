@@ -2,37 +2,40 @@
 import Glibc
 #endif
 
-/// How many tasks had each derived identity so far: an open-addressing
-/// table keyed by the identity hash itself (already well mixed, so it is
-/// its own bucket index). A loop of closures gives every task a new
-/// identity: a Dictionary rehashed each key with SipHash and moved its
-/// entries at every growth; this probes one array, key and count side by
-/// side (one cache line per probe: the table outgrows the cache).
+/// How many tasks had each derived identity so far. A loop of closures
+/// gives every task a new identity, so this is mostly inserts of random
+/// keys into a table that outgrows the cache: each insert is a cache miss,
+/// and they were the largest cost of recording such a run. So the table
+/// holds keys only (8 bytes a slot, filled to three quarters: a quarter of
+/// the memory of key-and-count slots at half), an identity seen once has no
+/// count stored anywhere, and the counts of identities seen again live in a
+/// small dictionary. The last identity counted is cached: a loop adding one
+/// body again and again touches neither.
 final class IdentityCounts {
-    private struct Slot {
-        var key: UInt64
-        var count: UInt64
-    }
-
-    private var slots: UnsafeMutablePointer<Slot>
+    /// Open addressing, linear probing; 0 marks an empty slot.
+    private var keys: UnsafeMutablePointer<UInt64>
     private var capacity: Int
     private var used = 0
+    /// Counts of identities seen more than once (the cached one's may be
+    /// behind: `lastCount` is current).
+    private var repeated: [UInt64: Int] = [:]
+    private var lastKey: UInt64 = 0
+    private var lastCount = 0
     /// Hash 0 is the empty slot's marker: its count lives here.
     private var zeroCount = 0
 
     init() {
         capacity = 1024
-        slots = Self.zeroed(capacity)
+        keys = Self.zeroed(capacity)
     }
 
-    deinit { free(slots) }
+    deinit { free(keys) }
 
-    /// All-zero slots (key 0: empty) from calloc: a large table comes as
-    /// fresh pages the kernel already zeroed, not a memset on the Lua
-    /// thread (a run of 200,000 closures grows it nine times).
-    private static func zeroed(_ n: Int) -> UnsafeMutablePointer<Slot> {
-        guard let raw = calloc(n, MemoryLayout<Slot>.stride) else { fatalError("tasker: out of memory (identity counts)") }
-        return raw.bindMemory(to: Slot.self, capacity: n)
+    /// Zeroed slots from calloc: a large table comes as fresh pages the
+    /// kernel already zeroed, not a memset on the Lua thread.
+    private static func zeroed(_ n: Int) -> UnsafeMutablePointer<UInt64> {
+        guard let raw = calloc(n, MemoryLayout<UInt64>.stride) else { fatalError("tasker: out of memory (identity counts)") }
+        return raw.bindMemory(to: UInt64.self, capacity: n)
     }
 
     /// One more task with identity `h`; returns its count with this one.
@@ -41,32 +44,42 @@ final class IdentityCounts {
             zeroCount += 1
             return zeroCount
         }
+        if h == lastKey {
+            lastCount += 1
+            return lastCount
+        }
+        if lastCount > 1 { repeated[lastKey] = lastCount }
+        let count = insert(h) ? 1 : (repeated[h] ?? 1) + 1
+        lastKey = h
+        lastCount = count
+        return count
+    }
+
+    /// Adds `h`; false if it was there already.
+    private func insert(_ h: UInt64) -> Bool {
         let mask = capacity - 1
         var i = Int(truncatingIfNeeded: h) & mask
         while true {
-            let k = slots[i].key
-            if k == h {
-                slots[i].count &+= 1
-                return Int(truncatingIfNeeded: slots[i].count)
-            }
+            let k = keys[i]
+            if k == h { return false }
             if k == 0 { break }
             i = (i + 1) & mask
         }
-        slots[i] = Slot(key: h, count: 1)
+        keys[i] = h
         used += 1
-        if used * 2 > capacity { grow() }
-        return 1
+        if used * 4 > capacity * 3 { grow() }
+        return true
     }
 
     private func grow() {
-        let old = slots, oldCapacity = capacity
+        let old = keys, oldCapacity = capacity
         capacity *= 2
-        slots = Self.zeroed(capacity)
+        keys = Self.zeroed(capacity)
         let mask = capacity - 1
-        for j in 0..<oldCapacity where old[j].key != 0 {
-            var i = Int(truncatingIfNeeded: old[j].key) & mask
-            while slots[i].key != 0 { i = (i + 1) & mask }
-            slots[i] = old[j]
+        for j in 0..<oldCapacity where old[j] != 0 {
+            var i = Int(truncatingIfNeeded: old[j]) & mask
+            while keys[i] != 0 { i = (i + 1) & mask }
+            keys[i] = old[j]
         }
         free(old)
     }

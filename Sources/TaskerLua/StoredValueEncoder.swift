@@ -1,6 +1,7 @@
 import CLua
 import CLuaShim
 import Foundation
+import TaskerCore
 
 /// How a task's values are kept (journal, worker results) so that they
 /// come back exactly. Two forms, both JSON:
@@ -142,7 +143,7 @@ struct StoredValueEncoder {
 
     private mutating func number(_ i: Int32) {
         if tasker_isinteger_value(L, i) != 0 {
-            Self.decimal(tasker_tointeger(L, i, nil), into: &out)
+            DecimalText.append(Int64(tasker_tointeger(L, i, nil)), to: &out)
             return
         }
         let d = tasker_tonumber(L, i, nil)
@@ -155,34 +156,6 @@ struct StoredValueEncoder {
             // The shortest text that reads back as the same double; it
             // always has a `.` or an exponent.
             append(d.description)
-        }
-    }
-
-    /// An integer in decimal, without making a String: digits into a
-    /// buffer on the stack, then appended one by one (a generic append of
-    /// a buffer cost more than the digits).
-    static func decimal(_ n: lua_Integer, into out: inout [UInt8]) {
-        if n >= 0 && n < 10 {
-            out.append(UInt8(ascii: "0") + UInt8(n))
-            return
-        }
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: Int64.min has 20 characters
-        var m = n.magnitude
-        withUnsafeMutableBytes(of: &digits) { buf in
-            var i = buf.count
-            repeat {
-                i -= 1
-                buf[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m % 10)
-                m /= 10
-            } while m > 0
-            if n < 0 {
-                i -= 1
-                buf[i] = UInt8(ascii: "-")
-            }
-            while i < buf.count {
-                out.append(buf[i])
-                i += 1
-            }
         }
     }
 

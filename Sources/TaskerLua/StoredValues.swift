@@ -51,7 +51,7 @@ extension LuaRuntime {
             return false
         case .integer(let n):
             buffer.append(UInt8(ascii: "["))
-            StoredValueEncoder.decimal(lua_Integer(n), into: &buffer)
+            DecimalText.append(n, to: &buffer)
             buffer.append(UInt8(ascii: "]"))
             return true
         case .stored:

@@ -102,7 +102,8 @@ final class TaskIdentities {
     func record(_ id: TaskID, explicitID: String?, name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> Entry {
         // A loop adding one body again and again: the last identity, one
         // occurrence later (nothing walked, nothing copied).
-        if explicitID == nil, name == nil, args == 0, body != 0, let h = sameBodyAsLast(L, body) {
+        if explicitID == nil, name == nil, args == 0, body != 0,
+           let h = sameBodyAsLast(L, body) ?? closureOfScalars(L, body) {
             let occurrence = count(h)
             storeDerived(h, occurrence: occurrence, for: id)
             return Entry(identity: .derived(h), occurrence: occurrence)
@@ -149,7 +150,7 @@ final class TaskIdentities {
                 h.string(name)
             }
             if body != 0 {
-                h.byte(0x42)  // B
+                h.byte(0x42)  // B (identity.c writes the same tags)
                 try value(L, lua_absindex(L, body), into: &h, &walk)
             }
             if args != 0 {
@@ -192,6 +193,20 @@ final class TaskIdentities {
         let f = f > 0 ? f : lua_absindex(L, f)
         guard lua_type(L, f) == LUA_TFUNCTION, lua_topointer(L, f) == last else { return nil }
         return lastBodyHash
+    }
+
+    /// The common shape, a closure made in a loop capturing numbers or
+    /// strings, hashed in C without the walk: the same hash `derive` gives
+    /// (`B`, then the function: its prototype's bytecode hash, then each
+    /// capture). Nil when the prototype is not hashed yet or a capture is
+    /// anything else (or nothing but _ENV is captured: `rememberBody`
+    /// takes that one).
+    private func closureOfScalars(_ L: OpaquePointer, _ f: Int32) -> UInt64? {
+        guard let proto = tasker_proto(L, f), let code = prototypeHashes[UnsafeRawPointer(proto)] else { return nil }
+        var h = IdentityHasher()
+        let captures = tasker_hash_scalar_closure(L, f > 0 ? f : lua_absindex(L, f), code, &h.h)
+        guard captures > 0 else { return nil }
+        return h.finish()
     }
 
     /// `f` captured nothing but _ENV (the walk counted no captures).

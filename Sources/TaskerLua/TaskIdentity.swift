@@ -28,7 +28,9 @@ public enum TaskIdentity: Sendable, Equatable {
 /// tagged and length-prefixed so that fields cannot run into each other,
 /// finished with a strong mix). Stable across runs and machines.
 struct IdentityHasher {
-    private var h: UInt64 = 0xcbf2_9ce4_8422_2325
+    /// The running FNV state (C code may feed it the same way: see
+    /// `tasker_hash_scalar_closure`).
+    var h: UInt64 = 0xcbf2_9ce4_8422_2325
 
     mutating func byte(_ b: UInt8) {
         h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3

@@ -10,13 +10,12 @@ import TaskerLua
 /// thread packs and commits them.
 final class JournalRecorder: EngineObserver {
     private let writer: JournalWriter
-    let runID: String
     private let start = Monotonic.now()
-    /// Set once the runtime exists (identities, values, tags). Not
-    /// counted: only the runtime's engine calls the recorder, so the
-    /// runtime is alive whenever it is used (and a weak load per event
-    /// costs more than the rest of the recording).
-    unowned(unsafe) var runtime: LuaRuntime?
+    /// The run recorded (identities, values, tags). A strong `let`: the
+    /// runtime's engine holds the recorder too (a cycle that lives as
+    /// long as the process's one run), and a `let` is read without a
+    /// retain per task.
+    let runtime: LuaRuntime
     /// What few tasks have: held time, earlier attempts.
     private var extras: [TaskID: Extra] = [:]
     private var recentlyStarted: [TaskID] = []
@@ -56,19 +55,16 @@ final class JournalRecorder: EngineObserver {
         var log: [JournalAttempt] = []
     }
 
-    init(writer: JournalWriter, runID: String) {
+    /// Starts recording `runtime`'s run (before its script runs). The
+    /// engine keeps each task's add and start times (no table here: the
+    /// finish reads them).
+    init(writer: JournalWriter, runtime: LuaRuntime) {
         self.writer = writer
-        self.runID = runID
+        self.runtime = runtime
         let clock = TickClock()
         self.clock = clock
         source = clock.source
         plain.reserveCapacity(Self.plainBatch)
-    }
-
-    /// Starts recording `runtime`'s run. The engine keeps each task's add
-    /// and start times (no table here: the finish reads them).
-    func attach(_ runtime: LuaRuntime) {
-        self.runtime = runtime
         runtime.engine.keepTimes(source)
         runtime.keepTaskOutput()
         runtime.engine.observers.append(self)
@@ -209,16 +205,26 @@ final class JournalRecorder: EngineObserver {
     /// The common case as a plain value, or nil when the task needs more
     /// (a name, `spec.id`, tags, dependencies, values, a held time…).
     private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64) -> PlainEntry? {
-        guard case .succeeded(let value) = outcome, let runtime, !f.hasExplicitName, !f.isReused, !f.isGroup,
+        guard case .succeeded(let value) = outcome, !f.hasExplicitName, !f.isReused, !f.isGroup,
               !f.isSchedule, !f.isEphemeral, !f.hasDependencies, extras.isEmpty || extras[id] == nil else { return nil }
         let d = runtime.derivedIdentity(of: id)
         guard d.occurrence > 0, !runtime.hasTags(id) else { return nil }
-        let start = plainValues.count
-        // Values that cannot be stored take the full path, which says why.
-        guard runtime.appendStorableValues(value, to: &plainValues) else { return nil }
-        return PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
-                          occurrence: d.occurrence, added: f.added, started: f.started, ended: ended,
-                          valueStart: Int32(start), valueLength: Int32(plainValues.count - start))
+        var p = PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
+                           occurrence: d.occurrence, added: f.added, started: f.started, ended: ended)
+        switch value {
+        case .none:  // the writer thread writes these two forms
+            p.valueLength = PlainEntry.noValues
+        case .integer(let n):
+            p.valueLength = PlainEntry.loneInteger
+            p.integer = n
+        default:
+            let start = plainValues.count
+            // Values that cannot be stored take the full path, which says why.
+            guard runtime.appendStorableValues(value, to: &plainValues) else { return nil }
+            p.valueStart = Int32(start)
+            p.valueLength = Int32(plainValues.count - start)
+        }
+        return p
     }
 
     /// The parts every entry has.
@@ -227,15 +233,13 @@ final class JournalRecorder: EngineObserver {
         e.name = engine.explicitName(id)
         e.added = seconds(f.added)
         e.started = f.started > 0 ? seconds(f.started) : nil
-        if let runtime {
-            let identity = runtime.identityParts(of: id)
-            if let s = identity.explicit {
-                e.identity = .explicit(s)
-            } else if let h = identity.hash {
-                e.identity = .derived(h, occurrence: identity.occurrence)
-            }
-            e.notResumable = identity.notResumable
+        let identity = runtime.identityParts(of: id)
+        if let s = identity.explicit {
+            e.identity = .explicit(s)
+        } else if let h = identity.hash {
+            e.identity = .derived(h, occurrence: identity.occurrence)
         }
+        e.notResumable = identity.notResumable
         return e
     }
 
@@ -245,7 +249,7 @@ final class JournalRecorder: EngineObserver {
     private var outputRecorded = 0
 
     private func recordOutput(_ id: TaskID, failed: Bool) {
-        guard let bytes = runtime?.takeTaskOutput(id) else { return }
+        guard let bytes = runtime.takeTaskOutput(id) else { return }
         if !failed {
             guard outputRecorded + bytes.count <= Self.outputBudget else { return }
             outputRecorded += bytes.count
@@ -286,13 +290,11 @@ final class JournalRecorder: EngineObserver {
             e.error = f.description
             e.errorKind = f.kind.rawValue
         }
-        if let runtime {
-            if runtime.hasTags(id) { e.tags = runtime.tags(of: id) }
-            if state == .succeeded, e.notResumable == nil {
-                switch runtime.storableValues(of: id, warn: true) {
-                case .json(let text): e.value = text
-                case .notStorable(let why): e.notResumable = why
-                }
+        if runtime.hasTags(id) { e.tags = runtime.tags(of: id) }
+        if state == .succeeded, e.notResumable == nil {
+            switch runtime.storableValues(of: id, warn: true) {
+            case .json(let text): e.value = text
+            case .notStorable(let why): e.notResumable = why
             }
         }
         if !extras.isEmpty, var x = extras.removeValue(forKey: id) {
@@ -330,18 +332,23 @@ final class JournalRecorder: EngineObserver {
         hosts[host] = h
     }
 
-    /// Stops `finish` waiting for the journal (callable from any thread).
-    var abandoner: @Sendable () -> Void { writer.abandoner }
-
     /// The run's end; the writer flushes and stops. Returns a write error,
     /// if the journal could not be written.
     func finish(_ result: RunResult, exitCode: Int32, waitingAtMost seconds: Double? = nil) -> String? {
         writer.submit(plain: &plain, values: &plainValues, scale: clock.scale(origin: start))
         writer.submit(&encoded)
+        return Self.close(writer, result, exitCode: exitCode, requests: hosts.values.sorted { $0.host < $1.host },
+                          waitingAtMost: seconds)
+    }
+
+    /// Records the run's end in `writer` (also for a run whose runtime
+    /// never started, so no recorder was made).
+    static func close(_ writer: JournalWriter, _ result: RunResult, exitCode: Int32, requests: [JournalHostRequests] = [],
+                      waitingAtMost seconds: Double? = nil) -> String? {
         var counts: [String: Int] = [:]
         for (state, n) in result.counts { counts[state.rawValue] = n }
         if result.reused > 0 { counts["reused"] = result.reused }
         return writer.close(ended: Date().timeIntervalSince1970, exitCode: Int(exitCode), counts: counts,
-                            requests: hosts.values.sorted { $0.host < $1.host }, waitingAtMost: seconds)
+                            requests: requests, waitingAtMost: seconds)
     }
 }

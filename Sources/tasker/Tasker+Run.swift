@@ -161,12 +161,12 @@ extension Tasker {
             let runID = RunID.make()
             let recorded = RunJournal.recorded(args: scriptArgs, vars: options.vars,
                                                secretParams: MisplacedOptions.declaredParameters(in: file, secretOnly: true))
-            var recorder: JournalRecorder?
+            var journalWriter: JournalWriter?
             if !noJournal {
                 do {
                     let run = JournalRun(id: runID, pipeline: pipeline, args: recorded.args, vars: recorded.vars,
                                          started: Date().timeIntervalSince1970, pid: Int(getpid()), resumedFrom: resumedFrom)
-                    recorder = JournalRecorder(writer: try journal.place.writer(run: run), runID: runID)
+                    journalWriter = try journal.place.writer(run: run)
                     options.identify = true
                 } catch {
                     // The work matters more than its record: run without it.
@@ -190,10 +190,11 @@ extension Tasker {
             defer { queue?.stop() }
             events?.runStarted(id: runID, pipeline: pipeline, args: recorded.args)
             var groups: ProcessGroups?
+            var recorder: JournalRecorder?
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
                 queue?.onWarning(runtime.warningLog)
-                recorder?.attach(runtime)
+                if let journalWriter { recorder = JournalRecorder(writer: journalWriter, runtime: runtime) }
                 if let events {
                     events.runtime = runtime
                     runtime.engine.observers.append(events)
@@ -212,7 +213,7 @@ extension Tasker {
             // A signal from here on stops waiting for the journal (a second
             // one still exits at once).
             let late = LateSignal()
-            let abandon = recorder?.abandoner
+            let abandon = journalWriter?.abandoner
             let earlier = signals.afterRun { sig in
                 late.set(sig)
                 abandon?()
@@ -227,16 +228,21 @@ extension Tasker {
             let stdoutError = StandardStreams.stdoutError()
             if (stdoutError != nil || events?.error != nil) && code < 2 { code = 2 }
             events?.runEnded(result, exitCode: code)
-            if let journalError = recorder?.finish(result, exitCode: code, waitingAtMost: journalWait) {
+            let journalError = if let recorder {
+                recorder.finish(result, exitCode: code, waitingAtMost: journalWait)
+            } else {
+                journalWriter.flatMap { JournalRecorder.close($0, result, exitCode: code, waitingAtMost: journalWait) }
+            }
+            if let journalError {
                 StandardError.write("tasker: warning: run \(runID): \(journalError)\n")
             }
             signals.stop()
             if late.signal != 0 && code < 128 { code = 128 + late.signal }
-            Summary(result: result, runID: recorder?.runID, slowest: recorder?.slowest ?? [],
+            Summary(result: result, runID: journalWriter == nil ? nil : runID, slowest: recorder?.slowest ?? [],
                     json: script.logFormat == "json").print()
-            if let report, let recorder {
+            if let report, journalWriter != nil {
                 do {
-                    try ReportCommand.write(runID: recorder.runID, place: journal.place, to: report)
+                    try ReportCommand.write(runID: runID, place: journal.place, to: report)
                 } catch let e as OutputError {
                     // The exit code stays the run's: the report is about it.
                     StandardError.write("tasker: error: \(ReportCommand.message(e))\n")

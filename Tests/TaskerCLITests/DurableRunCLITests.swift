@@ -103,6 +103,59 @@ import Testing
         #expect(runs(s, "g") == 1)
     }
 
+    /// A closure capturing only numbers, strings, booleans and nil is
+    /// hashed by a fast path in C once its prototype is known; the first
+    /// one of the prototype takes the full walk. Each resume starts the
+    /// loop at another value, so every value is hashed both ways across the
+    /// runs: all must be reused.
+    @Test func theFastPathAndTheWalkGiveEveryCaptureOneIdentity() async throws {
+        let s = try Scratch(["p.lua": """
+            DIR = tasker.args[1]
+            function MARK(name) local f = assert(io.open(DIR .. "/" .. name, "a")); f:write("x"); f:close() end
+            local values = {1, "a", 2.5, true, false, -7, "", "bytes\\0z", 1e300}
+            local n, first = #values, tonumber(tasker.vars.first) or 1
+            for k = 0, n - 1 do
+              local idx = (first - 1 + k) % n + 1
+              local v, none = values[idx], nil
+              tasker.add(function() MARK("v" .. idx); return v, none end)
+            end
+            tasker.add(function() if tasker.vars.fail then error("late") end end)
+            """])
+        defer { s.cleanup() }
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        let first = try await tasker(["run", "--no-progress", "--var", "fail=1", "p.lua", "out"], in: s.dir)
+        #expect(first.status == 1, "\(first.stderr)")
+        for start in 1...9 {
+            let again = try await tasker(["run", "--no-progress", "--resume", "--var", "first=\(start)", "p.lua", "out"],
+                                         in: s.dir)
+            #expect(again.status == 0, "\(again.stderr)")
+            let reused = start == 1 ? 9 : 10
+            #expect(again.stderr.contains("10 succeeded (\(reused) reused)"), "start \(start): \(again.stderr)")
+        }
+        for i in 1...9 { #expect(runs(s, "v\(i)") == 1, "v\(i)") }
+    }
+
+    /// Occurrences count tasks with one identity in add order, however
+    /// the repeats are spread (the counts cache the last identity).
+    @Test func occurrencesCountRepeatsWhereverTheyAre() async throws {
+        let s = try Scratch(["p.lua": """
+            for _, v in ipairs{1, 2, 1, 3, 1, 1, 2, 3, 3, 1} do tasker.add(function() return v end) end
+            """])
+        defer { s.cleanup() }
+        let run = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(run.status == 0, "\(run.stderr)")
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        let tasks = try #require(json["tasks"] as? [[String: Any]])
+        let identities = tasks.sorted { ($0["id"] as? Int ?? 0) < ($1["id"] as? Int ?? 0) }.compactMap { $0["identity"] as? String }
+        #expect(identities.count == 10)
+        let suffixes = identities.map { $0.split(separator: "#").dropFirst().first.map(String.init) ?? "1" }
+        #expect(suffixes == ["1", "1", "2", "1", "3", "4", "2", "2", "3", "5"], "\(identities)")
+        // one hash per value
+        let bases = identities.map { $0.split(separator: "#")[0] }
+        #expect(Set(bases).count == 3 && bases[0] == bases[2] && bases[1] == bases[6] && bases[3] == bases[7])
+    }
+
     /// A lone integer result is kept in the task's outcome and written to
     /// the journal digit by digit: every width and sign comes back exact.
     @Test func loneIntegerResultsComeBackExactOnResume() async throws {

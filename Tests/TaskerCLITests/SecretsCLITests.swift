@@ -16,14 +16,17 @@ import Testing
         end}
         tasker.add{name = "value", run = function() return {token = token} end}
         tasker.add{name = "boom", run = function() error("auth failed with " .. token) end}
+        -- a lone integer result (the journal's writer formats it) holding a secret
+        local code = math.tointeger(tonumber(tasker.secret("CODE")))
+        tasker.add(function() return code end)
         """
-    static let secrets = ["tok-SECRET-1", "key-12345", "db-pa55word"]
+    static let secrets = ["tok-SECRET-1", "key-12345", "db-pa55word", "73519264"]
 
     @Test func secretsAreMaskedInEveryOutput() async throws {
         let s = try Scratch(["p.lua": Self.pipeline, "db.pass": "db-pa55word\n"])
         defer { s.cleanup() }
         let r = try await shell("""
-            API_KEY=key-12345 PIN=42 $TASKER run --no-progress --events - --report r.html p.lua --token tok-SECRET-1
+            API_KEY=key-12345 PIN=42 CODE=73519264 $TASKER run --no-progress --events - --report r.html p.lua --token tok-SECRET-1
             """, in: s.dir)
         #expect(r.status == 1, "\(r.stderr)")
         #expect(r.stderr.contains("INFO using *** and *** and *** pin 42"), "\(r.stderr)")

@@ -86,6 +86,35 @@ import Testing
         #expect(d[100].error == "boom" && d[100].identity == .none)
     }
 
+    /// No values and a lone integer reach the writer as forms, not bytes:
+    /// it writes them as the JSON the values buffer would have held.
+    @Test func plainEntriesWithoutValueBytesAreWrittenAsTheirJSON() throws {
+        let integers: [Int64] = [0, 9, 10, -1, -10, 1_234_567, .max, .min]
+        func blob(storing: Bool) -> [UInt8] {
+            var blob: [UInt8] = [JournalCodec.version]
+            var previous: (UInt64, Int)?
+            for (i, n) in (integers.map { Optional($0) } + [nil]).enumerated() {
+                var p = PlainEntry(id: i + 1, state: .succeeded, attempts: 1, identityHash: 7, occurrence: i + 1,
+                                   added: 1, started: 2, ended: 3)
+                if storing {
+                    p.valueLength = n == nil ? PlainEntry.noValues : PlainEntry.loneInteger
+                    p.integer = n ?? 0
+                }
+                JournalCodec.encode(plain: p, scale: .nanoseconds(), values: UnsafeRawBufferPointer(start: nil, count: 0),
+                                    previous: &previous, into: &blob)
+            }
+            return blob
+        }
+        let stored = blob(storing: true)
+        let d = try #require(stored.withUnsafeBytes { JournalCodec.decode($0) })
+        let texts = integers.map { "[\($0)]" } + ["[]"]
+        #expect(d.map(\.value) == texts)
+        #expect(d.last?.identity == .derived(7, occurrence: 9))
+        // Only the values (and their lengths) take bytes beyond the bare
+        // entries: the repeated identity is still written once.
+        #expect(stored.count - blob(storing: false).count == texts.reduce(0) { $0 + $1.utf8.count + 1 })
+    }
+
     @Test func writesARunAndItsTasksAndReadsThemBack() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -113,6 +113,14 @@ unsigned char *tasker_dump(lua_State *L, int idx, size_t *len);
    from one function expression), or NULL when idx is not a Lua closure or
    the layout is not the one expected. Raises nothing. */
 const void *tasker_proto(lua_State *L, int idx);
+/* A task body's identity hash, fed into *hash as a task's identity walk
+   feeds it (FNV-1a over the same bytes: the body's tag, the function's tag
+   and `code`, the hash of its bytecode, then each capture), when the Lua
+   closure at idx (absolute) captures nothing besides _ENV but nils,
+   booleans, numbers and strings; returns how many captures it hashed, or
+   -1 (leaving *hash alone) when one is anything else or the stack cannot
+   grow. Raises nothing. */
+int tasker_hash_scalar_closure(lua_State *L, int idx, uint64_t code, uint64_t *hash);
 /// pidfd_open(2): a descriptor that polls readable when `pid` exits, or -1.
 int tasker_pidfd_open(int pid);
 /// glibc's posix_spawn_file_actions_addclosefrom_np / _addchdir_np.
