@@ -7,7 +7,7 @@
 
 #define PQ_FUNCTIONS(X) \
     X(PQclear) X(PQcmdTuples) X(PQconnectdb) X(PQconsumeInput) X(PQerrorMessage) X(PQescapeIdentifier) \
-    X(PQexec) X(PQexecParams) X(PQexecPrepared) X(PQprepare) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) \
+    X(PQexec) X(PQexecParams) X(PQexecPrepared) X(PQprepare) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) X(PQfname) \
     X(PQnotifies) X(PQntuples) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) \
     X(PQsetNoticeProcessor) X(PQsocket) X(PQstatus)
 
@@ -74,6 +74,7 @@ void PQfreemem(void *p) { need(); real.PQfreemem(p); }
 int PQgetisnull(const PGresult *r, int row, int col) { need(); return real.PQgetisnull(r, row, col); }
 char *PQgetvalue(const PGresult *r, int row, int col) { need(); return real.PQgetvalue(r, row, col); }
 int PQnfields(const PGresult *r) { need(); return real.PQnfields(r); }
+char *PQfname(const PGresult *r, int column) { need(); return real.PQfname(r, column); }
 PGnotify *PQnotifies(PGconn *c) { need(); return real.PQnotifies(c); }
 int PQntuples(const PGresult *r) { need(); return real.PQntuples(r); }
 char *PQresultErrorField(const PGresult *r, int field) { need(); return real.PQresultErrorField(r, field); }

@@ -158,35 +158,42 @@ final class PGConnection {
     }
 }
 
-/// A result's rows as text, copied out of libpq's result.
+/// A result's rows as text, copied out of libpq's result; read them with
+/// `PGRow`'s typed getters.
 struct PGRows {
-    let columns: Int
-    let values: [[String?]]
+    let names: [String]
+    let rows: [PGRow]
     /// Rows a command touched (UPDATE … without RETURNING).
     let affected: Int
 
     init(_ r: OpaquePointer) {
         let n = Int(PQntuples(r))
-        columns = Int(PQnfields(r))
-        var rows: [[String?]] = []
+        let columns = Int(PQnfields(r))
+        let names = (0..<columns).map { j in PQfname(r, Int32(j)).map { String(cString: $0) } ?? "#\(j + 1)" }
+        var rows: [PGRow] = []
         rows.reserveCapacity(n)
         for i in 0..<n {
-            var row: [String?] = []
-            row.reserveCapacity(columns)
+            var cells: [String?] = []
+            cells.reserveCapacity(columns)
             for j in 0..<columns {
                 if PQgetisnull(r, Int32(i), Int32(j)) == 1 {
-                    row.append(nil)
+                    cells.append(nil)
                 } else {
-                    row.append(String(cString: PQgetvalue(r, Int32(i), Int32(j))))
+                    cells.append(String(cString: PQgetvalue(r, Int32(i), Int32(j))))
                 }
             }
-            rows.append(row)
+            rows.append(PGRow(names: names, cells: cells))
         }
-        values = rows
+        self.names = names
+        self.rows = rows
         affected = Int(String(cString: PQcmdTuples(r))) ?? 0
     }
 
-    var count: Int { values.count }
+    var count: Int { rows.count }
+    var first: PGRow? { rows.first }
+
+    /// The first column of every row, NULLs left out (a list of ids, names…).
+    var firstColumn: [String] { rows.compactMap { $0.optionalText(0) } }
 }
 
 extension PGError {

@@ -53,7 +53,7 @@ public final class PGJournalStore: JournalStore {
 
     private static func lastLogSeq(run: String, _ db: PGConnection) throws -> Int {
         let rows = try db.query("SELECT COALESCE(MAX(seq), 0) FROM tasker_task_log WHERE run = $1", [run])
-        return rows.values.first?.first.flatMap { $0.flatMap { Int($0) } } ?? 0
+        return try rows.first?.optionalInt(0) ?? 0
     }
 
     public func appendLog(run: String, seq: Int, data: [UInt8]) throws {
@@ -92,36 +92,35 @@ public final class PGJournalStore: JournalStore {
             params.append(String(max(0, limit)))
             sql += " LIMIT $\(params.count)::bigint"
         }
-        return try use { db in try db.query(sql, params) }.values.map { v in
-            var r = JournalRun(id: v[0] ?? "", pipeline: v[1] ?? "", args: JSONText.decode(v[2]) ?? [],
-                               vars: JSONText.decode(v[3]) ?? [:], started: v[4].flatMap { Double($0) } ?? 0,
-                               pid: v[8].flatMap { Int($0) } ?? 0, resumedFrom: v[9])
-            r.ended = v[5].flatMap { Double($0) }
-            r.exitCode = v[6].flatMap { Int($0) }
-            r.counts = JSONText.decode(v[7]) ?? [:]
+        return try use { db in try db.query(sql, params) }.rows.map { v throws(PGError) in
+            var r = JournalRun(id: try v.text(0), pipeline: try v.text(1), args: JSONText.decode(v.optionalText(2)) ?? [],
+                               vars: JSONText.decode(v.optionalText(3)) ?? [:], started: try v.double(4),
+                               pid: try v.optionalInt(8) ?? 0, resumedFrom: v.optionalText(9))
+            r.ended = try v.optionalDouble(5)
+            r.exitCode = try v.optionalInt(6)
+            r.counts = JSONText.decode(v.optionalText(7)) ?? [:]
             return r
         }
     }
 
     public func logRows(run: String, _ each: (UnsafeRawBufferPointer) -> Void) throws {
         let rows = try use { db in try db.query("SELECT data FROM tasker_task_log WHERE run = $1 ORDER BY seq", [run]) }
-        for row in rows.values {
-            guard let text = row[0], let bytes = Self.unhex(text) else { continue }
+        for row in rows.rows {
+            guard let text = row.optionalText(0), let bytes = Self.unhex(text) else { continue }
             bytes.withUnsafeBytes(each)
         }
     }
 
     public func requests(run: String) throws -> [JournalHostRequests] {
         try use { db in try db.query("SELECT host, requests, retries, failures FROM tasker_requests WHERE run = $1 ORDER BY host", [run]) }
-            .values.map { v in
-                JournalHostRequests(host: v[0] ?? "", requests: v[1].flatMap { Int($0) } ?? 0,
-                                    retries: v[2].flatMap { Int($0) } ?? 0, failures: v[3].flatMap { Int($0) } ?? 0)
+            .rows.map { v throws(PGError) in
+                JournalHostRequests(host: try v.text(0), requests: try v.int(1), retries: try v.int(2), failures: try v.int(3))
             }
     }
 
     public func runIDs(skippingNewest keep: Int) throws -> [String] {
         try use { db in try db.query("SELECT id FROM tasker_runs ORDER BY id DESC OFFSET $1", [String(max(0, keep))]) }
-            .values.compactMap { $0[0] }
+            .firstColumn
     }
 
     /// Also the queue's rows of those runs: all that is recorded of them.
@@ -137,10 +136,8 @@ public final class PGJournalStore: JournalStore {
     }
 
     public func unendedRuns() throws -> [UnendedRun] {
-        try use { db in try db.query("SELECT id, pid, host, started FROM tasker_runs WHERE ended IS NULL") }.values.compactMap { v in
-            guard let id = v[0] else { return nil }
-            return UnendedRun(id: id, pid: v[1].flatMap { Int($0) } ?? 0, host: v[2],
-                              started: v[3].flatMap { Double($0) } ?? 0)
+        try use { db in try db.query("SELECT id, pid, host, started FROM tasker_runs WHERE ended IS NULL") }.rows.map { v throws(PGError) in
+            UnendedRun(id: try v.text(0), pid: try v.int(1), host: v.optionalText(2), started: try v.double(3))
         }
     }
 

@@ -102,9 +102,10 @@ enum QueueStore {
             FROM c, k WHERE j.id = c.id
             RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout, j.attempt, j.idempotency_key, j.version
             """, [worker, String(limit), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
-        return rows.values.map { r in
-            ClaimedJob(id: Int64(r[0]!)!, claim: Int64(r[1]!)!, run: r[2]!, name: r[3]!, args: r[4]!,
-                       timeout: r[5].flatMap(Double.init), attempt: r[6].flatMap { Int($0) } ?? 1, key: r[7], version: r[8])
+        return try rows.rows.map { r throws(PGError) in
+            ClaimedJob(id: try r.int64(0), claim: try r.int64(1), run: try r.text(2), name: try r.text(3), args: try r.text(4),
+                       timeout: try r.optionalDouble(5), attempt: try r.optionalInt(6) ?? 1, key: r.optionalText(7),
+                       version: r.optionalText(8))
         }
     }
 
@@ -114,7 +115,7 @@ enum QueueStore {
         try c.query("""
             SELECT DISTINCT name FROM (SELECT name FROM tasker_jobs WHERE state = 'queued' AND name <> ALL($1::text[])
                                        LIMIT 1000) q
-            """, [PGArray.text(names.sorted())]).values.compactMap { $0[0] }
+            """, [PGArray.text(names.sorted())]).firstColumn
     }
 
     /// Those of `names` that no live worker (heartbeating within its
@@ -124,7 +125,7 @@ enum QueueStore {
             SELECT n FROM unnest($1::text[]) AS n WHERE NOT EXISTS (
               SELECT 1 FROM tasker_workers w WHERE w.stopped IS NULL
                 AND w.heartbeat > now() - make_interval(secs => w.lease) AND n = ANY(w.defines))
-            """, [PGArray.text(names.sorted())]).values.compactMap { $0[0] }
+            """, [PGArray.text(names.sorted())]).firstColumn
     }
 
     /// Records completions that still hold their claim, tells the
@@ -154,7 +155,7 @@ enum QueueStore {
                   PGArray.text(done.map(\.state.rawValue)), PGArray.text(done.map(\.result)),
                   PGArray.text(done.map(\.error)), PGArray.text(done.map(\.errorKind)),
                   PGArray.text(done.map(\.errorWhere)), PGArray.text(done.map(\.errorValue))])
-        let accepted = Set(rows.values.map { Int64($0[0]!)! })
+        let accepted = Set(try rows.rows.map { r throws(PGError) in try r.int64(0) })
         return done.map(\.id).filter { !accepted.contains($0) }
     }
 
@@ -184,11 +185,12 @@ enum QueueStore {
     private static let finishedColumns =
         "task, attempt, state, result, error, error_kind, error_where, error_value, name, version, ran_version, worker, done_seq"
 
-    private static func finishedRows(_ rows: PGRows) -> [FinishedJob] {
-        rows.values.map { r in
-            FinishedJob(task: Int(r[0]!)!, attempt: Int(r[1]!)!, state: r[2]!, result: r[3], error: r[4],
-                        errorKind: r[5], errorWhere: r[6], errorValue: r[7], name: r[8]!, version: r[9],
-                        ranVersion: r[10], worker: r[11], seq: Int64(r[12]!)!)
+    private static func finishedRows(_ rows: PGRows) throws(PGError) -> [FinishedJob] {
+        try rows.rows.map { r throws(PGError) in
+            FinishedJob(task: try r.int(0), attempt: try r.int(1), state: try r.text(2), result: r.optionalText(3),
+                        error: r.optionalText(4), errorKind: r.optionalText(5), errorWhere: r.optionalText(6),
+                        errorValue: r.optionalText(7), name: try r.text(8), version: r.optionalText(9),
+                        ranVersion: r.optionalText(10), worker: r.optionalText(11), seq: try r.int64(12))
         }.sorted { $0.seq < $1.seq }
     }
 
@@ -200,8 +202,14 @@ enum QueueStore {
               claim = NULL, finished_at = now() WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
             RETURNING id, worker
             """, [run, String(task), String(attempt)])
-        for r in rows.values where r[1] != nil {
-            try c.query("SELECT pg_notify('\(cancelChannel)', $1)", [r[0]!])
+        try notifyCancelled(rows, c)
+    }
+
+    /// Tells the workers running the jobs in `rows` (`id, worker`) that
+    /// they were cancelled.
+    private static func notifyCancelled(_ rows: PGRows, _ c: PGConnection) throws {
+        for r in rows.rows where r.optionalText(1) != nil {
+            try c.query("SELECT pg_notify('\(cancelChannel)', $1)", [try r.text(0)])
         }
     }
 
@@ -221,13 +229,13 @@ enum QueueStore {
     /// no longer its own).
     static func heartbeat(worker: String, running: [Int64], _ c: PGConnection) throws -> (wasDead: Bool, stop: [Int64]) {
         let rows = try c.query("UPDATE tasker_workers SET heartbeat = now() WHERE id = $1 RETURNING stopped IS NOT NULL", [worker])
-        let wasDead = rows.values.first?[0] == "t" || rows.count == 0
+        let wasDead = try rows.first?.bool(0) ?? true
         var stop: [Int64] = []
         if !running.isEmpty {
             let list = PGArray.integers(running)
             let r = try c.query("SELECT id FROM tasker_jobs WHERE id = ANY($1::bigint[]) AND (state <> 'running' OR worker <> $2)",
                                 [list, worker])
-            stop = r.values.map { Int64($0[0]!)! }
+            stop = try r.rows.map { r throws(PGError) in try r.int64(0) }
         }
         return (wasDead, stop)
     }
@@ -257,7 +265,7 @@ enum QueueStore {
             let dead = try c.query("""
                 UPDATE tasker_workers SET stopped = now()
                 WHERE stopped IS NULL AND \(lapsed) RETURNING id
-                """).values.compactMap { $0[0] }
+                """).firstColumn
             if !dead.isEmpty {
                 let rows = try c.query("""
                     UPDATE tasker_jobs j SET state = 'failed', error_kind = 'lost', claim = NULL,
@@ -266,12 +274,12 @@ enum QueueStore {
                     WHERE j.state = 'running' AND j.worker = ANY($1::text[])
                     RETURNING j.run
                     """, [PGArray.text(dead)])
-                try notifyDone(runs: Set(rows.values.map { $0[0]! }), c)
+                try notifyDone(runs: Set(rows.firstColumn), c)
             }
             let orphaned = try c.query("""
                 UPDATE tasker_coordinators SET stopped = now()
                 WHERE stopped IS NULL AND \(lapsed) RETURNING run
-                """).values.compactMap { $0[0] }
+                """).firstColumn
             if !orphaned.isEmpty {
                 try cancel(runs: orphaned, why: "its coordinator stopped heartbeating", c)
             }
@@ -287,9 +295,7 @@ enum QueueStore {
             WHERE run = ANY($1::text[]) AND state IN ('queued', 'running')
             RETURNING id, worker
             """, [PGArray.text(runs), why])
-        for r in rows.values where r[1] != nil {
-            try c.query("SELECT pg_notify('\(cancelChannel)', $1)", [r[0]!])
-        }
+        try notifyCancelled(rows, c)
     }
 
     // MARK: the coordinator's lease
@@ -308,7 +314,7 @@ enum QueueStore {
     @discardableResult
     static func heartbeat(run: String, _ c: PGConnection) throws -> Bool {
         let rows = try c.query("UPDATE tasker_coordinators SET heartbeat = now() WHERE run = $1 RETURNING stopped IS NULL", [run])
-        return rows.values.first?[0] == "t"
+        return try rows.first?.bool(0) ?? false
     }
 
     static func coordinatorStopped(run: String, _ c: PGConnection) throws {
@@ -324,8 +330,8 @@ enum QueueStore {
         let rows = try c.query("""
             SELECT host, pid, stopped IS NOT NULL OR \(lapsed) FROM tasker_coordinators WHERE run = $1
             """, [run])
-        if let r = rows.values.first {
-            let gone = r[2] == "t" || (r[0] == host && !processExists(Int32(r[1] ?? "") ?? 0))
+        if let r = rows.first {
+            let gone = try r.bool(2) || (r.optionalText(0) == host && !processExists(Int32(try r.int(1))))
             guard gone else { return false }
         }
         try c.transaction {

@@ -71,11 +71,31 @@ import Testing
     @Test func arrayParametersKeepQuotesAndBackslashes() throws {
         let values = ["plain", "with \"quotes\"", "back\\slash", "comma, {brace}"]
         let rows = try db.sync { c in
-            try c.query("SELECT unnest($1::text[])", [PGArray.text(values)]).values.map { $0[0] }
+            try c.query("SELECT unnest($1::text[])", [PGArray.text(values)]).rows.map { $0.optionalText(0) }
         }
         #expect(rows == values)
         let ints = try db.sync { c in try c.query("SELECT sum(x) FROM unnest($1::bigint[]) x", [PGArray.integers([1, 2, 40])]) }
-        #expect(ints.values.first?.first == "43")
+        #expect(ints.first?.optionalText(0) == "43")
+    }
+
+    /// Rows are read by type: a NULL where a value must be, or text of
+    /// another type, is an error naming the column, not a crash.
+    @Test func rowsAreReadByTypeAndABadValueNamesItsColumn() throws {
+        let rows = try db.sync { c in
+            try c.query("SELECT 7::bigint AS n, NULL::text AS missing, 'x' AS word, true AS yes, 2.5::float8 AS d")
+        }
+        let r = try #require(rows.first)
+        #expect(rows.names == ["n", "missing", "word", "yes", "d"])
+        #expect(try r.int64(0) == 7 && r.optionalText(1) == nil && (try r.text(2)) == "x")
+        #expect(try r.bool(3) && (try r.double(4)) == 2.5 && (try r.optionalInt(1)) == nil)
+        func failure(_ read: () throws -> Any) -> String? {
+            do { _ = try read() } catch { return (error as? PGError)?.message ?? "\(error)" }
+            return nil
+        }
+        #expect(failure { try r.text(1) } == "column missing is NULL")
+        #expect(failure { try r.int64(2) } == "column word: 'x' is not an integer")
+        #expect(failure { try r.bool(0) } == "column n: '7' is not a boolean")
+        #expect(failure { try r.double(2) } == "column word: 'x' is not a number")
     }
 
     @Test func aSilentWorkerLosesItsClaims() throws {
@@ -141,13 +161,13 @@ import Testing
     }
 
     @Test func queueConnectionsPlanWithoutJIT() throws {
-        #expect(try db.sync { c in try c.query("SHOW jit").values.first?.first ?? nil } == "off")
+        #expect(try db.sync { c in try c.query("SHOW jit").first?.optionalText(0) } == "off")
         // the rescue's statement, as a heartbeat runs it: no JIT in its plan
         let plan = try db.sync { c in
             try c.query("""
                 EXPLAIN (ANALYZE, FORMAT TEXT) UPDATE tasker_workers SET stopped = now()
                 WHERE stopped IS NULL AND heartbeat < now() - make_interval(secs => lease) RETURNING id
-                """).values.compactMap { $0.first ?? nil }.joined(separator: "\n")
+                """).firstColumn.joined(separator: "\n")
         }
         #expect(!plan.contains("JIT"), "\(plan)")
     }
