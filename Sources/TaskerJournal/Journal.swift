@@ -77,7 +77,7 @@ public enum Journal {
         var attempt = 0
         while true {
             do {
-                try setUp(db)
+                try setUp(db, path: path)
                 return db
             } catch where error.isLock {
                 attempt += 1
@@ -87,42 +87,19 @@ public enum Journal {
         }
     }
 
-    /// WAL mode (kept in the file once set) and the tables. A journal
-    /// already set up is only read here: a lock another process holds
-    /// does not stop a reader.
-    private static func setUp(_ db: SQLiteDatabase) throws(SQLiteError) {
+    /// WAL mode (kept in the file once set) and the tables, at the schema
+    /// version this build knows. A journal already at it is only read
+    /// here: a lock another process holds does not stop a reader.
+    private static func setUp(_ db: SQLiteDatabase, path: String) throws(SQLiteError) {
         let mode = try db.prepare("PRAGMA journal_mode")
         let isWAL = try mode.next() && mode.text(0) == "wal"
         mode.reset()
         if !isWAL { try db.execute("PRAGMA journal_mode=WAL") }
         try db.execute("PRAGMA synchronous=NORMAL")
-        let tables = try db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'task_log', 'requests')")
-        let complete = try tables.next() && tables.int(0) == 3
-        tables.reset()
-        if complete { return }
-        try db.execute("BEGIN IMMEDIATE")
-        do {
-            try db.execute(schema)
-            try db.execute("COMMIT")
-        } catch {
-            try? db.execute("ROLLBACK")
-            throw error
-        }
+        if try JournalSchema.isCurrent(db, path: path) { return }
+        // Read again inside: another process may have upgraded it meanwhile.
+        try db.transaction { () throws(SQLiteError) in try JournalSchema.upgrade(db, path: path) }
     }
-
-    static let schema = """
-        CREATE TABLE IF NOT EXISTS runs(
-            id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, args TEXT NOT NULL, vars TEXT NOT NULL,
-            started REAL NOT NULL, ended REAL, exit_code INTEGER, counts TEXT, pid INTEGER,
-            resumed_from TEXT);
-        CREATE INDEX IF NOT EXISTS runs_by_pipeline ON runs(pipeline, id);
-        CREATE TABLE IF NOT EXISTS task_log(
-            run TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
-            PRIMARY KEY(run, seq)) WITHOUT ROWID;
-        CREATE TABLE IF NOT EXISTS requests(
-            run TEXT NOT NULL, host TEXT NOT NULL, requests INTEGER NOT NULL, retries INTEGER NOT NULL,
-            failures INTEGER NOT NULL, PRIMARY KEY(run, host)) WITHOUT ROWID;
-        """
 
     private static func makeDirectories(_ path: String) throws(SQLiteError) {
         var prefix = path.hasPrefix("/") ? "" : "."

@@ -47,8 +47,8 @@ final class SQLiteDatabase {
     }
 
     /// Runs `body` in a write transaction (taken at once), rolled back
-    /// when it throws.
-    func transaction(_ body: () throws -> Void) throws {
+    /// when it throws. Every transaction of the journal goes through here.
+    func transaction(_ body: () throws(SQLiteError) -> Void) throws(SQLiteError) {
         try execute("BEGIN IMMEDIATE")
         do {
             try body()

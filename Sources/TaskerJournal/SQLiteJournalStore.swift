@@ -28,15 +28,24 @@ public final class SQLiteJournalStore: JournalStore {
         try db.execute("PRAGMA cache_size = -2048")
     }
 
-    public func lastLogSeq(run: String) throws -> Int {
+    public func lastLogSeq(run: String) throws -> Int { try logSeq(run: run) }
+
+    private func logSeq(run: String) throws(SQLiteError) -> Int {
         let last = try db.prepare("SELECT COALESCE(MAX(seq), 0) FROM task_log WHERE run = ?")
         last.bind(1, run)
         return try last.next() ? last.int(0) : 0
     }
 
-    public func appendLog(run: String, seq: Int, data: [UInt8]) throws {
-        let s = try insertLog ?? db.prepare("INSERT INTO task_log(run, seq, data) VALUES(?, ?, ?)")
-        insertLog = s
+    public func appendLog(run: String, seq: Int, data: [UInt8]) throws { try insertLogRow(run: run, seq: seq, data: data) }
+
+    private func insertLogRow(run: String, seq: Int, data: [UInt8]) throws(SQLiteError) {
+        let s: SQLiteStatement
+        if let insertLog {
+            s = insertLog
+        } else {
+            s = try db.prepare("INSERT INTO task_log(run, seq, data) VALUES(?, ?, ?)")
+            insertLog = s
+        }
         s.bind(1, run)
         s.bind(2, seq)
         s.bind(3, blob: data)
@@ -45,7 +54,7 @@ public final class SQLiteJournalStore: JournalStore {
 
     public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
                     requests: [JournalHostRequests]) throws {
-        try db.transaction {
+        try db.transaction { () throws(SQLiteError) in
             let s = try db.prepare("UPDATE runs SET ended = ?, exit_code = ?, counts = ? WHERE id = ?")
             s.bindAll([.double(ended), .int(exitCode), .text(JSONText.counts(counts)), .text(run)])
             try s.run()
@@ -107,7 +116,7 @@ public final class SQLiteJournalStore: JournalStore {
 
     public func delete(runs ids: [String]) throws {
         guard !ids.isEmpty else { return }
-        try db.transaction {
+        try db.transaction { () throws(SQLiteError) in
             for table in ["task_log", "requests", "runs"] {
                 let d = try db.prepare("DELETE FROM \(table) WHERE \(table == "runs" ? "id" : "run") = ?")
                 for id in ids {
@@ -129,12 +138,12 @@ public final class SQLiteJournalStore: JournalStore {
     }
 
     public func settle(run: String, lost: [UInt8]?, ended: Double, counts: [String: Int]) throws {
-        try db.transaction {
+        try db.transaction { () throws(SQLiteError) in
             let still = try db.prepare("SELECT 1 FROM runs WHERE id = ? AND ended IS NULL")
             still.bind(1, run)
             guard try still.next() else { return }
             still.reset()
-            if let lost { try appendLog(run: run, seq: lastLogSeq(run: run) + 1, data: lost) }
+            if let lost { try insertLogRow(run: run, seq: logSeq(run: run) + 1, data: lost) }
             let end = try db.prepare("UPDATE runs SET ended = ?, exit_code = -1, counts = ? WHERE id = ?")
             end.bindAll([.double(ended), .text(JSONText.counts(counts)), .text(run)])
             try end.run()

@@ -102,9 +102,45 @@ enum QueueSchema {
         END $$;
         """
 
-    /// Creates what is missing. Processes starting together take turns
-    /// (CREATE … IF NOT EXISTS alone races on the catalog).
+    /// The schema as ordered migrations: `migrations[i]` takes a store from
+    /// version i to i + 1 (the row of `tasker_schema`). A change is a new
+    /// migration at the end; one that has shipped is never edited.
+    static let migrations = [
+        // 1: the tables as the first releases made them (IF NOT EXISTS:
+        // stores from before versions were kept have them already).
+        sql + definitionColumns,
+    ]
+
+    /// The version this build writes.
+    static var version: Int { migrations.count }
+
+    /// The store's version (0: none recorded); throws when there is no
+    /// version table yet.
+    static func storedVersion(_ c: PGConnection) throws -> Int {
+        try c.query("SELECT max(version) FROM tasker_schema").first?.optionalInt(0) ?? 0
+    }
+
+    /// Brings the store to this build's version. A store already there is
+    /// only read (no DDL, no lock); otherwise processes starting together
+    /// take turns (CREATE … IF NOT EXISTS alone races on the catalog).
     static func ensure(_ c: PGConnection) throws {
-        try c.execute("BEGIN; SELECT pg_advisory_xact_lock(7165421); \(sql) \(definitionColumns) COMMIT;")
+        if let found = try? storedVersion(c) {
+            if found > version { throw newer(found) }
+            if found == version { return }
+        }
+        try c.transaction {
+            try c.query("SELECT pg_advisory_xact_lock(7165421)")
+            try c.execute("CREATE TABLE IF NOT EXISTS tasker_schema (version int NOT NULL)")
+            let found = try storedVersion(c)
+            if found > version { throw newer(found) }
+            guard found < version else { return }
+            for m in migrations[found...] { try c.execute(m) }
+            try c.execute("DELETE FROM tasker_schema; INSERT INTO tasker_schema VALUES (\(version))")
+        }
+    }
+
+    private static func newer(_ found: Int) -> PGError {
+        PGError(message: "the store was set up by a newer tasker (schema version \(found); this one knows \(version)): "
+                + "upgrade tasker", sqlState: nil)
     }
 }

@@ -115,6 +115,72 @@ import Testing
         #expect(stored.count - blob(storing: false).count == texts.reduce(0) { $0 + $1.utf8.count + 1 })
     }
 
+    /// The tables exactly as releases before schema versions made them
+    /// (`user_version` 0): a journal they wrote must open, read and record.
+    static let unversionedSchema = """
+        CREATE TABLE runs(
+            id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, args TEXT NOT NULL, vars TEXT NOT NULL,
+            started REAL NOT NULL, ended REAL, exit_code INTEGER, counts TEXT, pid INTEGER,
+            resumed_from TEXT);
+        CREATE INDEX runs_by_pipeline ON runs(pipeline, id);
+        CREATE TABLE task_log(
+            run TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
+            PRIMARY KEY(run, seq)) WITHOUT ROWID;
+        CREATE TABLE requests(
+            run TEXT NOT NULL, host TEXT NOT NULL, requests INTEGER NOT NULL, retries INTEGER NOT NULL,
+            failures INTEGER NOT NULL, PRIMARY KEY(run, host)) WITHOUT ROWID;
+        """
+
+    @Test func aJournalFromBeforeSchemaVersionsIsUpgradedInPlace() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        do {
+            let old = try SQLiteDatabase(path: dir + "/" + Journal.fileName)
+            try old.execute("PRAGMA journal_mode=WAL")
+            try old.execute(Self.unversionedSchema)
+            try old.execute("""
+                INSERT INTO runs VALUES('old1', '/p.lua', '["a"]', '{"k":"v"}', 1000, 1002, 0, '{"succeeded":1}', 1, NULL)
+                """)
+            var e = JournalEntry(id: 1, state: .succeeded)
+            e.identity = .explicit("step")
+            e.value = "[42]"
+            e.ended = 1
+            var blob: [UInt8] = []
+            JournalCodec.encode(e, into: &blob)
+            let insert = try old.prepare("INSERT INTO task_log(run, seq, data) VALUES('old1', 1, ?)")
+            insert.bind(1, blob: [JournalCodec.version] + blob)
+            try insert.run()
+            #expect(try JournalSchema.storedVersion(old) == 0)
+        }
+        // A new run is recorded beside the old one; the old one reads back.
+        let w = try JournalWriter(directory: dir, run: run("new1", started: 2000))
+        #expect(w.close(ended: 2001, exitCode: 0, counts: [:], requests: []) == nil)
+        let r = try JournalReader(directory: dir)
+        #expect(try r.runs().map(\.id) == ["old1", "new1"].sorted(by: >))
+        let tasks = try r.tasks(of: "old1")
+        #expect(tasks.map(\.name) == ["task-1"] && tasks.first?.value == "[42]", "\(tasks)")
+        let check = try SQLiteDatabase(path: dir + "/" + Journal.fileName, readOnly: true)
+        #expect(try JournalSchema.storedVersion(check) == JournalSchema.version)
+    }
+
+    @Test func aJournalFromANewerTaskerIsRefusedWithTheReason() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        _ = try JournalReader(directory: dir, create: true)
+        let db = try SQLiteDatabase(path: dir + "/" + Journal.fileName)
+        try db.execute("PRAGMA user_version = \(JournalSchema.version + 1)")
+        #expect {
+            _ = try JournalReader(directory: dir)
+        } throws: { error in
+            "\(error)".contains("written by a newer tasker (schema version \(JournalSchema.version + 1)")
+        }
+        // A run still runs; its writer says at the end why nothing was recorded.
+        let w = try JournalWriter(directory: dir, run: run("r"))
+        let failure = w.close(ended: 1001, exitCode: 0, counts: [:], requests: [])
+        #expect(failure?.contains("written by a newer tasker") == true, "\(failure ?? "nil")")
+    }
+
     @Test func writesARunAndItsTasksAndReadsThemBack() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }

@@ -1,0 +1,56 @@
+import CSQLite
+
+/// The journal's tables as ordered migrations: `migrations[i]` takes a
+/// file from schema version i to i + 1 (SQLite's `user_version`). A change
+/// to the tables is a new migration at the end; one that has shipped is
+/// never edited, so every journal written before upgrades in place.
+enum JournalSchema {
+    static let migrations: [String] = [
+        // 1: the tables as the first releases made them. IF NOT EXISTS:
+        // journals from before versions were kept (version 0) have them.
+        """
+        CREATE TABLE IF NOT EXISTS runs(
+            id TEXT PRIMARY KEY, pipeline TEXT NOT NULL, args TEXT NOT NULL, vars TEXT NOT NULL,
+            started REAL NOT NULL, ended REAL, exit_code INTEGER, counts TEXT, pid INTEGER,
+            resumed_from TEXT);
+        CREATE INDEX IF NOT EXISTS runs_by_pipeline ON runs(pipeline, id);
+        CREATE TABLE IF NOT EXISTS task_log(
+            run TEXT NOT NULL, seq INTEGER NOT NULL, data BLOB NOT NULL,
+            PRIMARY KEY(run, seq)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS requests(
+            run TEXT NOT NULL, host TEXT NOT NULL, requests INTEGER NOT NULL, retries INTEGER NOT NULL,
+            failures INTEGER NOT NULL, PRIMARY KEY(run, host)) WITHOUT ROWID;
+        """,
+    ]
+
+    /// The version this build writes.
+    static var version: Int { migrations.count }
+
+    static func storedVersion(_ db: SQLiteDatabase) throws(SQLiteError) -> Int {
+        let s = try db.prepare("PRAGMA user_version")
+        defer { s.reset() }
+        return try s.next() ? s.int(0) : 0
+    }
+
+    /// Whether the file is at this build's version; an error when a newer
+    /// tasker wrote it (its tables may not be what this one reads).
+    static func isCurrent(_ db: SQLiteDatabase, path: String) throws(SQLiteError) -> Bool {
+        let found = try storedVersion(db)
+        if found > version { throw newer(found, path) }
+        return found == version
+    }
+
+    /// Applies the migrations the file lacks (in the caller's transaction).
+    static func upgrade(_ db: SQLiteDatabase, path: String) throws(SQLiteError) {
+        let found = try storedVersion(db)
+        if found > version { throw newer(found, path) }
+        guard found < version else { return }
+        for m in migrations[found...] { try db.execute(m) }
+        try db.execute("PRAGMA user_version = \(version)")
+    }
+
+    private static func newer(_ found: Int, _ path: String) -> SQLiteError {
+        SQLiteError(code: SQLITE_ERROR, message: "the journal \(path) was written by a newer tasker "
+                    + "(schema version \(found); this one knows \(version)): upgrade tasker, or use another --state directory")
+    }
+}

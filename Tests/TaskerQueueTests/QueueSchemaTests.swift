@@ -1,0 +1,131 @@
+import Foundation
+import PostgresTestServer
+import Testing
+@testable import TaskerQueue
+
+/// The store's schema version and its migrations, against a real PostgreSQL.
+@Suite struct QueueSchemaTests {
+    /// The tables exactly as releases before schema versions made them.
+    static let unversioned = """
+            CREATE TABLE IF NOT EXISTS tasker_jobs (
+              id bigserial PRIMARY KEY,
+              run text NOT NULL,
+              task bigint NOT NULL,
+              attempt int NOT NULL,
+              name text NOT NULL,
+              args text NOT NULL,
+              priority int NOT NULL DEFAULT 0,
+              timeout double precision,
+              state text NOT NULL DEFAULT 'queued',
+              worker text,
+              claim bigint,
+              claimed_at timestamptz,
+              result text,
+              error text,
+              error_kind text,
+              done_seq bigint,
+              added_at timestamptz NOT NULL DEFAULT now(),
+              finished_at timestamptz,
+              UNIQUE (run, task, attempt)
+            );
+            CREATE SEQUENCE IF NOT EXISTS tasker_claim_seq;
+            CREATE SEQUENCE IF NOT EXISTS tasker_done_seq;
+            CREATE INDEX IF NOT EXISTS tasker_jobs_queued ON tasker_jobs (priority DESC, id) WHERE state = 'queued';
+            CREATE TABLE IF NOT EXISTS tasker_workers (
+              id text PRIMARY KEY,
+              host text NOT NULL,
+              pid int NOT NULL,
+              lease double precision NOT NULL,
+              heartbeat timestamptz NOT NULL DEFAULT now(),
+              started timestamptz NOT NULL DEFAULT now(),
+              stopped timestamptz
+            );
+            CREATE TABLE IF NOT EXISTS tasker_coordinators (
+              run text PRIMARY KEY,
+              host text NOT NULL,
+              pid int NOT NULL,
+              lease double precision NOT NULL,
+              heartbeat timestamptz NOT NULL DEFAULT now(),
+              stopped timestamptz
+            );
+            CREATE TABLE IF NOT EXISTS tasker_runs (
+              id text PRIMARY KEY,
+              pipeline text NOT NULL,
+              args text NOT NULL,
+              vars text NOT NULL,
+              started double precision NOT NULL,
+              ended double precision,
+              exit_code int,
+              counts text,
+              pid int NOT NULL,
+              host text NOT NULL,
+              resumed_from text
+            );
+            CREATE INDEX IF NOT EXISTS tasker_runs_by_pipeline ON tasker_runs (pipeline, id);
+            CREATE TABLE IF NOT EXISTS tasker_task_log (
+              run text NOT NULL,
+              seq int NOT NULL,
+              data bytea NOT NULL,
+              PRIMARY KEY (run, seq)
+            );
+            CREATE TABLE IF NOT EXISTS tasker_requests (
+              run text NOT NULL,
+              host text NOT NULL,
+              requests int NOT NULL,
+              retries int NOT NULL,
+              failures int NOT NULL,
+              PRIMARY KEY (run, host)
+            );
+        
+            DO $$ BEGIN
+              -- ALTER takes the table's strongest lock even when nothing is missing: look first.
+              IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                             AND table_name = 'tasker_workers' AND column_name = 'versions') THEN
+                ALTER TABLE tasker_jobs ADD COLUMN IF NOT EXISTS idempotency_key text,
+                  ADD COLUMN IF NOT EXISTS version text, ADD COLUMN IF NOT EXISTS ran_version text,
+                  ADD COLUMN IF NOT EXISTS error_value text, ADD COLUMN IF NOT EXISTS error_where text;
+                ALTER TABLE tasker_workers ADD COLUMN IF NOT EXISTS defines text[] NOT NULL DEFAULT '{}',
+                  ADD COLUMN IF NOT EXISTS versions text[] NOT NULL DEFAULT '{}';
+              END IF;
+            END $$;
+        
+        """
+
+    @Test func aStoreFromBeforeSchemaVersionsIsUpgradedInPlace() async throws {
+        let url = try await PostgresTestServer.freshDatabase().url
+        let db = PGThread(url: url, name: "schema")
+        defer { db.stop() }
+        try db.sync { c in
+            try c.execute(Self.unversioned)
+            try c.execute("""
+                INSERT INTO tasker_jobs (run, task, attempt, name, args) VALUES ('old-run', 1, 1, 'work', '{"n":1}');
+                INSERT INTO tasker_runs (id, pipeline, args, vars, started, pid, host) VALUES ('old-run', '/p.lua', '[]', '{}', 1, 1, 'h');
+                """)
+            #expect(throws: (any Error).self) { try QueueSchema.storedVersion(c) }
+        }
+        try db.sync { c in try QueueSchema.ensure(c) }
+        #expect(try db.sync { c in try QueueSchema.storedVersion(c) } == QueueSchema.version)
+        // what the old release queued is still claimed and completed
+        let claimed = try db.sync { c in try QueueStore.claim(worker: "w", limit: 5, versions: ["work": "v1"], c) }
+        #expect(claimed.map(\.run) == ["old-run"] && claimed.first?.args == "{\"n\":1}")
+        let job = try #require(claimed.first)
+        let done = JobCompletion(id: job.id, claim: job.claim, state: .succeeded, result: "[1]")
+        #expect(try db.sync { c in try QueueStore.complete([done], c) } == [])
+        // a second process finds it current and changes nothing
+        try db.sync { c in try QueueSchema.ensure(c) }
+        #expect(try db.sync { c in try c.query("SELECT count(*) FROM tasker_schema").first?.int(0) } == 1)
+    }
+
+    @Test func aStoreFromANewerTaskerIsRefusedWithTheReason() async throws {
+        let url = try await PostgresTestServer.freshDatabase().url
+        let db = PGThread(url: url, name: "schema")
+        defer { db.stop() }
+        try db.sync { c in try QueueSchema.ensure(c) }
+        try db.sync { c in try c.execute("UPDATE tasker_schema SET version = version + 1") }
+        #expect {
+            try db.sync { c in try QueueSchema.ensure(c) }
+        } throws: { error in
+            "\(error)".contains("set up by a newer tasker (schema version \(QueueSchema.version + 1)")
+        }
+    }
+}
