@@ -37,6 +37,13 @@ extension LuaModule {
         LuaStack(L).push(fn, upvalues: 1)
     }
 
+    /// The same with an integer the function reads as its upvalue 3.
+    func push(_ fn: tasker_SwiftFunction, in L: OpaquePointer, upvalue: Int) {
+        lua_pushlightuserdata(L, Unmanaged.passUnretained(self).toOpaque())
+        lua_pushinteger(L, lua_Integer(upvalue))
+        LuaStack(L).push(fn, upvalues: 2)
+    }
+
     /// Pushes a new table holding `functions`, each bound to this instance.
     func pushTable(_ functions: [(String, tasker_SwiftFunction)], in L: OpaquePointer) {
         let s = LuaStack(L)
@@ -119,5 +126,6 @@ extension LuaRuntime {
     }
 
     var useModule: UseModule { module(UseModule.self) }
+    var hooks: HookModule { module(HookModule.self) }
     var http: HTTPModule { module(HTTPModule.self) }
 }

@@ -126,6 +126,10 @@ extension LuaRuntime {
         return false
     }
 
+    /// Seconds a handler, predicate or interceptor may run before the hook
+    /// stops it as a runaway.
+    static let callBudget = 2.0
+
     /// Like `callProtected`, but returns the error text (with traceback)
     /// instead of logging it. The call gets `callBudget` seconds; past that
     /// the hook stops it as a runaway.

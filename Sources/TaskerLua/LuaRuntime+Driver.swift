@@ -30,7 +30,7 @@ extension LuaRuntime {
         }
         f.processes = []
         if let id = f.taskID, fibersByTask[id] === f { fibersByTask[id] = nil }
-        if case .reaction(let reaction) = f.kind { reactionFibers[reaction.id] = nil }
+        if case .reaction(let reaction) = f.kind { hooks.reactionEnded(reaction) }
         let co = f.thread
         tasker_setfiber(co, nil)
         // Only a thread that returned normally is reused: after an error
@@ -201,7 +201,7 @@ extension LuaRuntime {
         case .reaction(let reaction):
             let failure = f.isAborted ? f.aborted : nil
             retire(f)
-            engine(of: reaction).reactionEnded(reaction, failure: failure)
+            hooks.engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
     }
 
@@ -232,7 +232,7 @@ extension LuaRuntime {
             let failure = f.aborted ?? TaskFailure(.reactor, "reactor '\(reaction.reactor.name)' failed: "
                 + traceback(co).components(separatedBy: "\nstack traceback:")[0])
             retire(f)
-            engine(of: reaction).reactionEnded(reaction, failure: failure)
+            hooks.engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
     }
 
@@ -357,7 +357,7 @@ extension LuaRuntime {
             }
         case .reaction(let reaction):
             if f.deadline != 0 && now >= f.deadline {
-                f.aborted = reactionTimeout(reaction)
+                f.aborted = hooks.reactionTimeout(reaction)
             } else if interrupted {
                 f.aborted = TaskFailure(.cancelled, "reactor '\(reaction.reactor.name)' was stopped: interrupted")
             }

@@ -36,7 +36,7 @@ extension LuaRuntime {
         for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self),
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
                                   SleepModule(runtime: self), FSModule(runtime: self), DefineModule(runtime: self),
-                                  commandModule] {
+                                  HookModule(runtime: self), commandModule] {
             modules.append(module)
             module.install(in: self)
         }

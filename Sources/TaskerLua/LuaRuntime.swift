@@ -106,11 +106,7 @@ public final class LuaRuntime {
     var fibersByTask = TaskTable<Fiber>()
     /// Fibers whose threads finished cleanly, ready for reuse.
     var fiberPool: [Fiber] = []
-    /// What the script registered, by the index its `remove` holds.
-    var registrations: [Registration?] = []
     var scriptDirectory = "."
-    /// The fiber of each running reaction, by reaction id.
-    var reactionFibers: [Int: Fiber] = [:]
     /// Tasks with a retry `when` predicate stored, by task id.
     var hasPredicate = TaskTable<Bool>()
     /// Tasks given tags, by task id.
@@ -340,7 +336,7 @@ public final class LuaRuntime {
         resumeStarts()  // ends a pause's wait; nothing starts after close()
         engine.cancelAll(reason: "interrupted")
         httpEngine.cancelAll(reason: "interrupted")
-        stopReactions(reason: "interrupted")
+        hooks.stopReactions(reason: "interrupted")
         if let f = mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
     }
 
@@ -374,7 +370,7 @@ public final class LuaRuntime {
         httpEngine.close(reason: "exit(\(code))")
         engine.cancelAll(reason: "tasker.exit(\(code))")
         httpEngine.cancelAll(reason: "tasker.exit(\(code))")
-        stopReactions(reason: "tasker.exit(\(code))")
+        hooks.stopReactions(reason: "tasker.exit(\(code))")
         if let f = mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
     }
 }

@@ -5,7 +5,7 @@ import TaskerCore
 /// A reactor written in Lua: `when(t, result)` chooses, `fn(t, result)` runs
 /// as a coroutine (it may wait: sleep, await, add tasks).
 final class LuaReactor: TaskReactor {
-    unowned let runtime: LuaRuntime
+    unowned let hooks: HookModule
     let target: HookTarget
     let name: String
     let options: ReactorOptions
@@ -14,8 +14,8 @@ final class LuaReactor: TaskReactor {
     /// Names this reactor's 'when' in errors from code it runs.
     let whenContext: String
 
-    init(runtime: LuaRuntime, target: HookTarget, name: String, options: ReactorOptions, when: Int32?, function: Int32) {
-        self.runtime = runtime
+    init(hooks: HookModule, target: HookTarget, name: String, options: ReactorOptions, when: Int32?, function: Int32) {
+        self.hooks = hooks
         self.target = target
         self.name = name
         self.options = options
@@ -25,35 +25,36 @@ final class LuaReactor: TaskReactor {
     }
 
     func wants(_ id: TaskID, outcome: TaskOutcome, engine: Engine) -> Result<Bool, TaskFailure> {
-        runtime.reactorWants(self, id, outcome)
+        hooks.reactorWants(self, id, outcome)
     }
 
     func react(_ reaction: Reaction, engine: Engine) {
-        runtime.enqueue(.call { [unowned runtime] in runtime.startReaction(self, reaction) })
+        hooks.runtime.enqueue(.call { [unowned hooks] in hooks.startReaction(self, reaction) })
     }
 
     func abort(_ reaction: Reaction, engine: Engine) {
-        runtime.abortReaction(reaction)
+        hooks.abortReaction(reaction)
     }
 
-    var engine: Engine { runtime.engine(for: target) }
+    var engine: Engine { hooks.engine(for: target) }
 }
 
-extension LuaRuntime {
+extension HookModule {
     static let reactFields: Set<String> = ["name", "on", "when", "fn", "requeue", "suspend", "reintercept",
                                            "timeout", "max_requeues"]
 
     /// `tasker.react{name=, on="task", when=, fn=, requeue=, suspend=,
     /// reintercept=, timeout=, max_requeues=}`.
-    func apiReact(_ L: OpaquePointer) -> Int32 {
+    func react(_ L: OpaquePointer) -> Int32 {
+        let rt = runtime
         let s = LuaStack(L)
-        guard s.type(1) == LUA_TTABLE else { return argError(L, "tasker.react", 1, "table") }
+        guard s.type(1) == LUA_TTABLE else { return rt.argError(L, "tasker.react", 1, "table") }
         func bad(_ field: String, _ expected: String) -> Int32 {
-            usage(L, "bad field '\(field)' in 'tasker.react' spec (\(expected) expected, got \(s.got(-1, expected: expected)))")
+            rt.usage(L, "bad field '\(field)' in 'tasker.react' spec (\(expected) expected, got \(s.got(-1, expected: expected)))")
         }
-        if let status = unknownField(L, table: 1, known: LuaRuntime.reactFields, in: "'tasker.react' spec") { return status }
+        if let status = rt.unknownField(L, table: 1, known: Self.reactFields, in: "'tasker.react' spec") { return status }
         var options = ReactorOptions()
-        var name = "reactor-\(engine.reactors.count + httpEngine.reactors.count + 1)"
+        var name = "reactor-\(rt.engine.reactors.count + rt.httpEngine.reactors.count + 1)"
         s.rawGet(1, "fn")
         guard s.type(-1) == LUA_TFUNCTION else { return bad("fn", "function") }
         let fnIndex = lua_gettop(L)
@@ -65,7 +66,7 @@ extension LuaRuntime {
             guard let n = s.string(-1) else { return bad("name", "string") }
             name = n
         }
-        guard let target = readTarget(L) else {
+        guard let target = Self.readTarget(L) else {
             s.rawGet(1, "on")
             return bad("on", "\"task\" or \"http\"")
         }
@@ -93,19 +94,21 @@ extension LuaRuntime {
             lua_pushvalue(L, whenIndex)
             whenRef = luaL_ref(L, tasker_registryindex())
         }
-        let reactor = LuaReactor(runtime: self, target: target, name: name, options: options, when: whenRef, function: fnRef)
-        useModule.register(reactor)
+        let reactor = LuaReactor(hooks: self, target: target, name: name, options: options, when: whenRef, function: fnRef)
+        rt.useModule.register(reactor)
         pushRegistrationObject(L, name: name, .reactor(reactor))
         return 1
     }
 
     func reactorWants(_ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome) -> Result<Bool, TaskFailure> {
         guard let when = r.when else { return .success(true) }
+        let rt = runtime
+        let L = rt.L
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
         LuaStack(L).pushRegistry(when)
         pushReactionArguments(L, r, id, outcome)
-        if let error = callForError(nargs: 2, nresults: 1, context: r.whenContext, traceback: false) {
+        if let error = rt.callForError(nargs: 2, nresults: 1, context: r.whenContext, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:")[0]
             return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
         }
@@ -115,23 +118,24 @@ extension LuaRuntime {
     /// Pushes `t` and `result` ({ok, value} or {ok, error}). The result is
     /// not delivered yet, so it comes from the held outcome, not the engine's.
     private func pushReactionArguments(_ L: OpaquePointer, _ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome) {
+        let rt = runtime
         let s = LuaStack(L)
         if r.target == .http {
-            http.pushRequestTable(L, id, attempt: httpEngine.attempts(id))
-            http.pushRequestResult(L, outcome)
+            rt.http.pushRequestTable(L, id, attempt: rt.httpEngine.attempts(id))
+            rt.http.pushRequestResult(L, outcome)
             return
         }
-        pushTaskView(L, id, attempt: engine.attempts(id))
+        rt.pushTaskView(L, id, attempt: rt.engine.attempts(id))
         s.newTable(hash: 2)
         switch outcome {
         case .succeeded(let v):
             lua_pushboolean(L, 1)
             s.rawSet(-2, "ok")
-            if pushValues(L, v, firstOnly: true) == 1 { s.rawSet(-2, "value") }
+            if rt.pushValues(L, v, firstOnly: true) == 1 { s.rawSet(-2, "value") }
         case .failed(let f), .cancelled(let f), .skipped(let f):
             lua_pushboolean(L, 0)
             s.rawSet(-2, "ok")
-            pushFailure(L, f)
+            rt.pushFailure(L, f)
             s.rawSet(-2, "error")
         }
     }
@@ -139,37 +143,40 @@ extension LuaRuntime {
     /// Runs `fn(t, result)` of the first task as a reaction fiber.
     func startReaction(_ r: LuaReactor, _ reaction: Reaction) {
         guard !reaction.ended, let first = reaction.tasks.first else { return }
-        let f = makeFiber(.reaction(reaction))
+        let rt = runtime
+        let f = rt.makeFiber(.reaction(reaction))
         if let timeout = r.options.timeout { f.deadline = Monotonic.now() &+ Monotonic.nanos(timeout) }
         reactionFibers[reaction.id] = f
         let co = f.thread
         LuaStack(co).pushRegistry(r.function)
         pushReactionArguments(co, r, first, r.engine.heldOutcome(first)
                               ?? .cancelled(TaskFailure(.cancelled, "task '\(r.engine.name(first))' was cancelled")))
-        resume(f, nargs: 2)
+        rt.resume(f, nargs: 2)
     }
 
     /// Ends every running reaction (the run is being interrupted or exited):
     /// reactions are not tasks, so cancelling the tasks does not stop them.
     func stopReactions(reason: String) {
+        let rt = runtime
         for (_, f) in reactionFibers where !f.finished {
             guard case .reaction(let reaction) = f.kind else { continue }
             let failure = TaskFailure(.cancelled, "reactor '\(reaction.reactor.name)' was stopped: \(reason)")
             f.aborted = failure
-            if current !== f { enqueue(.close(f)) }
+            if rt.current !== f { rt.enqueue(.close(f)) }
             engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
     }
 
     func abortReaction(_ reaction: Reaction) {
+        let rt = runtime
         guard let f = reactionFibers[reaction.id], !f.finished else { return }
         f.aborted = reactionTimeout(reaction)
-        if current === f { tasker_request_interrupt(crt, 1) } else { enqueue(.close(f)) }
+        if rt.current === f { tasker_request_interrupt(rt.crt, 1) } else { rt.enqueue(.close(f)) }
     }
 
     /// The engine a reaction belongs to (its reactor's: tasks or requests).
     func engine(of reaction: Reaction) -> Engine {
-        (reaction.reactor as? LuaReactor)?.engine ?? engine
+        (reaction.reactor as? LuaReactor)?.engine ?? runtime.engine
     }
 
     func reactionTimeout(_ reaction: Reaction) -> TaskFailure {

@@ -11,12 +11,10 @@ enum TaskerModule {
         ("any", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.any") }),
         ("every", { L in LuaRuntime.from(L!).apiEvery(L!) }),
         ("exit", { L in LuaRuntime.from(L!).apiExit(L!) }),
-        ("intercept", { L in LuaRuntime.from(L!).apiIntercept(L!) }),
         ("parallel", { L in LuaRuntime.from(L!).apiGroup(L!, serial: false) }),
         ("pause", { L in LuaRuntime.from(L!).pauseStarts(); return 0 }),
         ("resume", { L in LuaRuntime.from(L!).resumeStarts(); return 0 }),
         ("serial", { L in LuaRuntime.from(L!).apiGroup(L!, serial: true) }),
-        ("react", { L in LuaRuntime.from(L!).apiReact(L!) }),
         ("some", { L in LuaRuntime.from(L!).apiCombine(L!, "tasker.some") }),
     ]
 

@@ -187,7 +187,7 @@ final class UseModule: LuaModule {
             runtime.logger.warning("\(file.chunkName) now registers no interceptor or reactor (it registered \(old.interceptors.count) and \(old.reactors.count)); the run goes on without them")
         }
         for target in [HookTarget.task, .http] {
-            let e = runtime.engine(for: target)
+            let e = runtime.hooks.engine(for: target)
             swap(old.interceptors.filter { $0.target == target }, for: new.interceptors.filter { $0.target == target },
                  name: \.name, replace: e.replaceInterceptor, remove: e.removeInterceptor, add: e.addInterceptor)
             swap(old.reactors.filter { $0.target == target }, for: new.reactors.filter { $0.target == target },
