@@ -15,8 +15,12 @@ import Testing
         local function flush() io.stdout:flush() end
         double = tasker.define("double", function(ctx, args)
           io.stdout:write("start " .. args.n .. "\\n"); flush()
+          -- worker a waits for the gate file (it is stopped meanwhile);
+          -- any other worker runs the job at once
+          if args.gate then
+            while tasker.vars.name == "a" and not io.open(args.gate) do tasker.sleep(0.01) end
           -- a worker given --var hold=1 keeps it running until it is stopped
-          if args.t then tasker.sleep(tasker.vars.hold and 60 or args.t) end
+          elseif args.t then tasker.sleep(tasker.vars.hold and 60 or args.t) end
           return args.n * 2, tasker.vars.name
         end)
         long = tasker.define("long", function(ctx, args)
@@ -87,21 +91,24 @@ import Testing
     @Test func aWorkerStoppedPastItsLeaseHasItsLateResultRefused() async throws {
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
             dofile("defs.lua")
-            -- a must still be inside the job when the test, slowed by a
-            -- loaded machine, stops it
-            local v, who = double{args = {n = 1, t = 4}}:await()
+            -- a stays inside the job until the test opens the gate
+            local v, who = double{args = {n = 1, gate = tasker.args[1]}}:await()
             print("result " .. v .. " from " .. who)
             """])
         defer { s.cleanup() }
+        let gate = s.dir.appendingPathComponent("gate").path
         let a = try worker(s, ["--var", "name=a"])
-        async let run = tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        async let run = tasker(["run", "--no-progress", "--store", url, "p.lua", gate], in: s.dir)
         #expect(await a.waitFor("start 1"))
         a.signal(SIGSTOP)
         let b = try worker(s, ["--var", "name=b"])
         let result = try await run
         a.signal(SIGCONT)
-        // a's sleep is long over: it finishes at once, and is refused
         #expect(sql("SELECT state || ':' || coalesce(error_kind, '') FROM tasker_jobs ORDER BY attempt") == "failed:lost\nsucceeded:")
+        // a, running again, learns it was declared dead; its job may end
+        // now (the gate opens) and its result is refused
+        #expect(FileManager.default.createFile(atPath: gate, contents: Data()))
+        #expect(await a.waitFor("silent past its lease", onStderr: true))
         a.signal(SIGTERM)
         b.signal(SIGTERM)
         let (ra, _) = await (a.finish(), b.finish())
