@@ -54,6 +54,29 @@ extension LuaModule {
         }
     }
 
+    /// Creates the metatable `name` (luaL_newmetatable also sets __name)
+    /// with `index` as __index, `methods` in a table it reads as its
+    /// upvalue 3, and the metamethods, each bound to this instance;
+    /// returns its registry ref.
+    func makeMetatable(_ name: String, index: tasker_SwiftFunction, methods: [(String, tasker_SwiftFunction)],
+                       metamethods: [(String, tasker_SwiftFunction)], in L: OpaquePointer) -> Int32 {
+        let s = LuaStack(L)
+        luaL_newmetatable(L, name)
+        lua_pushlightuserdata(L, Unmanaged.passUnretained(self).toOpaque())
+        if methods.isEmpty {
+            s.push(index, upvalues: 1)
+        } else {
+            pushTable(methods, in: L)
+            s.push(index, upvalues: 2)
+        }
+        s.rawSet(-2, "__index")
+        for (event, fn) in metamethods {
+            push(fn, in: L)
+            s.rawSet(-2, event)
+        }
+        return s.ref()
+    }
+
     /// Pops the value on top of the stack into the global `name` and
     /// `package.loaded[name]` (so `require(name)` returns it too).
     func setGlobal(_ name: String, in L: OpaquePointer) {
@@ -121,11 +144,11 @@ extension LuaModule {
 extension LuaRuntime {
     /// The installed module of type `M` (modules that others call into).
     func module<M: LuaModule>(_ type: M.Type) -> M {
-        for m in modules { if let m = m as? M { return m } }
+        for m in modules.all { if let m = m as? M { return m } }
         preconditionFailure("module \(M.self) is not installed")
     }
 
     var useModule: UseModule { module(UseModule.self) }
-    var hooks: HookModule { module(HookModule.self) }
+    var hooks: HookModule { modules.hooks }
     var http: HTTPModule { module(HTTPModule.self) }
 }

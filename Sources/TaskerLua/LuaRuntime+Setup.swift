@@ -13,9 +13,11 @@ extension LuaRuntime {
             refs[keyPath: keyPath] = s.ref()
         }
         installErrorMetatable()
-        TaskViewModule.install(self)
+        for module: LuaModule in [TaskViewModule(runtime: self), ContextModule(runtime: self)] {
+            modules.add(module)
+            module.install(in: self)
+        }
         HandleModule.install(self)
-        ContextModule.install(self)
         let tasker = TaskerModule.install(self)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         let globals = lua_gettop(L)
@@ -37,7 +39,7 @@ extension LuaRuntime {
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
                                   SleepModule(runtime: self), FSModule(runtime: self), DefineModule(runtime: self),
                                   HookModule(runtime: self), commandModule] {
-            modules.append(module)
+            modules.add(module)
             module.install(in: self)
         }
     }

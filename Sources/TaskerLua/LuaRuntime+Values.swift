@@ -255,3 +255,19 @@ extension LuaRuntime {
         return identities.idempotencyKey(id, pipeline: real, in: L)
     }
 }
+
+extension LuaRuntime {
+    /// Pushes table[id] of a per-task table (args, tags), creating `{}` on
+    /// first use so that every read sees (and may change) the same table.
+    func pushPart(_ L: OpaquePointer, _ table: Int32, _ id: TaskID) {
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(table))
+        lua_rawgeti(L, -1, lua_Integer(id))
+        if lua_type(L, -1) != LUA_TTABLE {
+            tasker_pop(L, 1)
+            lua_createtable(L, 0, 0)
+            lua_pushvalue(L, -1)
+            lua_rawseti(L, -3, lua_Integer(id))
+        }
+        tasker_remove(L, -2)
+    }
+}

@@ -120,7 +120,7 @@ public final class LuaRuntime {
     let identities = TaskIdentities()
     /// Modules that own their state (see `LuaModule`); kept as long as the
     /// state, since their functions hold them unretained.
-    var modules: [LuaModule] = []
+    var modules = ModuleList()
     /// Every process group the run's `exec`/`sh` calls started.
     public let processGroups = ProcessGroups()
     /// Ctrl-C/SIGTERM/SIGHUP arrived (the loop may not have seen it yet).
@@ -290,7 +290,7 @@ public final class LuaRuntime {
         guard !finishedRun else { return }
         finishedRun = true
         useModule.watcher?.stop()
-        for m in modules { m.runEnded() }
+        for m in modules.all { m.runEnded() }
         let c = engine.summary()
         let failed = c.failed.map { id in
             (name: engine.name(id), message: engine.outcome(id)?.failure?.description ?? "failed")
@@ -439,8 +439,6 @@ struct Refs {
     var predicates: Int32 = 0 // [task id] = retry.when function
     var handedErrors: Int32 = 0 // [error value] = name of the task whose error the main chunk was handed
     var handleMeta: Int32 = 0
-    var taskViewMeta: Int32 = 0
-    var contextMeta: Int32 = 0
     var errorMeta: Int32 = 0
 }
 

@@ -97,7 +97,7 @@ extension HookModule {
         defer { lua_settop(L, base) }
         s.pushRegistry(i.function)
         let attempt = i.engine.attempts(id) + 1  // the attempt about to start
-        if i.target == .http { rt.http.pushRequestTable(L, id, attempt: attempt) } else { rt.pushTaskView(L, id, attempt: attempt) }
+        if i.target == .http { rt.http.pushRequestTable(L, id, attempt: attempt) } else { taskViews.push(L, id, attempt: attempt) }
         s.push(held)
         if let error = rt.callForError(nargs: 2, nresults: 2, context: i.context, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error

@@ -125,7 +125,7 @@ extension HookModule {
             rt.http.pushRequestResult(L, outcome)
             return
         }
-        rt.pushTaskView(L, id, attempt: rt.engine.attempts(id))
+        taskViews.push(L, id, attempt: rt.engine.attempts(id))
         s.newTable(hash: 2)
         switch outcome {
         case .succeeded(let v):

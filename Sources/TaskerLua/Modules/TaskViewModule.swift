@@ -7,18 +7,42 @@ import TaskerCore
 /// callback costs one allocation and its changes need no copying back.
 /// `id`, `attempt` are read-only; `name`, `priority`, `args`, `tags` may be
 /// set (args and tags are the task's own tables, made on first read).
-enum TaskViewModule {
+final class TaskViewModule: LuaModule {
     static let metatableName = "tasker.task"
+    unowned let runtime: LuaRuntime
+    /// The views' metatable (a registry ref).
+    private var metatable: Int32 = LUA_NOREF
 
     struct Payload {
         var task: TaskID
         var attempt: Int
     }
 
-    static let index: tasker_SwiftFunction = { L in
-        let L = L!
-        let rt = LuaRuntime.from(L)
-        guard let v = rt.taskView(L, 1), let key = LuaStack(L).string(2) else { return 0 }
+    init(runtime: LuaRuntime) { self.runtime = runtime }
+
+    func install(in runtime: LuaRuntime) {
+        metatable = makeMetatable(Self.metatableName, index: { L in TaskViewModule.this(L!).index(L!) }, methods: [],
+                                  metamethods: [("__newindex", { L in TaskViewModule.this(L!).newindex(L!) }),
+                                                ("__tostring", { L in TaskViewModule.this(L!).tostring(L!) })],
+                                  in: runtime.L)
+    }
+
+    /// Pushes the view of task `id` as its attempt `attempt` sees it.
+    func push(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
+        let p = tasker_newuserdata(L, MemoryLayout<Payload>.size)!
+        p.storeBytes(of: Payload(task: id, attempt: attempt), as: Payload.self)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(metatable))
+        lua_setmetatable(L, -2)
+    }
+
+    static func view(_ L: OpaquePointer, _ i: Int32) -> Payload? {
+        guard let p = luaL_testudata(L, i, metatableName) else { return nil }
+        return p.load(as: Payload.self)
+    }
+
+    private func index(_ L: OpaquePointer) -> Int32 {
+        let rt = runtime
+        guard let v = Self.view(L, 1), let key = LuaStack(L).string(2) else { return 0 }
         switch key {
         case "id": lua_pushinteger(L, lua_Integer(v.task))
         case "name": LuaStack(L).push(rt.engine.name(v.task))
@@ -31,11 +55,10 @@ enum TaskViewModule {
         return 1
     }
 
-    static let newindex: tasker_SwiftFunction = { L in
-        let L = L!
-        let rt = LuaRuntime.from(L)
+    private func newindex(_ L: OpaquePointer) -> Int32 {
+        let rt = runtime
         let s = LuaStack(L)
-        guard let v = rt.taskView(L, 1), let key = s.string(2) else { return 0 }
+        guard let v = Self.view(L, 1), let key = s.string(2) else { return 0 }
         func bad(_ expected: String) -> Int32 {
             rt.usage(L, "bad value for t.\(key) (\(expected) expected, got \(s.got(3, expected: expected)))")
         }
@@ -68,30 +91,9 @@ enum TaskViewModule {
         return 0
     }
 
-    static let tostring: tasker_SwiftFunction = { L in
-        let L = L!
-        let rt = LuaRuntime.from(L)
-        guard let v = rt.taskView(L, 1) else { return 0 }
-        LuaStack(L).push("task \(v.task) '\(rt.engine.name(v.task))' (attempt \(v.attempt))")
+    private func tostring(_ L: OpaquePointer) -> Int32 {
+        guard let v = Self.view(L, 1) else { return 0 }
+        LuaStack(L).push("task \(v.task) '\(runtime.engine.name(v.task))' (attempt \(v.attempt))")
         return 1
-    }
-
-    static func install(_ rt: LuaRuntime) {
-        rt.refs.taskViewMeta = rt.makeMetatable(metatableName, index: index, methods: [],
-                                                metamethods: [("__newindex", newindex), ("__tostring", tostring)])
-    }
-}
-
-extension LuaRuntime {
-    func pushTaskView(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
-        let p = tasker_newuserdata(L, MemoryLayout<TaskViewModule.Payload>.size)!
-        p.storeBytes(of: TaskViewModule.Payload(task: id, attempt: attempt), as: TaskViewModule.Payload.self)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.taskViewMeta))
-        lua_setmetatable(L, -2)
-    }
-
-    func taskView(_ L: OpaquePointer, _ i: Int32) -> TaskViewModule.Payload? {
-        guard let p = luaL_testudata(L, i, TaskViewModule.metatableName) else { return nil }
-        return p.load(as: TaskViewModule.Payload.self)
     }
 }
