@@ -32,10 +32,7 @@ extension LuaRuntime {
     }
 
     /// The task id of the handle at `i`, or nil.
-    func handleID(_ L: OpaquePointer, _ i: Int32) -> TaskID? {
-        guard let p = luaL_testudata(L, i, HandleModule.metatableName) else { return nil }
-        return p.load(as: Int.self)
-    }
+    func handleID(_ L: OpaquePointer, _ i: Int32) -> TaskID? { HandleModule.id(L, i) }
 
     /// Reads a handle or a list of handles (for `after`, `all`, ...).
     func handleList(_ L: OpaquePointer, _ i: Int32, allowSingle: Bool) -> [TaskID]? {

@@ -13,11 +13,10 @@ extension LuaRuntime {
             refs[keyPath: keyPath] = s.ref()
         }
         installErrorMetatable()
-        for module: LuaModule in [TaskViewModule(runtime: self), ContextModule(runtime: self)] {
+        for module: LuaModule in [TaskViewModule(runtime: self), ContextModule(runtime: self), HandleModule(runtime: self)] {
             modules.add(module)
             module.install(in: self)
         }
-        HandleModule.install(self)
         let tasker = TaskerModule.install(self)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         let globals = lua_gettop(L)
@@ -42,31 +41,6 @@ extension LuaRuntime {
             modules.add(module)
             module.install(in: self)
         }
-    }
-
-    /// Creates the metatable `name` (luaL_newmetatable also sets __name):
-    /// `index` as __index, with `methods` in a table it gets as upvalue 2,
-    /// plus the given metamethods. Returns its registry ref.
-    func makeMetatable(_ name: String, index: tasker_SwiftFunction, methods: [(String, tasker_SwiftFunction)],
-                       metamethods: [(String, tasker_SwiftFunction)]) -> Int32 {
-        let s = LuaStack(L)
-        luaL_newmetatable(L, name)
-        if methods.isEmpty {
-            s.push(index)
-        } else {
-            s.newTable(hash: Int32(methods.count))
-            for (method, fn) in methods {
-                s.push(fn)
-                s.rawSet(-2, method)
-            }
-            s.push(index, upvalues: 1)
-        }
-        s.rawSet(-2, "__index")
-        for (event, fn) in metamethods {
-            s.push(fn)
-            s.rawSet(-2, event)
-        }
-        return s.ref()
     }
 
     /// Whether the value at `i` has the metatable anchored at `ref`.
@@ -201,15 +175,15 @@ extension LuaRuntime {
 /// Engine events become Lua `h:on` handler calls, run from the drain loop.
 extension LuaRuntime: EngineObserver {
     public func taskStarted(_ id: TaskID, engine: Engine) {
-        if handlerTasks[id] != nil { enqueue(.event(id, .start)) }
+        if modules.handles.hasHandlers(id) { enqueue(.event(id, .start)) }
     }
 
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        if handlerTasks[id] != nil { enqueue(.event(id, .progress(fraction, message))) }
+        if modules.handles.hasHandlers(id) { enqueue(.event(id, .progress(fraction, message))) }
     }
 
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
-        if handlerTasks[id] != nil { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
+        if modules.handles.hasHandlers(id) { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
         // A shard that passed on its second try is worth a line.
         logger.info("attempt \(failedAttempt) failed, retrying in \(Self.seconds(delay)): \(Self.firstLine(failure.description))",
                     metadata: ["task": "\(engine.name(id))", "attempt": "\(failedAttempt)"])
@@ -224,12 +198,12 @@ extension LuaRuntime: EngineObserver {
     }
 
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        if handlerTasks[id] != nil { enqueue(.event(id, .finish)) }
+        if modules.handles.hasHandlers(id) { enqueue(.event(id, .finish)) }
         // The body may still be needed by followers of shared work: drop the
         // Lua parts only once the work itself has ended.
         let work = workOf(id)
         if engine.isWorkFinished(work), !engine.isGroupOrSchedule(work) { dropParts(work) }
-        if engine === self.engine, engine.isEphemeral(id), outcome.state != .failed, handlerTasks[id] == nil {
+        if engine === self.engine, engine.isEphemeral(id), outcome.state != .failed, !modules.handles.hasHandlers(id) {
             // A finished `every` instance: free it once this finish is delivered.
             enqueue(.call { [unowned self] in
                 self.dropAllParts(id)

@@ -111,8 +111,6 @@ public final class LuaRuntime {
     var hasPredicate = TaskTable<Bool>()
     /// Tasks given tags, by task id.
     var tagged = TaskTable<Bool>()
-    /// Tasks with `h:on` handlers, by task id.
-    var handlerTasks = TaskTable<Bool>()
     lazy var taskBody = LuaTaskBody(runtime: self)
     var exitCode: Int32?
     /// Each task's identity across runs (see `TaskIdentities`).
@@ -243,7 +241,7 @@ public final class LuaRuntime {
         case .start(let run): startAttempt(run)
         case .resume(let f, let r): resume(f, with: r)
         case .close(let f): close(f)
-        case .event(let id, let e): fireHandlers(id, e)
+        case .event(let id, let e): modules.handles.fireHandlers(id, e)
         case .call(let body): body()
         }
     }
@@ -438,7 +436,6 @@ struct Refs {
     var threads: Int32 = 0    // anchors of live threads
     var predicates: Int32 = 0 // [task id] = retry.when function
     var handedErrors: Int32 = 0 // [error value] = name of the task whose error the main chunk was handed
-    var handleMeta: Int32 = 0
     var errorMeta: Int32 = 0
 }
 

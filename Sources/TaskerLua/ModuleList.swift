@@ -7,6 +7,7 @@ struct ModuleList {
     private(set) var taskViews: TaskViewModule!
     private(set) var contexts: ContextModule!
     private(set) var hooks: HookModule!
+    private(set) var handles: HandleModule!
 
     mutating func add(_ m: LuaModule) {
         all.append(m)
@@ -14,6 +15,7 @@ struct ModuleList {
         case let m as TaskViewModule: taskViews = m
         case let m as ContextModule: contexts = m
         case let m as HookModule: hooks = m
+        case let m as HandleModule: handles = m
         default: break
         }
     }

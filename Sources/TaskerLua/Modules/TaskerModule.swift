@@ -76,7 +76,7 @@ extension LuaRuntime {
         precondition(added == id, "task ids are assigned in add order")
         if engine.leader(of: id) != nil { dropParts(id) }
         lua_settop(L, top)
-        pushHandle(L, id)
+        modules.handles.push(L, id)
         return 1
     }
 
@@ -193,7 +193,7 @@ extension LuaRuntime {
         let spec = TaskSpec(name: name, body: nil)
         let id = engine.addGroup(spec, members: members, concurrency: concurrency, failFast: failFast)
         precondition(id == groupID, "group ids are assigned in add order")
-        pushHandle(L, id)
+        modules.handles.push(L, id)
         return 1
     }
 
@@ -236,7 +236,7 @@ extension LuaRuntime {
         }
         precondition(id == scheduleID, "schedule ids are assigned in add order")
         lua_settop(L, 2)
-        pushHandle(L, id)
+        modules.handles.push(L, id)
         return 1
     }
 
