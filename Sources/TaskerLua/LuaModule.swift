@@ -30,6 +30,14 @@ extension LuaModule {
         Unmanaged<Self>.fromOpaque(lua_touserdata(L, tasker_upvalueindex(2))!).takeUnretainedValue()
     }
 
+    /// Calls `body` with the module instance a function was pushed by,
+    /// borrowed (no retain: the runtime keeps its modules longer than the
+    /// state whose functions call them). For functions called per task.
+    @inline(__always)
+    static func with(_ L: OpaquePointer, _ body: (Self) -> Int32) -> Int32 {
+        Unmanaged<Self>.fromOpaque(lua_touserdata(L, tasker_upvalueindex(2))!)._withUnsafeGuaranteedRef(body)
+    }
+
     /// Pushes `fn` as a Lua function bound to this instance. Unretained: the
     /// runtime keeps its modules as long as the state lives.
     func push(_ fn: tasker_SwiftFunction, in L: OpaquePointer) {

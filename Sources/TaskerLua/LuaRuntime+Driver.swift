@@ -72,7 +72,7 @@ extension LuaRuntime {
         lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.bodies))
         lua_rawgeti(co, -1, lua_Integer(run.task))
         tasker_remove(co, -2)
-        modules.contexts.push(co, run)
+        ContextModule.push(co, run, metatable: refs.contextMeta)
         resume(f, nargs: 1)
     }
 

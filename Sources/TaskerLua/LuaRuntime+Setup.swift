@@ -13,27 +13,19 @@ extension LuaRuntime {
             refs[keyPath: keyPath] = s.ref()
         }
         installErrorMetatable()
-        for module: LuaModule in [TaskViewModule(runtime: self), ContextModule(runtime: self), HandleModule(runtime: self)] {
+        // The `tasker` table first: some modules add to it (`tasker.use`).
+        for module: LuaModule in [TaskerModule(runtime: self), TaskViewModule(runtime: self), ContextModule(runtime: self),
+                                  HandleModule(runtime: self)] {
             modules.add(module)
             module.install(in: self)
         }
-        let tasker = TaskerModule.install(self)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         let globals = lua_gettop(L)
-        lua_pushvalue(L, tasker)
-        s.rawSet(globals, "tasker")
-        // require("tasker") returns the same table
-        s.rawGet(globals, "package")
-        s.rawGet(-1, "loaded")
-        lua_pushvalue(L, tasker)
-        s.rawSet(-2, "tasker")
-        s.pop(2)
         if options.output != nil {
             s.push(LuaRuntime.printFunction)
             s.rawSet(globals, "print")
         }
         lua_settop(L, 0)
-        // After the `tasker` table: some add to it (`tasker.use`).
         for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self),
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
                                   SleepModule(runtime: self), FSModule(runtime: self), DefineModule(runtime: self),
@@ -175,15 +167,15 @@ extension LuaRuntime {
 /// Engine events become Lua `h:on` handler calls, run from the drain loop.
 extension LuaRuntime: EngineObserver {
     public func taskStarted(_ id: TaskID, engine: Engine) {
-        if modules.handles.hasHandlers(id) { enqueue(.event(id, .start)) }
+        if handlerTasks[id] != nil { enqueue(.event(id, .start)) }
     }
 
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        if modules.handles.hasHandlers(id) { enqueue(.event(id, .progress(fraction, message))) }
+        if handlerTasks[id] != nil { enqueue(.event(id, .progress(fraction, message))) }
     }
 
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
-        if modules.handles.hasHandlers(id) { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
+        if handlerTasks[id] != nil { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
         // A shard that passed on its second try is worth a line.
         logger.info("attempt \(failedAttempt) failed, retrying in \(Self.seconds(delay)): \(Self.firstLine(failure.description))",
                     metadata: ["task": "\(engine.name(id))", "attempt": "\(failedAttempt)"])
@@ -198,12 +190,12 @@ extension LuaRuntime: EngineObserver {
     }
 
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        if modules.handles.hasHandlers(id) { enqueue(.event(id, .finish)) }
+        if handlerTasks[id] != nil { enqueue(.event(id, .finish)) }
         // The body may still be needed by followers of shared work: drop the
         // Lua parts only once the work itself has ended.
         let work = workOf(id)
         if engine.isWorkFinished(work), !engine.isGroupOrSchedule(work) { dropParts(work) }
-        if engine === self.engine, engine.isEphemeral(id), outcome.state != .failed, !modules.handles.hasHandlers(id) {
+        if engine === self.engine, engine.isEphemeral(id), outcome.state != .failed, handlerTasks[id] == nil {
             // A finished `every` instance: free it once this finish is delivered.
             enqueue(.call { [unowned self] in
                 self.dropAllParts(id)

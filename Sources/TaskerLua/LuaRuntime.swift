@@ -109,6 +109,8 @@ public final class LuaRuntime {
     var scriptDirectory = "."
     /// Tasks with a retry `when` predicate stored, by task id.
     var hasPredicate = TaskTable<Bool>()
+    /// Tasks with `h:on` handlers, by task id.
+    var handlerTasks = TaskTable<Bool>()
     /// Tasks given tags, by task id.
     var tagged = TaskTable<Bool>()
     lazy var taskBody = LuaTaskBody(runtime: self)
@@ -437,6 +439,9 @@ struct Refs {
     var predicates: Int32 = 0 // [task id] = retry.when function
     var handedErrors: Int32 = 0 // [error value] = name of the task whose error the main chunk was handed
     var errorMeta: Int32 = 0
+    /// Task handles' metatable (made by `HandleModule`), and `ctx`'s (`ContextModule`).
+    var handleMeta: Int32 = 0
+    var contextMeta: Int32 = 0
 }
 
 /// Lets a signal handler on another thread stop runaway Lua code at once

@@ -4,15 +4,18 @@ import Logging
 import TaskerCore
 
 /// Task handles: full userdata holding the task id, with `id`, `name`,
-/// `attempts` fields and the methods the README lists under Tasks. Owns
-/// the handles' metatable and which tasks have `h:on` handlers (the
-/// handlers themselves are in the registry table `refs.handlers`).
+/// `attempts` fields and the methods the README lists under Tasks. Makes
+/// the handles' metatable; `h:on` handlers are kept in the registry table
+/// `refs.handlers`, and which tasks have some in `handlerTasks` (the
+/// runtime reads it as each task starts and ends).
 final class HandleModule: LuaModule {
     static let metatableName = "tasker.handle"
-    unowned let runtime: LuaRuntime
-    private var metatable: Int32 = LUA_NOREF
-    /// Tasks with `h:on` handlers, by task id.
-    private var tasks = TaskTable<Bool>()
+    /// Not counted, and not checked: the runtime keeps this module and the
+    /// Lua state, and closes the state (whose functions are this module's
+    /// only callers) in its deinit, before the module goes; so the runtime
+    /// is alive whenever this runs. A checked `unowned` cost ~270
+    /// instructions a task on this path.
+    unowned(unsafe) let runtime: LuaRuntime
 
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
@@ -27,7 +30,7 @@ final class HandleModule: LuaModule {
             ("resume", { L in HandleModule.this(L!).pause(L!, pause: false) }),
             ("state", { L in HandleModule.this(L!).state(L!) }),
         ]
-        metatable = makeMetatable(
+        runtime.refs.handleMeta = makeMetatable(
             Self.metatableName, index: { L in HandleModule.this(L!).index(L!) }, methods: methods,
             metamethods: [("__eq", { L in
                               let L = L!
@@ -43,8 +46,10 @@ final class HandleModule: LuaModule {
             in: runtime.L)
     }
 
-    /// Pushes a handle of task `id`.
-    func push(_ L: OpaquePointer, _ id: TaskID) {
+    /// Pushes a handle of task `id` (`metatable`: the runtime's
+    /// `refs.handleMeta`, which `install` set; static, so that adding a
+    /// task touches no module).
+    static func push(_ L: OpaquePointer, _ id: TaskID, metatable: Int32) {
         let p = tasker_newuserdata(L, MemoryLayout<Int>.size)!
         p.storeBytes(of: id, as: Int.self)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(metatable))
@@ -56,9 +61,6 @@ final class HandleModule: LuaModule {
         guard let p = luaL_testudata(L, i, metatableName) else { return nil }
         return p.load(as: Int.self)
     }
-
-    /// Whether task `id` has `h:on` handlers.
-    func hasHandlers(_ id: TaskID) -> Bool { tasks[id] != nil }
 
     /// `h.key`: a method from the methods table (upvalue 3), or a field.
     private func index(_ L: OpaquePointer) -> Int32 {
@@ -222,7 +224,7 @@ final class HandleModule: LuaModule {
         lua_pushvalue(L, function)
         lua_rawseti(L, -2, lua_Integer(s.rawLength(-2) + 1))
         s.pop(3)
-        tasks[id] = true
+        rt.handlerTasks[id] = true
     }
 
     /// (state, value_or_err) for a finish handler.
@@ -280,7 +282,7 @@ final class HandleModule: LuaModule {
         if case .finish = event {
             lua_pushnil(L)
             lua_rawseti(L, base + 1, lua_Integer(id))
-            tasks[id] = nil
+            rt.handlerTasks[id] = nil
         }
     }
 }

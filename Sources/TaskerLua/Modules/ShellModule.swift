@@ -76,7 +76,7 @@ final class ShellModule: LuaModule {
         }
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
         s.rawGet(-1, "os")
-        s.push(ShellModule.exit)
+        push(ShellModule.exit, in: L)
         s.rawSet(-2, "exit")
         lua_settop(L, 0)
     }
@@ -91,12 +91,12 @@ final class ShellModule: LuaModule {
         case LUA_TNONE, LUA_TNIL: code = 0
         case LUA_TBOOLEAN: code = s.boolean(1) ? 0 : 1
         default:
-            guard let c = s.integer(1) else { return LuaRuntime.from(L).argError(L, "os.exit", 1, "boolean or integer") }
+            guard let c = s.integer(1) else { return ShellModule.this(L).runtime.argError(L, "os.exit", 1, "boolean or integer") }
             code = c & 0xFF
         }
         lua_settop(L, 0)
         lua_pushinteger(L, lua_Integer(code))
-        return LuaRuntime.from(L).apiExit(L)
+        return ShellModule.this(L).runtime.module(TaskerModule.self).exit(L)
     }
 
     private func detach(_ L: OpaquePointer) -> Int32 {
