@@ -1,5 +1,6 @@
 import DequeModule
 import HeapModule
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -18,14 +19,18 @@ import Darwin
 ///     loop.execute { print("on the loop") }
 ///     loop.run()            // blocks until loop.stop()
 public final class EventLoop: @unchecked Sendable {
-    // Safety: `inbox`, `stopRequested`, `thread` and `sleepingInPoller` are
-    // guarded by `lock`; `poller` is set before `run` and only read after.
-    // Everything else is confined to the loop thread: the entry points assert
-    // it in debug builds (like NIO's preconditionInEventLoop).
+    // Safety: `inbox`, `stopRequested` and `sleepingInPoller` are guarded
+    // by `lock`; `loopThread` is atomic; `poller` is set before `run` and
+    // only read after. Everything else is confined to the loop thread: the
+    // entry points assert it in debug builds (like NIO's
+    // preconditionInEventLoop).
     private let lock = ConditionLock()
     private var inbox: [@Sendable () -> Void] = []
     private var stopRequested = false
-    private var thread: pthread_t?
+    /// The thread inside `run` (`threadID()`; 0: none), which stores it when
+    /// `run` starts and clears it when `run` returns. `inLoop` reads it
+    /// without a lock.
+    private let loopThread = Atomic<UInt>(0)
     /// The loop is inside `poller.poll`: a job from another thread wakes it.
     private var sleepingInPoller = false
 
@@ -69,33 +74,58 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `job` on the loop thread in a later turn.
     public func execute(_ job: @escaping @Sendable () -> Void) {
+        let here = inLoop
         lock.lock()
         inbox.append(job)
-        lock.signal()
-        let wake = sleepingInPoller
+        let wake = wakeUp(from: here)
         lock.unlock()
         if wake { poller?.wake() }
     }
 
     /// Ends `run()` after the current turn.
     public func stop() {
+        let here = inLoop
         lock.lock()
         stopRequested = true
-        lock.signal()
-        let wake = sleepingInPoller
+        let wake = wakeUp(from: here)
         lock.unlock()
         if wake { poller?.wake() }
     }
 
-    public var inLoop: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        guard let thread else { return false }
-        return pthread_equal(thread, pthread_self()) != 0
+    /// With `lock` held, after queueing: wakes a loop waiting on its
+    /// condition, and returns whether the poller must be woken (outside the
+    /// lock). The loop thread itself (`here`) wakes nothing: it looks at the
+    /// inbox before it waits again. It may be inside the poller then (the
+    /// process reactor's callbacks run on it), but only after the wait has
+    /// returned; waking it would cost a write and one more empty wait.
+    private func wakeUp(from here: Bool) -> Bool {
+        if here { return false }
+        lock.signal()
+        return sleepingInPoller
     }
 
-    /// Debug builds only: the check takes the loop's lock, and the journal
-    /// and stored values ask once per task.
+    /// Whether the caller is the thread running the loop; lock-free, like
+    /// NIO's inEventLoop. A relaxed load is enough: the one thread that can
+    /// find its own identity there is the one that stored it (its own
+    /// stores are visible to it), and any other thread sees 0 or another
+    /// thread's identity, false either way. (A thread that reuses an ended
+    /// loop thread's identity starts after that thread's clearing store.)
+    @inline(__always)
+    public var inLoop: Bool {
+        loopThread.load(ordering: .relaxed) == Self.threadID()
+    }
+
+    /// The calling thread's identity as a number (never 0).
+    @inline(__always)
+    private static func threadID() -> UInt {
+        #if canImport(Darwin)
+        UInt(bitPattern: pthread_self())
+        #else
+        UInt(pthread_self())
+        #endif
+    }
+
+    /// Debug builds only: the journal and stored values ask once per task.
     @inline(__always)
     public func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
         assert(inLoop, "must run on the event loop thread", file: file, line: line)
@@ -151,8 +181,10 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs the loop on the calling thread until `stop()`; `first` runs on
     /// the loop before anything else (set-up that must happen on the loop).
     public func run(startingWith first: () -> Void = {}) {
-        lock.withLock { thread = pthread_self() }
-        defer { lock.withLock { thread = nil } }
+        // Two threads running one loop would share its unlocked state.
+        let started = loopThread.compareExchange(expected: 0, desired: Self.threadID(), ordering: .relaxed).exchanged
+        precondition(started, "EventLoop.run: the loop is already running")
+        defer { loopThread.store(0, ordering: .relaxed) }
         first()
         drainMicrotasks()
         while true {
@@ -323,7 +355,8 @@ private struct TimerEntry: Comparable {
 /// lets loop-confined objects ride in `@Sendable` closures sent to the loop.
 public struct LoopBound<Value>: @unchecked Sendable {
     // Safety: `_value` is reachable only through `value`, which traps unless
-    // called on `loop`'s thread, so it is never touched concurrently.
+    // called on `loop`'s thread (in release builds too, like NIOLoopBound:
+    // the check is lock-free), so it is never touched concurrently.
     public let loop: EventLoop
     private let _value: Value
 
@@ -333,7 +366,7 @@ public struct LoopBound<Value>: @unchecked Sendable {
     }
 
     public var value: Value {
-        loop.assertInLoop()
+        precondition(loop.inLoop, "LoopBound.value off its loop's thread")
         return _value
     }
 }

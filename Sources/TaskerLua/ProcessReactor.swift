@@ -61,6 +61,8 @@ final class ProcessReactor: Sendable {
     /// Who waits on the set: nobody yet, its own thread, or a loop.
     private enum Waiter { case none, thread, loop }
     private let waiter = Mutex(Waiter.none)
+    /// The loop that waits on the set, while it does (`host(on:)`).
+    private let hostLoop = Mutex<EventLoop?>(nil)
     /// The set and what is registered in it. Touched only by the one
     /// waiter (the reactor's thread, or the hosting loop's thread).
     private let state: State
@@ -85,7 +87,10 @@ final class ProcessReactor: Sendable {
             w = .loop
             return true
         }
-        if hosted { loop.poller = LoopHost(reactor: self) }
+        if hosted {
+            hostLoop.withLock { $0 = loop }
+            loop.poller = LoopHost(reactor: self)
+        }
         return hosted
     }
 
@@ -99,6 +104,7 @@ final class ProcessReactor: Sendable {
             return true
         }
         guard wasHosted else { return }
+        hostLoop.withLock { $0 = nil }
         let idle = state.watches.isEmpty && state.streams.isEmpty
             && incoming.withLock { $0.isEmpty } && incomingStreams.withLock { $0.isEmpty }
         if !idle { ensureWaiter() }
@@ -154,8 +160,12 @@ final class ProcessReactor: Sendable {
     }
 
     /// Makes the reactor look at its streams again (one wants data or
-    /// was given some to write, or is closing).
+    /// was given some to write, or is closing) and take new children.
+    /// The hosting loop's own thread (most callers) need not: it is not
+    /// waiting, and it starts its next wait with a pass that looks; a
+    /// write would only make that wait return at once, for nothing.
     func poke() {
+        if hostLoop.withLock({ $0?.inLoop ?? false }) { return }
         var byte: UInt8 = 1
         _ = write(wake.write, &byte, 1)
     }

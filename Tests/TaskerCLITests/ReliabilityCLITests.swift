@@ -335,45 +335,43 @@ func processAliveNow(_ pid: Int32) -> Bool {
     /// SIGUSR1 pauses a real run half-way (the running task finishes, no new
     /// one starts); SIGUSR2 lets it go on.
     @Test func usr1PausesStartsAndUsr2ResumesThem() async throws {
+        // host-1 runs until the test creates `go`, which it does once the
+        // pause is acknowledged; when host-1 has ended, host-2 would start
+        // at once were starts not paused.
         let s = try Scratch(["roll.lua": """
+            local function exists(path)
+              local f = io.open(path)
+              if f then f:close() end
+              return f ~= nil
+            end
             for i = 1, 4 do
               tasker.add{name = "host-" .. i, run = function()
                 io.write("start ", i, "\\n"); io.stdout:flush()
-                tasker.sleep(0.15)
+                local t0 = tasker.now()
+                while i == 1 and not exists("go") do
+                  if tasker.now() - t0 > 60 then error("never told to go") end
+                  tasker.sleep(0.01)
+                end
+                io.write("end ", i, "\\n"); io.stdout:flush()
               end}
             end
             """])
         defer { s.cleanup() }
-        let p = Process()
-        p.executableURL = taskerBinary()
-        p.arguments = ["run", "--no-progress", "--no-journal", "--concurrency", "1", "roll.lua"]
-        p.currentDirectoryURL = s.dir
-        let out = Pipe.closedOnExec(), err = Pipe.closedOnExec()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let result: (String, String) = await withCheckedContinuation { continuation in
-            Thread {
-                var seen = ""
-                while !seen.contains("start 1") {
-                    let chunk = out.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    seen += String(decoding: chunk, as: UTF8.self)
-                }
-                kill(p.processIdentifier, SIGUSR1)
-                // host-1 ends after 0.15 s; while paused, host-2 must not start
-                usleep(600_000)
-                let during = seen
-                kill(p.processIdentifier, SIGUSR2)
-                let r = drain(p, out: out, err: err, seen: during + "|" + seen)
-                continuation.resume(returning: (r.stdout, r.stderr))
-            }.start()
-        }
-        let parts = result.0.split(separator: "|", maxSplits: 1).map(String.init)
-        #expect(parts[0] == "start 1\n", "\(result.0)")
-        #expect(parts[1] == "start 1\nstart 2\nstart 3\nstart 4\n", "\(result.0)")
-        #expect(p.terminationStatus == 0)
-        #expect(result.1.contains("INFO paused: nothing new starts until SIGUSR2"))
-        #expect(result.1.contains("INFO resumed"))
+        let p = try Background(["run", "--no-progress", "--no-journal", "--concurrency", "1", "roll.lua"], in: s.dir)
+        #expect(await p.waitFor("start 1\n"))
+        p.signal(SIGUSR1)
+        #expect(await p.waitFor("INFO paused: nothing new starts until SIGUSR2", onStderr: true))
+        try "".write(to: s.dir.appendingPathComponent("go"), atomically: true, encoding: .utf8)
+        #expect(await p.waitFor("end 1\n"))
+        // A bound, not a wait for something: host-2 starting within 0.8 s
+        // of host-1's end fails the test.
+        let startedWhilePaused = await p.waitFor("start 2", seconds: 0.8)
+        #expect(!startedWhilePaused, "\(p.output)")
+        #expect(p.output == "start 1\nend 1\n")
+        p.signal(SIGUSR2)
+        let r = await p.finish(within: 60)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "start 1\nend 1\nstart 2\nend 2\nstart 3\nend 3\nstart 4\nend 4\n")
+        #expect(r.stderr.contains("INFO resumed"))
     }
 }

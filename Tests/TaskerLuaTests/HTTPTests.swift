@@ -165,17 +165,25 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
     }
 
     @Test func requestsInFlightAreCapped() async throws {
+        // The server holds each request until it holds three at once, then
+        // answers them 0.1 s later (time for a fourth to arrive, should the
+        // cap let one through); nine requests make three full batches, so
+        // the cap is reached every time. A batch that never fills is
+        // answered after 5 s.
         let key = uniqueKey()
         let r = try await runHTTP("""
             http.configure{concurrency = 3}
             local hs = {}
-            for i = 1, 9 do hs[i] = tasker.add(function() return http.get(base .. "/delay?s=0.5&key=\(key)").status end) end
-            print(#tasker.all(hs))
+            for i = 1, 9 do
+                hs[i] = tasker.add(function() return http.get(base .. "/gate?key=\(key)&at=3&linger=0.1&max=5").status end)
+            end
+            print(table.concat(tasker.all(hs), " "))
             """, concurrency: 12)
-        #expect(r.lines == ["9"])
-        // Never more than the cap; at least two at once (on a loaded machine
-        // the third may reach the server after the first has been answered).
-        #expect((2...3).contains(TestHTTPServer.shared.maxInFlight(key)), "\(TestHTTPServer.shared.maxInFlight(key))")
+        #expect(r.lines == [Array(repeating: "200", count: 9).joined(separator: " ")])
+        let most = TestHTTPServer.shared.maxInFlight(key)
+        #expect(most <= 3, "more requests in flight than the cap: \(most)")
+        #expect(most == 3, "the cap was never reached: \(most)")
+        #expect(r.result.seconds < 5, "a batch waited for the server's deadline")
     }
 
     /// A request that times out is logged at debug level like any other.

@@ -21,9 +21,11 @@ final class TextSink: Sendable {
 }
 
 /// Writes `source` to a temporary `name` (and any `files` beside it) and runs it.
+/// With `diagnosticsFile`, diagnostics are also appended, as they come, to
+/// that file beside it: the pipeline can wait for a line to be logged.
 func runLua(_ source: String, name: String = "pipeline.lua", files: [String: String] = [:],
             args: [String] = [], vars: [String: String] = [:], concurrency: Int = 16,
-            watch: Bool = false, logLevel: Logger.Level = .info) async throws -> LuaRun {
+            watch: Bool = false, logLevel: Logger.Level = .info, diagnosticsFile: String? = nil) async throws -> LuaRun {
     // Short: Lua shortens chunk names over 60 characters in messages.
     let dir = URL(fileURLWithPath: "/tmp/tk-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -33,7 +35,8 @@ func runLua(_ source: String, name: String = "pipeline.lua", files: [String: Str
     }
     // chdir-free: run by absolute path, but report the short name in positions
     let run = await runFile(dir.appendingPathComponent(name).path, args: args, vars: vars,
-                            concurrency: concurrency, watch: watch, logLevel: logLevel)
+                            concurrency: concurrency, watch: watch, logLevel: logLevel,
+                            diagnosticsFile: diagnosticsFile.map { dir.appendingPathComponent($0).path })
     let prefix = dir.path + "/"
     func clean(_ s: String) -> String { s.replacingOccurrences(of: prefix, with: "") }
     var r = run.result
@@ -44,12 +47,15 @@ func runLua(_ source: String, name: String = "pipeline.lua", files: [String: Str
 
 /// Runs a pipeline file as it is, capturing what it prints and logs.
 func runFile(_ path: String, args: [String] = [], vars: [String: String] = [:], concurrency: Int = 16,
-             watch: Bool = false, logLevel: Logger.Level = .info) async -> LuaRun {
+             watch: Bool = false, logLevel: Logger.Level = .info, diagnosticsFile: String? = nil) async -> LuaRun {
     let out = TextSink()
     let diag = TextSink()
     var options = LuaRuntime.Options()
     options.output = { out.append($0) }
-    options.diagnostics = { diag.append($0 + "\n") }
+    options.diagnostics = { line in
+        diag.append(line + "\n")
+        if let diagnosticsFile { appendLine(line, to: diagnosticsFile) }
+    }
     options.args = args
     options.vars = vars
     options.concurrency = concurrency
@@ -57,6 +63,16 @@ func runFile(_ path: String, args: [String] = [], vars: [String: String] = [:], 
     options.logLevel = logLevel
     let result = await PipelineRunner.run(path: path, options: options)
     return LuaRun(output: out.value, diagnostics: diag.value, result: result)
+}
+
+/// Appends `line` and a newline to the file at `path` (made if missing) in
+/// one write, so a reader never sees half a line.
+private func appendLine(_ line: String, to path: String) {
+    let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { return }
+    defer { close(fd) }
+    let bytes = Array((line + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
 }
 
 enum PipelineCheck {

@@ -16,8 +16,22 @@ import Testing
           repeat
             if probe() == want then return true, tasker.now() - t0 end
             tasker.sleep(0.005)
-          until tasker.now() - t0 > 5
+          until tasker.now() - t0 > 10
           return false
+        end
+        -- How many times `text` has been logged (in runs given
+        -- diagnosticsFile: "diagnostics.log"; lines are logged on the loop,
+        -- in the file before the call that logs them returns).
+        local function logged(text)
+          local f = io.open(dir .. "/diagnostics.log")
+          if not f then return 0 end
+          local all, n, at = f:read("a"), 0, 1
+          f:close()
+          while true do
+            at = all:find(text, at, true)
+            if not at then return n end
+            n, at = n + 1, at + #text
+          end
         end
         local function version() return tasker.add(function(ctx) return ctx.args.version end):await() end
 
@@ -47,12 +61,12 @@ import Testing
             tasker.use("rules.lua")
             write("rules.lua", "tasker.intercept{name = 'tag', fn = function(t) t.args.version = 2 end\\n", false)
             write("canary.lua", "x = 1", false)  -- unrelated files in the directory are ignored
-            tasker.sleep(0.2)
+            print((waitFor(function() return logged("reload of " .. dir .. "/rules.lua failed") > 0 end, true)))
             print(version())
             write("rules.lua", [[\(Self.rule(4))]], false)
             print((waitFor(version, 4)))
-            """, files: ["rules.lua": Self.rule(1)], watch: true)
-        #expect(r.lines == ["1", "true"])
+            """, files: ["rules.lua": Self.rule(1)], watch: true, diagnosticsFile: "diagnostics.log")
+        #expect(r.lines == ["true", "1", "true"])
         #expect(r.diagnostics.contains("reload of rules.lua failed; keeping the previous version: rules.lua:2: '}' expected (to close '{' at line 1) near <eof>")
                 || r.diagnostics.contains("rules.lua:1: '}' expected"))
     }
@@ -62,16 +76,18 @@ import Testing
             tasker.use("batch.lua")
             local hs = {}
             for i = 1, 3 do hs[i] = tasker.add(function() return i end) end
-            tasker.sleep(0.01)
+            waitFor(function() return hs[1]:state() .. hs[3]:state() end, "heldheld")
             print(hs[1]:state(), hs[3]:state())
             -- the new version releases the batch once a fourth task arrives
             write("batch.lua", "tasker.intercept{name = 'batch', fn = function(t, held) if held < 3 then return 'hold' end end}", true)
-            tasker.sleep(0.2)
+            -- (the old version would hold the fourth task too, for ever)
+            assert(waitFor(function() return logged("reloaded " .. dir .. "/batch.lua") > 0 end, true), "batch.lua was not reloaded")
             print(hs[1]:state())
             hs[4] = tasker.add(function() return 4 end)
             print(table.concat(tasker.all(hs), ","))
-            """, files: ["batch.lua": "tasker.intercept{name = 'batch', fn = function() return 'hold' end}"], watch: true)
-        #expect(r.lines == ["held\theld", "held", "1,2,3,4"])
+            """, files: ["batch.lua": "tasker.intercept{name = 'batch', fn = function() return 'hold' end}"], watch: true,
+            diagnosticsFile: "diagnostics.log")
+        #expect(r.lines == ["held\theld", "held", "1,2,3,4"], "\(r.result.mainError ?? "")")
     }
 
     @Test func aReloadedFileCanRegisterAReactor() async throws {
@@ -109,16 +125,20 @@ import Testing
             local writer = tasker.add(function()
               for v = 2, 201 do write("rules.lua", [[tasker.intercept{name = 'tag', fn = function(t) t.args.version = ]] .. v .. [[ end}
             ]], false) end
+              -- jobs go on until the emptied file has been reloaded (and kept
+              -- out): a reload in the burst may have found it empty already
+              local empty = "rules.lua is empty (half-written?)"
+              local before = logged(empty)
               write("rules.lua", "", false)
-              tasker.sleep(0.15)
+              return (waitFor(function() return logged(empty) > before end, true))
             end)
             while writer:state() ~= "succeeded" do
               if version() == nil then missed = missed + 1 end
               tasker.sleep(0.001)
             end
-            print(missed, version() ~= nil)
-            """, files: ["rules.lua": Self.rule(1)], watch: true)
-        #expect(r.lines == ["0\ttrue"])
+            print(missed, version() ~= nil, writer:await())
+            """, files: ["rules.lua": Self.rule(1)], watch: true, diagnosticsFile: "diagnostics.log")
+        #expect(r.lines == ["0\ttrue\ttrue"])
         #expect(r.diagnostics.contains("rules.lua is empty (half-written?); keeping the previous version"))
     }
 

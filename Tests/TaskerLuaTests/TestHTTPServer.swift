@@ -9,7 +9,12 @@ import NIOPosix
 ///
 ///     /echo                 200, JSON of method, path, query, headers, body
 ///     /status/N             status N (`?retry_after=S` adds Retry-After)
-///     /delay?s=X[&key=K]    200 after X seconds (tracks K's most in flight)
+///     /delay?s=X            200 after X seconds
+///     /gate?key=K&at=N&linger=L&max=T
+///                           held until N requests of K are held at once (then
+///                           answered L seconds later, with any that came
+///                           meanwhile) or for T seconds; `maxInFlight(K)` is
+///                           the most held at once
 ///     /redirect?to=URL      302 to URL
 ///     /token?realm=R        a new token for realm R (counts refreshes)
 ///     /bearer?realm=R       200 with the realm's current token, else 401
@@ -32,8 +37,17 @@ final class TestHTTPServer: Sendable {
     struct State {
         var counters: [String: Int] = [:]
         var tokens: [String: Int] = [:]
-        var inFlight: [String: Int] = [:]
+        /// `/gate` requests waiting for their answer, by key and arrival.
+        var held: [String: [Int: HeldRequest]] = [:]
         var maxInFlight: [String: Int] = [:]
+        /// Keys whose held requests are about to be answered together.
+        var releasing: Set<String> = []
+        var nextRequest = 0
+    }
+
+    /// A `/gate` request and how to answer it (on the server's loop).
+    struct HeldRequest: Sendable {
+        let answer: @Sendable () -> Void
     }
 
     let port: Int
@@ -109,17 +123,14 @@ private final class TestHTTPHandler: ChannelInboundHandler {
             respond(context, HTTPResponseStatus(statusCode: code), "status \(code)", keepAlive, extra: extra)
         } else if path == "/delay" {
             let seconds = Double(query["s"] ?? "0") ?? 0
-            let key = query["key"] ?? ""
-            state.withLockedValue { s in
-                s.inFlight[key, default: 0] += 1
-                s.maxInFlight[key] = max(s.maxInFlight[key] ?? 0, s.inFlight[key]!)
-            }
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: .nanoseconds(Int64(seconds * 1e9))) {
                 let (handler, context) = bound.value
-                handler.state.withLockedValue { $0.inFlight[key, default: 0] -= 1 }
                 handler.respond(context, .ok, "slept", keepAlive)
             }
+        } else if path == "/gate" {
+            hold(context, key: query["key"] ?? "", at: Int(query["at"] ?? "1") ?? 1,
+                 linger: Double(query["linger"] ?? "0") ?? 0, limit: Double(query["max"] ?? "5") ?? 5, keepAlive)
         } else if path == "/redirect", let to = query["to"] {
             respond(context, .found, "", keepAlive, extra: [("location", to)])
         } else if path == "/token" {
@@ -206,6 +217,42 @@ private final class TestHTTPHandler: ChannelInboundHandler {
             respond(context, .ok, String(repeating: "x", count: n), keepAlive)
         } else {
             respond(context, .notFound, "not found", keepAlive)
+        }
+    }
+
+    /// `/gate`: holds the request (see the type's docs). The count of held
+    /// requests is what the client has in flight: a request is counted
+    /// from its arrival until the server answers it.
+    private func hold(_ context: ChannelHandlerContext, key: String, at: Int, linger: Double, limit: Double,
+                      _ keepAlive: Bool) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let request = TestHTTPServer.HeldRequest {
+            let (handler, context) = bound.value
+            handler.respond(context, .ok, "released", keepAlive)
+        }
+        let (id, release) = state.withLockedValue { s -> (Int, Bool) in
+            s.nextRequest += 1
+            s.held[key, default: [:]][s.nextRequest] = request
+            let n = s.held[key]!.count
+            s.maxInFlight[key] = max(s.maxInFlight[key] ?? 0, n)
+            guard n >= at, !s.releasing.contains(key) else { return (s.nextRequest, false) }
+            s.releasing.insert(key)
+            return (s.nextRequest, true)
+        }
+        let state = self.state
+        if release {
+            // The linger leaves time for a request over the cap to arrive
+            // and be counted before the held ones are answered.
+            context.eventLoop.scheduleTask(in: .nanoseconds(Int64(linger * 1e9))) {
+                let answered = state.withLockedValue { s -> [TestHTTPServer.HeldRequest] in
+                    s.releasing.remove(key)
+                    return (s.held.removeValue(forKey: key) ?? [:]).sorted { $0.key < $1.key }.map(\.value)
+                }
+                for request in answered { request.answer() }
+            }
+        }
+        context.eventLoop.scheduleTask(in: .nanoseconds(Int64(limit * 1e9))) {
+            state.withLockedValue { $0.held[key]?.removeValue(forKey: id) }?.answer()
         }
     }
 
