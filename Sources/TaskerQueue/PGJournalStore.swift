@@ -43,7 +43,7 @@ public final class PGJournalStore: JournalStore {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
             ON CONFLICT (id) DO UPDATE SET pipeline = $2, args = $3, vars = $4, started = $5, pid = $6, host = $7,
               resumed_from = $8, ended = NULL, exit_code = NULL, counts = NULL
-            """, [r.id, r.pipeline, JSONText.strings(r.args), JSONText.map(r.vars), String(r.started), String(r.pid),
+            """, [r.id, r.pipeline, RunColumns.args(r.args), RunColumns.vars(r.vars), String(r.started), String(r.pid),
                   host, r.resumedFrom]) }
     }
 
@@ -70,7 +70,7 @@ public final class PGJournalStore: JournalStore {
                     requests: [JournalHostRequests]) throws {
         try use { db in try db.transaction {
             try db.query("UPDATE tasker_runs SET ended = $1, exit_code = $2, counts = $3 WHERE id = $4",
-                         [String(ended), String(exitCode), JSONText.counts(counts), run])
+                         [String(ended), String(exitCode), RunColumns.counts(counts), run])
             for h in requests {
                 try db.query("""
                     INSERT INTO tasker_requests (run, host, requests, retries, failures) VALUES ($1, $2, $3, $4, $5)
@@ -93,12 +93,12 @@ public final class PGJournalStore: JournalStore {
             sql += " LIMIT $\(params.count)::bigint"
         }
         return try use { db in try db.query(sql, params) }.values.map { v in
-            var r = JournalRun(id: v[0] ?? "", pipeline: v[1] ?? "", args: JSONText.decode(v[2]) ?? [],
-                               vars: JSONText.decode(v[3]) ?? [:], started: v[4].flatMap { Double($0) } ?? 0,
+            var r = JournalRun(id: v[0] ?? "", pipeline: v[1] ?? "", args: RunColumns.args(from: v[2]) ?? [],
+                               vars: RunColumns.vars(from: v[3]) ?? [:], started: v[4].flatMap { Double($0) } ?? 0,
                                pid: v[8].flatMap { Int($0) } ?? 0, resumedFrom: v[9])
             r.ended = v[5].flatMap { Double($0) }
             r.exitCode = v[6].flatMap { Int($0) }
-            r.counts = JSONText.decode(v[7]) ?? [:]
+            r.counts = RunColumns.counts(from: v[7]) ?? [:]
             return r
         }
     }
@@ -150,7 +150,7 @@ public final class PGJournalStore: JournalStore {
             guard open.count > 0 else { return }
             if let lost { try Self.appendLog(run: run, seq: Self.lastLogSeq(run: run, db) + 1, data: lost, db) }
             try db.query("UPDATE tasker_runs SET ended = $1, exit_code = -1, counts = $2 WHERE id = $3",
-                         [String(ended), JSONText.counts(counts), run])
+                         [String(ended), RunColumns.counts(counts), run])
         } }
     }
 
