@@ -97,5 +97,5 @@ enum HistoryJSON {
     }
 
     /// `s` quoted, control characters escaped.
-    static func string(_ s: String, into out: inout String) { JSONString.append(s, to: &out) }
+    static func string(_ s: String, into out: inout String) { JSONEscaping.tasker.append(s, to: &out) }
 }
