@@ -72,12 +72,14 @@ public struct JSONWriter {
     public mutating func key(_ k: String) {
         prefix()
         format.escaping.append(k, to: &bytes)
-        if format.pretty {
-            bytes.append(contentsOf: [0x20, UInt8(ascii: ":"), 0x20])
-        } else {
-            bytes.append(UInt8(ascii: ":"))
-        }
-        afterKey = true
+        colon()
+    }
+
+    /// A key known when compiled (no String made).
+    public mutating func key(_ k: StaticString) {
+        prefix()
+        format.escaping.append(UnsafeBufferPointer(start: k.utf8Start, count: k.utf8CodeUnitCount), to: &bytes)
+        colon()
     }
 
     // MARK: values
@@ -156,6 +158,15 @@ public struct JSONWriter {
     }
 
     // MARK: layout
+
+    private mutating func colon() {
+        if format.pretty {
+            bytes.append(contentsOf: [0x20, UInt8(ascii: ":"), 0x20])
+        } else {
+            bytes.append(UInt8(ascii: ":"))
+        }
+        afterKey = true
+    }
 
     private mutating func word(_ w: StaticString) {
         prefix()
