@@ -102,6 +102,7 @@ public struct JSONScanner {
 
     /// A string's bytes, escapes decoded, appended to `out`; at its opening quote.
     public mutating func string(into out: inout [UInt8]) throws(JSONReadError) {
+        guard peek() == UInt8(ascii: "\"") else { throw fail("expected a string") }
         position += 1
         while true {
             guard position < bytes.count else { throw fail("unterminated string") }
