@@ -155,10 +155,20 @@ public struct JSONScanner {
         }
     }
 
+    /// Four hex digits (no sign: `UInt32(_:radix:)` would take `+fff`).
     private mutating func hex4() throws(JSONReadError) -> UInt32 {
-        guard position + 4 <= bytes.count,
-              let v = UInt32(String(decoding: UnsafeBufferPointer(rebasing: bytes[position..<(position + 4)]), as: UTF8.self), radix: 16)
-        else { throw fail("invalid \\u escape") }
+        guard position + 4 <= bytes.count else { throw fail("invalid \\u escape") }
+        var v: UInt32 = 0
+        for b in bytes[position..<(position + 4)] {
+            let digit: UInt8
+            switch b {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = b - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = b - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = b - UInt8(ascii: "A") + 10
+            default: throw fail("invalid \\u escape")
+            }
+            v = v << 4 | UInt32(digit)
+        }
         position += 4
         return v
     }

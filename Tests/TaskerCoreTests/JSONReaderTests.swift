@@ -60,6 +60,8 @@ import TaskerCore
             ("\"a\nb\"", "control character in string at line 1, column 3 (byte 3)"),
             ("\"\\x\"", "invalid escape '\\x' at line 1, column 3 (byte 3)"),
             ("\"\\u12\"", "invalid \\u escape at line 1, column 4 (byte 4)"),
+            ("\"\\u+041\"", "invalid \\u escape at line 1, column 4 (byte 4)"),
+            ("\"\\u004g\"", "invalid \\u escape at line 1, column 4 (byte 4)"),
             ("\"\\ud800\"", "lone surrogate in \\u escape at line 1, column 8 (byte 8)"),
             ("\"\\udc00\"", "lone surrogate in \\u escape at line 1, column 8 (byte 8)"),
             ("\"\\ud800\\u0041\"", "invalid surrogate pair at line 1, column 14 (byte 14)"),
