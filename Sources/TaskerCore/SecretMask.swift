@@ -42,13 +42,12 @@ public final class SecretMask: Sendable {
         for allowed in [CharacterSet.urlQueryAllowed, .urlPathAllowed, .alphanumerics] {
             if let encoded = value.addingPercentEncoding(withAllowedCharacters: allowed) { base.append(encoded) }
         }
-        // and each as a JSON string holds it (JSONSerialization also writes `/` as `\/`)
+        // and each as every JSON form writes it between the quotes (`\b` or
+        // `\u0008`, `/` or `\/`, …: see `JSONEscaping`)
         var forms: [String] = []
         for form in base {
-            // as tasker's own JSON writes it, and as JSONSerialization does
-            let json = String(JSONString.quoted(form).dropFirst().dropLast())
-            forms += [form, json, json.replacingOccurrences(of: "\\u0008", with: "\\b").replacingOccurrences(of: "\\u000c", with: "\\f"),
-                      json.replacingOccurrences(of: "/", with: "\\/")]
+            forms.append(form)
+            for escaping in JSONEscaping.all { forms.append(String(escaping.quoted(form).dropFirst().dropLast())) }
         }
         patterns.withLock { p in
             for form in forms {

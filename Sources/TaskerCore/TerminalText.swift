@@ -81,6 +81,6 @@ public enum TerminalText {
     /// A JSON string literal safe on a terminal: every control character
     /// (C0, DEL, C1) escaped.
     public static func jsonQuoted(_ s: String) -> String {
-        escapingC1(json: JSONString.quoted(s))
+        JSONEscaping.tasker.forTerminal.quoted(s)
     }
 }

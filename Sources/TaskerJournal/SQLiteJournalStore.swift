@@ -18,8 +18,8 @@ public final class SQLiteJournalStore: JournalStore {
             INSERT OR REPLACE INTO runs(id, pipeline, args, vars, started, pid, resumed_from)
             VALUES(?, ?, ?, ?, ?, ?, ?)
             """)
-        s.bindAll([.text(r.id), .text(r.pipeline), .text(JSONText.strings(r.args)),
-                   .text(JSONText.map(r.vars)), .double(r.started), .int(r.pid), .text(r.resumedFrom)])
+        s.bindAll([.text(r.id), .text(r.pipeline), .text(RunColumns.args(r.args)),
+                   .text(RunColumns.vars(r.vars)), .double(r.started), .int(r.pid), .text(r.resumedFrom)])
         try s.run()
         // The writer only appends: a bounded page cache keeps a long run's
         // memory flat. 2 MiB: at 256 KiB the pages of each batch were read
@@ -56,7 +56,7 @@ public final class SQLiteJournalStore: JournalStore {
                     requests: [JournalHostRequests]) throws {
         try db.transaction { () throws(SQLiteError) in
             let s = try db.prepare("UPDATE runs SET ended = ?, exit_code = ?, counts = ? WHERE id = ?")
-            s.bindAll([.double(ended), .int(exitCode), .text(JSONText.counts(counts)), .text(run)])
+            s.bindAll([.double(ended), .int(exitCode), .text(RunColumns.counts(counts)), .text(run)])
             try s.run()
             let r = try db.prepare("INSERT OR REPLACE INTO requests(run, host, requests, retries, failures) VALUES(?, ?, ?, ?, ?)")
             for h in requests {
@@ -79,12 +79,12 @@ public final class SQLiteJournalStore: JournalStore {
         if let key = id ?? pipeline { s.bind(1, key) }
         var out: [JournalRun] = []
         while try s.next() {
-            var r = JournalRun(id: s.text(0) ?? "", pipeline: s.text(1) ?? "", args: JSONText.decode(s.text(2)) ?? [],
-                               vars: JSONText.decode(s.text(3)) ?? [:], started: s.double(4), pid: s.int(8),
+            var r = JournalRun(id: s.text(0) ?? "", pipeline: s.text(1) ?? "", args: RunColumns.args(from: s.text(2)) ?? [],
+                               vars: RunColumns.vars(from: s.text(3)) ?? [:], started: s.double(4), pid: s.int(8),
                                resumedFrom: s.text(9))
             r.ended = s.optionalDouble(5)
             r.exitCode = s.optionalInt(6)
-            r.counts = JSONText.decode(s.text(7)) ?? [:]
+            r.counts = RunColumns.counts(from: s.text(7)) ?? [:]
             out.append(r)
         }
         return out
@@ -145,7 +145,7 @@ public final class SQLiteJournalStore: JournalStore {
             still.reset()
             if let lost { try insertLogRow(run: run, seq: logSeq(run: run) + 1, data: lost) }
             let end = try db.prepare("UPDATE runs SET ended = ?, exit_code = -1, counts = ? WHERE id = ?")
-            end.bindAll([.double(ended), .text(JSONText.counts(counts)), .text(run)])
+            end.bindAll([.double(ended), .text(RunColumns.counts(counts)), .text(run)])
             try end.run()
         }
     }

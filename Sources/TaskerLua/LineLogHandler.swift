@@ -67,25 +67,35 @@ public struct LineLogHandler: LogHandler {
     }
 
     private func jsonLine(_ event: LogEvent, task: String?, fields: Logger.Metadata) -> String {
-        var out = "{\"level\":\(Self.json(Self.name(event.level).lowercased())),\"msg\":\(Self.json("\(event.message)"))"
-        if let task { out += ",\"task\":\(Self.json(task))" }
-        out += ",\"ts\":\"\(Self.timestamp())\""
-        if !fields.isEmpty {
-            out += ",\"fields\":{"
-            out += fields.keys.sorted().map { key in
-                let value: String
-                if Self.secretKeys.contains(key.lowercased()) {
-                    value = "\"***\""
-                } else if case .stringConvertible(let v as LogJSON) = fields[key]! {
-                    value = TerminalText.escapingC1(json: v.text)
-                } else {
-                    value = Self.json("\(fields[key]!)")
-                }
-                return "\(Self.json(key)):\(value)"
-            }.joined(separator: ",")
-            out += "}"
+        var w = JSONWriter(.tasker.forTerminal, capacity: 128)
+        w.beginObject()
+        w.key("level")
+        w.string(Self.name(event.level).lowercased())
+        w.key("msg")
+        w.string("\(event.message)")
+        if let task {
+            w.key("task")
+            w.string(task)
         }
-        return out + "}"
+        w.key("ts")
+        w.string(Self.timestamp())
+        if !fields.isEmpty {
+            w.key("fields")
+            w.beginObject()
+            for key in fields.keys.sorted() {
+                w.key(key)
+                if Self.secretKeys.contains(key.lowercased()) {
+                    w.string("***")
+                } else if case .stringConvertible(let v as LogJSON) = fields[key]! {
+                    w.raw(TerminalText.escapingC1(json: v.text))
+                } else {
+                    w.string("\(fields[key]!)")
+                }
+            }
+            w.endObject()
+        }
+        w.endObject()
+        return w.text
     }
 
     /// A logfmt value: bare when it can be, else in double quotes.

@@ -1,16 +1,17 @@
 import CLua
 import CLuaShim
 import Foundation
+import TaskerCore
 
 /// Reads stored values back onto the Lua stack.
 struct StoredValueDecoder {
     let L: OpaquePointer
-    let bytes: UnsafeBufferPointer<UInt8>
+    /// The text's tokens (the lexer every JSON read on the Swift side uses).
+    var s: JSONScanner
     /// The tagged form: `$` objects are tags.
     let tags: Bool
     /// The registry ref of `json.array`'s metatable (0: none).
     let arrayMeta: Int32
-    var pos = 0
 
     struct Bad: Error {}
     static let maxDepth = 300
@@ -22,15 +23,15 @@ struct StoredValueDecoder {
         var text = text
         let n: Int32? = text.withUTF8 { bytes in
             // The tagged form: the wrapper, then the list.
-            var d = StoredValueDecoder(L: L, bytes: bytes, tags: bytes.first == UInt8(ascii: "{"), arrayMeta: arrayMeta)
+            var d = StoredValueDecoder(L: L, s: JSONScanner(bytes), tags: bytes.first == UInt8(ascii: "{"), arrayMeta: arrayMeta)
             do {
                 if d.tags {
                     try d.expect("{\"$v\":\(StoredValueCodec.version),\"values\":")
                 }
                 let n = try d.list()
                 if d.tags { try d.expect("}") }
-                d.skipSpace()
-                guard d.pos == bytes.count else { return nil }
+                d.s.skipSpace()
+                guard d.s.peek() == nil else { return nil }
                 return n
             } catch {
                 return nil
@@ -49,28 +50,26 @@ struct StoredValueDecoder {
         try expect("[")
         var n: Int32 = 0
         skipSpace()
-        if peek() == UInt8(ascii: "]") { pos += 1; return 0 }
+        if peek() == UInt8(ascii: "]") { s.position += 1; return 0 }
         while true {
             guard lua_checkstack(L, 4) != 0 else { throw Bad() }
             try value(depth: 0)
             n += 1
             skipSpace()
-            if peek() == UInt8(ascii: ",") { pos += 1; continue }
+            if peek() == UInt8(ascii: ",") { s.position += 1; continue }
             try expect("]")
             return n
         }
     }
 
-    private func peek() -> UInt8? { pos < bytes.count ? bytes[pos] : nil }
+    private func peek() -> UInt8? { s.peek() }
 
-    private mutating func skipSpace() {
-        while let b = peek(), b == 0x20 || b == 0x0a || b == 0x0d || b == 0x09 { pos += 1 }
-    }
+    private mutating func skipSpace() { s.skipSpace() }
 
-    private mutating func expect(_ s: String) throws(Bad) {
-        for b in s.utf8 {
+    private mutating func expect(_ text: String) throws(Bad) {
+        for b in text.utf8 {
             guard peek() == b else { throw Bad() }
-            pos += 1
+            s.position += 1
         }
     }
 
@@ -91,27 +90,27 @@ struct StoredValueDecoder {
     }
 
     private mutating func array(depth: Int) throws(Bad) {
-        pos += 1
+        s.position += 1
         lua_createtable(L, 0, 0)
         skipSpace()
-        if peek() == UInt8(ascii: "]") { pos += 1; return }
+        if peek() == UInt8(ascii: "]") { s.position += 1; return }
         var k: lua_Integer = 1
         while true {
             try value(depth: depth + 1)
             if lua_type(L, -1) == LUA_TNIL { tasker_pop(L, 1) } else { lua_rawseti(L, -2, k) }
             k += 1
             skipSpace()
-            if peek() == UInt8(ascii: ",") { pos += 1; continue }
+            if peek() == UInt8(ascii: ",") { s.position += 1; continue }
             try expect("]")
             return
         }
     }
 
     private mutating func object(depth: Int) throws(Bad) {
-        pos += 1
+        s.position += 1
         skipSpace()
-        if peek() == UInt8(ascii: "}") { pos += 1; lua_createtable(L, 0, 0); return }
-        let keyStart = pos
+        if peek() == UInt8(ascii: "}") { s.position += 1; lua_createtable(L, 0, 0); return }
+        let keyStart = s.position
         let key = try rawString()
         if tags, key.first == UInt8(ascii: "$") {
             skipSpace()
@@ -121,7 +120,7 @@ struct StoredValueDecoder {
             try expect("}")
             return
         }
-        pos = keyStart
+        s.position = keyStart
         lua_createtable(L, 0, 0)
         while true {
             skipSpace()
@@ -131,7 +130,7 @@ struct StoredValueDecoder {
             try value(depth: depth + 1)
             if lua_type(L, -1) == LUA_TNIL { tasker_pop(L, 2) } else { lua_rawset(L, -3) }
             skipSpace()
-            if peek() == UInt8(ascii: ",") { pos += 1; continue }
+            if peek() == UInt8(ascii: ",") { s.position += 1; continue }
             try expect("}")
             return
         }
@@ -165,7 +164,7 @@ struct StoredValueDecoder {
             try expect("[")
             lua_createtable(L, 0, 0)
             skipSpace()
-            if peek() == UInt8(ascii: "]") { pos += 1; return }
+            if peek() == UInt8(ascii: "]") { s.position += 1; return }
             while true {
                 skipSpace()
                 try expect("[")
@@ -179,7 +178,7 @@ struct StoredValueDecoder {
                 try expect("]")
                 lua_rawset(L, -3)
                 skipSpace()
-                if peek() == UInt8(ascii: ",") { pos += 1; continue }
+                if peek() == UInt8(ascii: ",") { s.position += 1; continue }
                 try expect("]")
                 return
             }
@@ -202,72 +201,20 @@ struct StoredValueDecoder {
 
     /// A JSON string's bytes, escapes decoded.
     private mutating func rawString() throws(Bad) -> [UInt8] {
-        try expect("\"")
         var out: [UInt8] = []
-        while true {
-            guard let b = peek() else { throw Bad() }
-            pos += 1
-            if b == UInt8(ascii: "\"") { return out }
-            if b != UInt8(ascii: "\\") { out.append(b); continue }
-            guard let e = peek() else { throw Bad() }
-            pos += 1
-            switch e {
-            case UInt8(ascii: "n"): out.append(0x0a)
-            case UInt8(ascii: "t"): out.append(0x09)
-            case UInt8(ascii: "r"): out.append(0x0d)
-            case UInt8(ascii: "b"): out.append(0x08)
-            case UInt8(ascii: "f"): out.append(0x0c)
-            case UInt8(ascii: "u"):
-                var scalar = try hex4()
-                if (0xD800..<0xDC00).contains(scalar), peek() == UInt8(ascii: "\\") {
-                    let save = pos
-                    pos += 1
-                    if peek() == UInt8(ascii: "u") {
-                        pos += 1
-                        let low = try hex4()
-                        if (0xDC00..<0xE000).contains(low) {
-                            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                        } else {
-                            pos = save
-                        }
-                    } else {
-                        pos = save
-                    }
-                }
-                out.append(contentsOf: Array(String(Character(Unicode.Scalar(scalar) ?? "\u{FFFD}")).utf8))
-            default: out.append(e)  // \" \\ \/
-            }
-        }
-    }
-
-    private mutating func hex4() throws(Bad) -> UInt32 {
-        var v: UInt32 = 0
-        for _ in 0..<4 {
-            guard let b = peek(), let d = Character(Unicode.Scalar(b)).hexDigitValue else { throw Bad() }
-            v = v * 16 + UInt32(d)
-            pos += 1
-        }
-        return v
+        do { try s.string(into: &out) } catch { throw Bad() }
+        return out
     }
 
     /// An integer when written without `.` or exponent (and it fits),
     /// else a float.
     private mutating func number() throws(Bad) {
-        let start = pos
-        var isFloat = false
-        while let b = peek(), (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) || b == UInt8(ascii: "-")
-                || b == UInt8(ascii: "+") || b == UInt8(ascii: ".") || b == UInt8(ascii: "e") || b == UInt8(ascii: "E") {
-            if b == UInt8(ascii: ".") || b == UInt8(ascii: "e") || b == UInt8(ascii: "E") { isFloat = true }
-            pos += 1
-        }
-        guard pos > start else { throw Bad() }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<pos]), as: UTF8.self)
-        if !isFloat, let i = Int64(text) {
-            lua_pushinteger(L, lua_Integer(i))
-        } else if let d = Double(text), text.first != "+" {
-            lua_pushnumber(L, d)
-        } else {
-            throw Bad()
+        guard let b = peek(), b == UInt8(ascii: "-") || (b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")) else { throw Bad() }
+        let n: JSONNumber
+        do { n = try s.number() } catch { throw Bad() }
+        switch n {
+        case .integer(let i): lua_pushinteger(L, lua_Integer(i))
+        case .double(let d): lua_pushnumber(L, d)
         }
     }
 }

@@ -155,7 +155,7 @@ struct StoredValueEncoder {
         } else {
             // The shortest text that reads back as the same double; it
             // always has a `.` or an exponent.
-            append(d.description)
+            JSONDoubles.swift.append(d, to: &out)
         }
     }
 
@@ -165,31 +165,14 @@ struct StoredValueEncoder {
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
         if out.count - base + len > limit { throw tooBig() }
         if String(validating: bytes, as: UTF8.self) != nil {
-            Self.quote(bytes, into: &out)
+            // every control character and DEL as \u00XX, the form every version stored
+            JSONEscaping.storedValues.append(bytes, to: &out)
         } else {
             tagged = true
             append("{\"$bytes\":\"")
             append(Data(bytes).base64EncodedString())
             append("\"}")
         }
-    }
-
-    /// A UTF-8 string as a JSON string: quotes, backslashes and control
-    /// characters escaped, the rest as is.
-    static func quote(_ bytes: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
-        let hex = Array("0123456789abcdef".utf8)
-        out.append(UInt8(ascii: "\""))
-        for b in bytes {
-            switch b {
-            case UInt8(ascii: "\""): out += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-            case 0..<0x20, 0x7f:
-                out += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                        hex[Int(b >> 4)], hex[Int(b & 15)]]
-            default: out.append(b)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
     }
 
     private mutating func table(_ i: Int32) throws(NotStorable) {

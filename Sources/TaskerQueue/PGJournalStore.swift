@@ -43,7 +43,7 @@ public final class PGJournalStore: JournalStore {
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
             ON CONFLICT (id) DO UPDATE SET pipeline = $2, args = $3, vars = $4, started = $5, pid = $6, host = $7,
               resumed_from = $8, ended = NULL, exit_code = NULL, counts = NULL
-            """, [r.id, r.pipeline, JSONText.strings(r.args), JSONText.map(r.vars), String(r.started), String(r.pid),
+            """, [r.id, r.pipeline, RunColumns.args(r.args), RunColumns.vars(r.vars), String(r.started), String(r.pid),
                   host, r.resumedFrom]) }
     }
 
@@ -70,7 +70,7 @@ public final class PGJournalStore: JournalStore {
                     requests: [JournalHostRequests]) throws {
         try use { db in try db.transaction {
             try db.query("UPDATE tasker_runs SET ended = $1, exit_code = $2, counts = $3 WHERE id = $4",
-                         [String(ended), String(exitCode), JSONText.counts(counts), run])
+                         [String(ended), String(exitCode), RunColumns.counts(counts), run])
             for h in requests {
                 try db.query("""
                     INSERT INTO tasker_requests (run, host, requests, retries, failures) VALUES ($1, $2, $3, $4, $5)
@@ -93,12 +93,12 @@ public final class PGJournalStore: JournalStore {
             sql += " LIMIT $\(params.count)::bigint"
         }
         return try use { db in try db.query(sql, params) }.rows.map { v throws(PGError) in
-            var r = JournalRun(id: try v.text(0), pipeline: try v.text(1), args: JSONText.decode(v.optionalText(2)) ?? [],
-                               vars: JSONText.decode(v.optionalText(3)) ?? [:], started: try v.double(4),
+            var r = JournalRun(id: try v.text(0), pipeline: try v.text(1), args: RunColumns.args(from: v.optionalText(2)) ?? [],
+                               vars: RunColumns.vars(from: v.optionalText(3)) ?? [:], started: try v.double(4),
                                pid: try v.optionalInt(8) ?? 0, resumedFrom: v.optionalText(9))
             r.ended = try v.optionalDouble(5)
             r.exitCode = try v.optionalInt(6)
-            r.counts = JSONText.decode(v.optionalText(7)) ?? [:]
+            r.counts = RunColumns.counts(from: v.optionalText(7)) ?? [:]
             return r
         }
     }
@@ -147,7 +147,7 @@ public final class PGJournalStore: JournalStore {
             guard open.count > 0 else { return }
             if let lost { try Self.appendLog(run: run, seq: Self.lastLogSeq(run: run, db) + 1, data: lost, db) }
             try db.query("UPDATE tasker_runs SET ended = $1, exit_code = -1, counts = $2 WHERE id = $3",
-                         [String(ended), JSONText.counts(counts), run])
+                         [String(ended), RunColumns.counts(counts), run])
         } }
     }
 

@@ -18,20 +18,24 @@ final class EventsWriter: EngineObserver {
 
     var error: String? { out.error }
 
-    private func write(_ event: String, _ fields: [String: Any]) {
-        var object = fields
-        object["t"] = (Double(Monotonic.now() - start) / 1e6).rounded() / 1e3
-        object["ts"] = Self.timestamp()
-        object["event"] = event
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return }
-        // `--events -` may be a terminal: C1 and DEL escaped as well (still JSON).
-        out.writeLine(TerminalText.escapingC1(json: String(decoding: data, as: UTF8.self)))
+    /// A line for `event`, stamped now; its keys are written in order.
+    private func line(_ event: StaticString) -> EventLine {
+        EventLine(event: event, t: (Double(Monotonic.now() - start) / 1e6).rounded() / 1e3, ts: Self.timestamp())
     }
 
-    private func write(_ event: String, _ id: TaskID, _ engine: Engine, extra: [String: Any] = [:]) {
-        var object: [String: Any] = ["id": id, "name": engine.name(id), "state": engine.state(id).rawValue]
-        object.merge(extra) { $1 }
-        write(event, object)
+    private func write(_ line: EventLine) {
+        var line = line
+        out.writeLine(line.finish())
+    }
+
+    /// A task's line: `id`, `name` and `state`, with `before` the keys that
+    /// sort before `id`.
+    private func write(_ event: StaticString, _ id: TaskID, _ engine: Engine, before: (inout EventLine) -> Void = { _ in }) {
+        var l = line(event)
+        before(&l)
+        l.id(id)
+        l.nameAndState(id, engine)
+        write(l)
     }
 
     /// `2026-11-22T04:41:12.345Z`.
@@ -48,35 +52,81 @@ final class EventsWriter: EngineObserver {
     // MARK: the run
 
     func runStarted(id: String, pipeline: String, args: [String]) {
-        write("run", ["run": id, "pipeline": pipeline, "args": args, "version": Tasker.version])
+        var l = line("run")
+        l.key("args")
+        l.w.strings(args)
+        l.key("pipeline")
+        l.w.string(pipeline)
+        l.key("run")
+        l.w.string(id)
+        l.key("version")
+        l.w.string(Tasker.version)
+        write(l)
     }
 
     func runEnded(_ result: RunResult, exitCode: Int32) {
-        var counts: [String: Int] = [:]
-        for (state, n) in result.counts { counts[state.rawValue] = n }
-        var groups: [String: Int] = [:]
-        for (state, n) in result.groups { groups[state.rawValue] = n }
-        write("end", ["exit_code": Int(exitCode), "counts": counts, "groups": groups, "seconds": result.seconds])
+        var l = line("end")
+        l.key("counts")
+        l.counts(result.counts)
+        l.key("exit_code")
+        l.w.integer(Int(exitCode))
+        l.key("groups")
+        l.counts(result.groups)
+        l.key("seconds")
+        l.w.double(result.seconds)
+        write(l)
     }
 
     /// A used file was reloaded (not a task event: no id).
     func reloaded(_ file: String) {
-        write("reloaded", ["file": file, "state": "reloaded"])
+        var l = line("reloaded")
+        l.key("file")
+        l.w.string(file)
+        l.key("state")
+        l.w.string("reloaded")
+        write(l)
     }
 
     func request(_ e: RequestEvent) {
-        var object: [String: Any] = ["id": e.id, "method": e.method, "url": e.url, "attempt": e.attempt,
-                                     "elapsed": (e.elapsed * 1e6).rounded() / 1e6]
-        if let s = e.status { object["status"] = s }
-        if let c = e.code { object["code"] = c }
-        if let r = e.retryIn { object["retry_in"] = r }
-        write("request", object)
+        var l = line("request")
+        l.key("attempt")
+        l.w.integer(e.attempt)
+        if let c = e.code {
+            l.key("code")
+            l.w.string(c)
+        }
+        l.key("elapsed")
+        l.w.double((e.elapsed * 1e6).rounded() / 1e6)
+        l.key("id")
+        l.w.integer(e.id)
+        l.key("method")
+        l.w.string(e.method)
+        if let r = e.retryIn {
+            l.key("retry_in")
+            l.w.double(r)
+        }
+        if let s = e.status {
+            l.key("status")
+            l.w.integer(s)
+        }
+        l.key("url")
+        l.w.string(e.url)
+        write(l)
     }
 
     // MARK: tasks
 
     func taskAdded(_ id: TaskID, engine: Engine) {
-        write("added", id, engine, extra: ["after": engine.dependencies(id), "tags": runtime?.tags(of: id) ?? []])
+        var l = line("added")
+        l.key("after")
+        l.w.beginArray()
+        for d in engine.dependencies(id) { l.w.integer(d) }
+        l.w.endArray()
+        l.id(id)
+        l.nameAndState(id, engine)
+        l.key("tags")
+        l.w.strings(runtime?.tags(of: id) ?? [])
+        write(l)
     }
 
     func taskStarted(_ id: TaskID, engine: Engine) { write("started", id, engine) }
@@ -84,42 +134,83 @@ final class EventsWriter: EngineObserver {
     func taskReused(_ id: TaskID, engine: Engine) { write("reused", id, engine) }
 
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        var extra: [String: Any] = ["fraction": fraction]
-        if let message { extra["message"] = message }
-        write("progress", id, engine, extra: extra)
+        var l = line("progress")
+        l.key("fraction")
+        l.w.double(fraction)
+        l.id(id)
+        if let message {
+            l.key("message")
+            l.w.string(message)
+        }
+        l.nameAndState(id, engine)
+        write(l)
     }
 
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
-        write("retry", id, engine, extra: ["attempt": failedAttempt, "error": failure.description, "delay": delay])
+        write("retry", id, engine) { l in
+            l.key("attempt")
+            l.w.integer(failedAttempt)
+            l.key("delay")
+            l.w.double(delay)
+            l.key("error")
+            l.w.string(failure.description)
+        }
     }
 
     func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {
-        write("held", id, engine, extra: ["interceptor": interceptor])
+        interception("held", id, interceptor, engine)
     }
 
     func taskReleased(_ id: TaskID, by interceptor: String, engine: Engine) {
-        write("released", id, engine, extra: ["interceptor": interceptor])
+        interception("released", id, interceptor, engine)
+    }
+
+    private func interception(_ event: StaticString, _ id: TaskID, _ interceptor: String, _ engine: Engine) {
+        var l = line(event)
+        l.id(id)
+        l.key("interceptor")
+        l.w.string(interceptor)
+        l.nameAndState(id, engine)
+        write(l)
     }
 
     func taskReacting(_ id: TaskID, reactor: String, engine: Engine) {
-        write("reacting", id, engine, extra: ["reactor": reactor])
+        var l = line("reacting")
+        l.id(id)
+        l.key("name")
+        l.w.string(engine.name(id))
+        l.key("reactor")
+        l.w.string(reactor)
+        l.key("state")
+        l.w.string(engine.state(id).rawValue)
+        write(l)
     }
 
     /// `paused`/`resumed` of the run's starts (no id) or of a task, and
     /// `stopped` with what stopped the run (`SIGINT`, `exit(3)`).
     func runMarked(_ mark: RunMark, engine: Engine) {
         switch mark {
-        case .startsPaused: write("paused", ["state": "paused"])
-        case .startsResumed: write("resumed", ["state": "running"])
+        case .startsPaused, .startsResumed:
+            var l = line(mark == .startsPaused ? "paused" : "resumed")
+            l.key("state")
+            l.w.string(mark == .startsPaused ? "paused" : "running")
+            write(l)
         case .taskPaused(let id): write("paused", id, engine)
         case .taskResumed(let id): write("resumed", id, engine)
-        case .stopped(let why): write("stopped", ["reason": why])
+        case .stopped(let why):
+            var l = line("stopped")
+            l.key("reason")
+            l.w.string(why)
+            write(l)
         }
     }
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        var extra: [String: Any] = [:]
-        if let f = outcome.failure { extra["error"] = f.description }
-        write("finished", id, engine, extra: extra)
+        write("finished", id, engine) { l in
+            if let f = outcome.failure {
+                l.key("error")
+                l.w.string(f.description)
+            }
+        }
     }
 }

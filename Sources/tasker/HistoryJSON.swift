@@ -1,20 +1,21 @@
-import Foundation
 import TaskerCore
 import TaskerJournal
 
 /// `tasker show --json` written as the tasks are read: the run's fields one
 /// per line, then `tasks`, one compact object per line (any size of run in
-/// little memory, and a line per task to grep).
+/// little memory, and a line per task to grep). tasker's JSON form (see
+/// `JSONWriter.Format.tasker`), keys in String order.
 enum HistoryJSON {
     /// `{` and the run's fields, up to the opening of `"tasks" : [`.
-    static func opening(_ run: [String: Any]) -> String {
+    static func opening(_ run: [String: JSONValue]) -> String {
         var out = "{\n"
-        for key in run.keys.sorted() {
+        for (key, value) in JSONKeyOrder.string.sorted(run) {
             out += "  "
-            string(key, into: &out)
+            JSONEscaping.tasker.append(key, to: &out)
             out += " : "
-            value(run[key] as Any, into: &out)
-            out += ",\n"
+            var w = JSONWriter(.tasker)
+            w.value(value)
+            out += w.text + ",\n"
         }
         return out + "  \"tasks\" : ["
     }
@@ -23,79 +24,53 @@ enum HistoryJSON {
     /// `reused`, `error`, `kind`, `held`, and when there are some
     /// `error_kind`, `not_resumable`, `after`, `tags` (keys sorted).
     static func task(_ t: JournalTask, into out: inout String) {
-        out += "{"
-        if !t.after.isEmpty { out += "\"after\":[\(t.after.map(String.init).joined(separator: ","))]," }
-        out += "\"attempts\":\(t.attempts),\"duration\":"
-        seconds(t.duration, into: &out)
-        out += ",\"error\":"
-        optional(t.error, into: &out)
+        var w = JSONWriter(.tasker, capacity: 256)
+        w.beginObject()
+        if !t.after.isEmpty {
+            w.key("after")
+            w.beginArray()
+            for a in t.after { w.integer(a) }
+            w.endArray()
+        }
+        w.key("attempts")
+        w.integer(t.attempts)
+        w.key("duration")
+        seconds(t.duration, &w)
+        w.key("error")
+        w.string(t.error)
         if let k = t.errorKind {
-            out += ",\"error_kind\":"
-            string(k, into: &out)
+            w.key("error_kind")
+            w.string(k)
         }
-        out += ",\"held\":"
-        seconds(t.held, into: &out)
-        out += ",\"id\":\(t.id),\"identity\":"
-        optional(t.identity, into: &out)
-        out += ",\"kind\":"
-        string(t.kind, into: &out)
-        out += ",\"name\":"
-        string(t.name, into: &out)
+        w.key("held")
+        seconds(t.held, &w)
+        w.key("id")
+        w.integer(t.id)
+        w.key("identity")
+        w.string(t.identity)
+        w.key("kind")
+        w.string(t.kind)
+        w.key("name")
+        w.string(t.name)
         if let why = t.notResumable {
-            out += ",\"not_resumable\":"
-            string(why, into: &out)
+            w.key("not_resumable")
+            w.string(why)
         }
-        out += ",\"reused\":\(t.reused),\"state\":"
-        string(t.state, into: &out)
+        w.key("reused")
+        w.bool(t.reused)
+        w.key("state")
+        w.string(t.state)
         if !t.tags.isEmpty {
-            out += ",\"tags\":"
-            value(t.tags, into: &out)
+            w.key("tags")
+            w.strings(t.tags)
         }
-        out += "}"
-    }
-
-    /// Compact JSON of what `History.runObject` holds: strings, numbers,
-    /// booleans, null, arrays and objects of them (keys sorted).
-    static func value(_ v: Any, into out: inout String) {
-        switch v {
-        case let s as String: string(s, into: &out)
-        case let b as Bool: out += b ? "true" : "false"
-        case let i as Int: out += String(i)
-        case let d as Double: out += d.isFinite ? String(d) : "null"
-        case let a as [Any]:
-            out += "["
-            for (k, x) in a.enumerated() {
-                if k > 0 { out += "," }
-                value(x, into: &out)
-            }
-            out += "]"
-        case let o as [String: Any]:
-            out += "{"
-            for (k, key) in o.keys.sorted().enumerated() {
-                if k > 0 { out += "," }
-                string(key, into: &out)
-                out += ":"
-                value(o[key] as Any, into: &out)
-            }
-            out += "}"
-        default: out += "null"
-        }
-    }
-
-    private static func optional(_ s: String?, into out: inout String) {
-        if let s { string(s, into: &out) } else { out += "null" }
+        w.endObject()
+        out += w.text
     }
 
     /// Seconds to the microsecond the journal keeps (no float noise), or
-    /// null for none (and for what JSON cannot say: inf, nan).
-    private static func seconds(_ d: Double?, into out: inout String) {
-        guard let d, d.isFinite else {
-            out += "null"
-            return
-        }
-        out += String((d * 1e6).rounded() / 1e6)
+    /// null for none.
+    private static func seconds(_ d: Double?, _ w: inout JSONWriter) {
+        if let d { w.double((d * 1e6).rounded() / 1e6) } else { w.null() }
     }
-
-    /// `s` quoted, control characters escaped.
-    static func string(_ s: String, into out: inout String) { JSONString.append(s, to: &out) }
 }

@@ -8,7 +8,7 @@ import TaskerLua
 /// chunk declares — learnt by running the main chunk up to its first task,
 /// process, request or wait, none of which happens.
 struct PipelineDescription {
-    struct Param: Decodable {
+    struct Param {
         let name: String
         let type: String
         let help: String?
@@ -17,35 +17,71 @@ struct PipelineDescription {
         let choices: [JSONScalar]?
         let `default`: JSONScalarOrList?
         let env: String
+
+        /// From the description's JSON; nil when a field is missing or of
+        /// the wrong type (`help`, `choices` and `default` may be absent).
+        init?(_ v: JSONValue) {
+            guard let name = v["name"]?.string, let type = v["type"]?.string, let required = v["required"]?.bool,
+                  let secret = v["secret"]?.bool, let env = v["env"]?.string,
+                  let help = Self.optional(v["help"], \.string),
+                  let choices = Self.optional(v["choices"], { $0.array.flatMap(JSONScalar.list) }),
+                  let `default` = Self.optional(v["default"], JSONScalarOrList.init)
+            else { return nil }
+            self.name = name
+            self.type = type
+            self.help = help
+            self.required = required
+            self.secret = secret
+            self.choices = choices
+            self.default = `default`
+            self.env = env
+        }
+
+        /// `.some(nil)` for an absent or null field, nil for one that does not convert.
+        private static func optional<T>(_ v: JSONValue?, _ convert: (JSONValue) -> T?) -> T?? {
+            guard let v, !v.isNull else { return .some(nil) }
+            return convert(v).map { .some($0) }
+        }
     }
 
-    struct Target: Decodable {
+    struct Target {
         let name: String
         let help: String?
         let after: [String]
 
-        init(from decoder: Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            name = try c.decode(String.self, forKey: .name)
-            help = try c.decodeIfPresent(String.self, forKey: .help)
-            // an empty Lua table may come as {} rather than []
-            after = (try? c.decodeIfPresent([String].self, forKey: .after)) ?? []
+        init?(_ v: JSONValue) {
+            guard let name = v["name"]?.string else { return nil }
+            let help = v["help"]
+            guard help == nil || help == .null || help?.string != nil else { return nil }
+            self.name = name
+            self.help = help?.string
+            // an empty Lua table comes as {} rather than []
+            after = v["after"]?.stringArray ?? []
         }
-
-        enum CodingKeys: String, CodingKey { case name, help, after }
     }
 
-    private struct Declared: Decodable {
+    /// What the main chunk declared, from its description's JSON (what
+    /// `json.encode` wrote): no params (or targets) when one of them is not
+    /// as expected.
+    private struct Declared {
         let params: [Param]
         let targets: [Target]
 
-        init(from decoder: Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            params = (try? c.decodeIfPresent([Param].self, forKey: .params)) ?? []
-            targets = (try? c.decodeIfPresent([Target].self, forKey: .targets)) ?? []
+        init?(json: String) {
+            guard let v = try? JSONReader.read(json), v.members != nil else { return nil }
+            params = Self.all(v["params"], Param.init) ?? []
+            targets = Self.all(v["targets"], Target.init) ?? []
         }
 
-        enum CodingKeys: String, CodingKey { case params, targets }
+        private static func all<T>(_ v: JSONValue?, _ convert: (JSONValue) -> T?) -> [T]? {
+            guard let items = v?.array else { return nil }
+            var out: [T] = []
+            for item in items {
+                guard let t = convert(item) else { return nil }
+                out.append(t)
+            }
+            return out
+        }
     }
 
     let file: String
@@ -80,7 +116,7 @@ struct PipelineDescription {
             }.start()
         }
         done.signal()
-        let declared = result.description.flatMap { try? JSONDecoder().decode(Declared.self, from: Data($0.utf8)) }
+        let declared = result.description.flatMap(Declared.init(json:))
         let error = stopped.withLock { $0 } ? "its main chunk ran \(Int(Self.timeLimit)) s without coming to a task; it was stopped"
             : result.mainError
         return PipelineDescription(file: file, summary: leadingComment(file), params: declared?.params ?? [],
@@ -170,39 +206,54 @@ struct PipelineDescription {
         return rows.map { "  " + $0.0.padding(toLength: max(width, $0.0.count), withPad: " ", startingAt: 0) + "  " + $0.1 }
     }
 
-    /// `tasker list --json`.
+    /// `tasker list --json`, in the layout and key order Foundation's
+    /// JSONSerialization gave it (`.prettyPrinted`, `.sortedKeys`).
     var json: String {
-        let object: [String: Any] = [
-            "file": file,
-            "description": summary.joined(separator: "\n"),
-            "params": params.map { p -> [String: Any] in
-                var o: [String: Any] = ["name": p.name, "type": p.type, "required": p.required, "secret": p.secret, "env": p.env]
-                if let h = p.help { o["help"] = h }
-                if let c = p.choices { o["choices"] = c.map(\.any) }
-                if let d = p.default { o["default"] = d.any }
-                return o
-            },
-            "targets": targets.map { t -> [String: Any] in
-                var o: [String: Any] = ["name": t.name, "after": t.after]
-                if let h = t.help { o["help"] = h }
-                return o
-            },
-        ]
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .prettyPrinted])) ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self) + "\n"
+        let params: [JSONValue] = params.map { p in
+            var o: [String: JSONValue] = ["name": .string(p.name), "type": .string(p.type), "required": .bool(p.required),
+                                          "secret": .bool(p.secret), "env": .string(p.env)]
+            if let h = p.help { o["help"] = .string(h) }
+            if let c = p.choices { o["choices"] = .array(c.map(\.json)) }
+            if let d = p.default { o["default"] = d.json }
+            return .object(o, order: .foundation)
+        }
+        let targets: [JSONValue] = targets.map { t in
+            var o: [String: JSONValue] = ["name": .string(t.name), "after": .strings(t.after)]
+            if let h = t.help { o["help"] = .string(h) }
+            return .object(o, order: .foundation)
+        }
+        let object: [String: JSONValue] = ["file": .string(file), "description": .string(summary.joined(separator: "\n")),
+                                           "params": .array(params), "targets": .array(targets)]
+        var w = JSONWriter(.foundation.prettyPrinted)
+        w.value(.object(object, order: .foundation))
+        return w.text + "\n"
     }
 }
 
-/// A string, number or boolean from the description's JSON.
-enum JSONScalar: Decodable {
+/// A string, number or boolean from the description's JSON. A number
+/// that is a whole one fitting in 64 bits is an integer, however written
+/// (`1.0`, `1e2`: as JSONDecoder read them before; `--help` shows `1`).
+enum JSONScalar {
     case string(String), number(Double), integer(Int64), bool(Bool)
 
-    init(from decoder: Decoder) throws {
-        let c = try decoder.singleValueContainer()
-        if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let i = try? c.decode(Int64.self) { self = .integer(i) }
-        else if let d = try? c.decode(Double.self) { self = .number(d) }
-        else { self = .string(try c.decode(String.self)) }
+    init?(_ v: JSONValue) {
+        switch v {
+        case .bool(let b): self = .bool(b)
+        case .integer(let n): self = .integer(n)
+        case .double(let d): self = Int64(exactly: d).map(JSONScalar.integer) ?? .number(d)
+        case .string(let s): self = .string(s)
+        default: return nil
+        }
+    }
+
+    /// All of `items`, or nil when one is not a scalar.
+    static func list(_ items: [JSONValue]) -> [JSONScalar]? {
+        var out: [JSONScalar] = []
+        for item in items {
+            guard let s = JSONScalar(item) else { return nil }
+            out.append(s)
+        }
+        return out
     }
 
     var text: String {
@@ -214,22 +265,28 @@ enum JSONScalar: Decodable {
         }
     }
 
-    var any: Any {
+    var json: JSONValue {
         switch self {
-        case .string(let s): s
-        case .number(let d): d
-        case .integer(let i): i
-        case .bool(let b): b
+        case .string(let s): .string(s)
+        case .number(let d): .double(d)
+        case .integer(let i): .integer(i)
+        case .bool(let b): .bool(b)
         }
     }
 }
 
 /// A default: a scalar, or a list of them.
-enum JSONScalarOrList: Decodable {
+enum JSONScalarOrList {
     case scalar(JSONScalar), list([JSONScalar])
 
-    init(from decoder: Decoder) throws {
-        if let l = try? [JSONScalar](from: decoder) { self = .list(l) } else { self = .scalar(try JSONScalar(from: decoder)) }
+    init?(_ v: JSONValue) {
+        if let items = v.array {
+            guard let l = JSONScalar.list(items) else { return nil }
+            self = .list(l)
+        } else {
+            guard let s = JSONScalar(v) else { return nil }
+            self = .scalar(s)
+        }
     }
 
     var text: String {
@@ -239,10 +296,10 @@ enum JSONScalarOrList: Decodable {
         }
     }
 
-    var any: Any {
+    var json: JSONValue {
         switch self {
-        case .scalar(let s): s.any
-        case .list(let l): l.map(\.any)
+        case .scalar(let s): s.json
+        case .list(let l): .array(l.map(\.json))
         }
     }
 }

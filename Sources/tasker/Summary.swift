@@ -115,26 +115,32 @@ struct Summary {
     /// writes log lines: `level`, `msg` ("summary"), `ts`, then the counts,
     /// the time and the tasks listed (the first 20 of each, cut as above).
     var jsonText: String {
-        var object: [String: Any] = ["level": result.mainError == nil && result.failed.isEmpty ? "info" : "error",
-                                     "msg": "summary", "ts": EventsWriter.timestamp(),
-                                     "tasks": result.counts.values.reduce(0, +), "seconds": result.seconds]
-        object["counts"] = Dictionary(uniqueKeysWithValues: result.counts.map { ($0.key.rawValue, $0.value) })
-        if !result.groups.isEmpty {
-            object["groups"] = Dictionary(uniqueKeysWithValues: result.groups.map { ($0.key.rawValue, $0.value) })
-        }
-        if result.reused > 0 { object["reused"] = result.reused }
-        if result.retried > 0 { object["retried"] = result.retried }
-        if let error = result.mainError { object["error"] = Self.cut(error) }
-        if let task = result.mainErrorTask { object["error_task"] = task }
-        if result.signal != 0 { object["signal"] = Signals.name(result.signal) }
-        if let runID { object["run"] = runID }
+        var object: [String: JSONValue] = ["level": .string(result.mainError == nil && result.failed.isEmpty ? "info" : "error"),
+                                           "msg": .string("summary"), "ts": .string(EventsWriter.timestamp()),
+                                           "tasks": .integer(Int64(result.counts.values.reduce(0, +))), "seconds": .double(result.seconds)]
+        object["counts"] = Self.byState(result.counts)
+        if !result.groups.isEmpty { object["groups"] = Self.byState(result.groups) }
+        if result.reused > 0 { object["reused"] = .integer(Int64(result.reused)) }
+        if result.retried > 0 { object["retried"] = .integer(Int64(result.retried)) }
+        if let error = result.mainError { object["error"] = .string(Self.cut(error)) }
+        if let task = result.mainErrorTask { object["error_task"] = .string(task) }
+        if result.signal != 0 { object["signal"] = .string(Signals.name(result.signal)) }
+        if let runID { object["run"] = .string(runID) }
         for (key, list) in [("failed", result.failed), ("cancelled", result.cancelled), ("skipped", result.skipped)]
             where !list.isEmpty {
-            object[key] = list.prefix(Self.listLimit).map { ["name": $0.name, "error": Self.cut($0.message)] }
-            if list.count > Self.listLimit { object[key + "_more"] = list.count - Self.listLimit }
+            object[key] = .array(list.prefix(Self.listLimit).map { .object([("error", .string(Self.cut($0.message))), ("name", .string($0.name))]) })
+            if list.count > Self.listLimit { object[key + "_more"] = .integer(Int64(list.count - Self.listLimit)) }
         }
-        if !slowest.isEmpty { object["slowest"] = slowest.map { ["name": $0.name, "seconds": $0.seconds] } }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) else { return text }
-        return TerminalText.escapingC1(json: String(decoding: data, as: UTF8.self)) + "\n"
+        if !slowest.isEmpty {
+            object["slowest"] = .array(slowest.map { .object([("name", .string($0.name)), ("seconds", .double($0.seconds))]) })
+        }
+        // the form and key order of JSONSerialization, which wrote it before
+        var w = JSONWriter(.foundation.forTerminal, capacity: 512)
+        w.value(.object(object, order: .foundation))
+        return w.text + "\n"
+    }
+
+    private static func byState(_ counts: [TaskState: Int]) -> JSONValue {
+        .object(Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, .integer(Int64($0.value))) }), order: .foundation)
     }
 }

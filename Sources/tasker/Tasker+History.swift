@@ -44,7 +44,7 @@ extension Tasker {
             let pipeline = file.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path }
             let runs = try reader.runs(pipeline: pipeline, limit: limit)
             if json {
-                print(History.json(runs.map(History.runObject)))
+                print(History.json(runs))
                 return
             }
             if runs.isEmpty {
@@ -100,7 +100,7 @@ extension Tasker {
             var out = StdoutChunks()
             do {
                 if json {
-                    try out.write(HistoryJSON.opening(History.runObject(r)))
+                    try out.write(HistoryJSON.opening(History.runObject(r, order: .string)))
                     var first = true
                     var line = ""
                     try reader.forEachTask(of: r.id) { t in
@@ -166,18 +166,24 @@ enum History {
         return r
     }
 
-    static func runObject(_ r: JournalRun) -> [String: Any] {
-        var o: [String: Any] = ["id": r.id, "pipeline": r.pipeline, "started": isoTime(r.started),
-                                "counts": r.counts, "args": r.args, "vars": r.vars]
-        o["duration"] = r.duration ?? NSNull()
-        o["exit_code"] = r.exitCode.map { $0 as Any } ?? NSNull()
-        if let from = r.resumedFrom { o["resumed_from"] = from }
+    /// A run's fields for `runs --json` and `show --json`; its objects'
+    /// keys in `order` (each output keeps the order it had).
+    static func runObject(_ r: JournalRun, order: JSONKeyOrder) -> [String: JSONValue] {
+        var o: [String: JSONValue] = ["id": .string(r.id), "pipeline": .string(r.pipeline), "started": .string(isoTime(r.started)),
+                                      "counts": .object(r.counts.mapValues { .integer(Int64($0)) }, order: order),
+                                      "args": .strings(r.args), "vars": .object(r.vars.mapValues(JSONValue.string), order: order)]
+        o["duration"] = r.duration.map(JSONValue.double) ?? .null
+        o["exit_code"] = r.exitCode.map { .integer(Int64($0)) } ?? .null
+        if let from = r.resumedFrom { o["resumed_from"] = .string(from) }
         return o
     }
 
-    static func json(_ value: Any) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .prettyPrinted]) else { return "null" }
-        return String(decoding: data, as: UTF8.self)
+    /// `runs --json`: an array of runs in the layout and order Foundation's
+    /// JSONSerialization gave it (`.prettyPrinted`, `.sortedKeys`).
+    static func json(_ runs: [JournalRun]) -> String {
+        var w = JSONWriter(.foundation.prettyPrinted)
+        w.value(.array(runs.map { .object(runObject($0, order: .foundation), order: .foundation) }))
+        return w.text
     }
 
     static func isoTime(_ t: Double) -> String {

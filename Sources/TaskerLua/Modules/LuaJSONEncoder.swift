@@ -1,0 +1,146 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// Lua value -> JSON text, with raw table access: `json.encode`, and the
+/// JSON a log field, a request body or a remote call's args is sent as.
+/// Strings in the `json` module's form (`JSONEscaping.lua`), floats as
+/// Swift writes them (`1.0`), keys sorted.
+struct LuaJSONEncoder {
+    let module: JSONModule
+    let L: OpaquePointer
+    let pretty: Bool
+    var out: [UInt8] = []
+
+    init(module: JSONModule, L: OpaquePointer, pretty: Bool) {
+        self.module = module
+        self.L = L
+        self.pretty = pretty
+        out.reserveCapacity(256)
+    }
+
+    mutating func encode(_ i: Int32, depth: Int) throws(JSONError) {
+        let s = LuaStack(L)
+        switch lua_type(L, i) {
+        case LUA_TNIL, LUA_TNONE: append("null")
+        case LUA_TBOOLEAN: append(s.boolean(i) ? "true" : "false")
+        case LUA_TNUMBER:
+            if tasker_isinteger_value(L, i) != 0 {
+                DecimalText.append(Int64(tasker_tointeger(L, i, nil)), to: &out)
+            } else {
+                let d = tasker_tonumber(L, i, nil)
+                guard d.isFinite else {
+                    throw JSONError(message: "cannot encode \(d.isNaN ? "NaN" : (d > 0 ? "infinity" : "-infinity")) (JSON has neither)")
+                }
+                JSONDoubles.swift.append(d, to: &out)
+            }
+        case LUA_TSTRING: try string(i)
+        case LUA_TLIGHTUSERDATA where lua_touserdata(L, i) == JSONModule.null: append("null")
+        case LUA_TTABLE:
+            guard depth < JSONModule.maxDepth else {
+                throw JSONError(message: "nested deeper than \(JSONModule.maxDepth) levels (a table that contains itself?)")
+            }
+            _ = lua_checkstack(L, 8)
+            if let n = arrayLength(i) { try array(i, n, depth: depth) } else { try object(i, depth: depth) }
+        default:
+            throw JSONError(message: "cannot encode a \(s.typeName(i))")
+        }
+    }
+
+    /// n if the table is a sequence 1...n (or marked with json.array), else nil.
+    private func arrayLength(_ t: Int32) -> Int? {
+        let marked = module.isArray(L, t)
+        var count = 0
+        var maxKey = 0
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {
+            tasker_pop(L, 1)
+            guard lua_type(L, -1) == LUA_TNUMBER, tasker_isinteger_value(L, -1) != 0 else {
+                tasker_pop(L, 1)
+                return nil
+            }
+            let k = Int(tasker_tointeger(L, -1, nil))
+            guard k >= 1 else {
+                tasker_pop(L, 1)
+                return nil
+            }
+            count += 1
+            maxKey = max(maxKey, k)
+        }
+        if count == 0 { return marked ? 0 : nil }
+        return maxKey == count || marked ? maxKey : nil
+    }
+
+    private mutating func array(_ t: Int32, _ n: Int, depth: Int) throws(JSONError) {
+        append("[")
+        for k in 0..<n {
+            if k > 0 { append(",") }
+            newline(depth + 1)
+            lua_rawgeti(L, t, lua_Integer(k + 1))
+            try encode(lua_gettop(L), depth: depth + 1)
+            tasker_pop(L, 1)
+        }
+        if n > 0 { newline(depth) }
+        append("]")
+    }
+
+    private mutating func object(_ t: Int32, depth: Int) throws(JSONError) {
+        // Sorted keys: stable output for reports and diffs.
+        var keys: [(String, Int32)] = []
+        lua_createtable(L, 0, 0)
+        let keep = lua_gettop(L)
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {
+            tasker_pop(L, 1)
+            let name: String
+            switch lua_type(L, -1) {
+            case LUA_TSTRING: name = LuaStack(L).string(-1) ?? ""
+            case LUA_TNUMBER where tasker_isinteger_value(L, -1) != 0: name = String(tasker_tointeger(L, -1, nil))
+            default:
+                let type = LuaStack(L).typeName(-1)
+                tasker_pop(L, 2)
+                throw JSONError(message: "cannot encode a table key of type \(type)")
+            }
+            lua_pushvalue(L, -1)
+            lua_rawseti(L, keep, lua_Integer(keys.count + 1))
+            keys.append((name, Int32(keys.count + 1)))
+        }
+        keys.sort { $0.0 < $1.0 }
+        append("{")
+        for (index, (name, slot)) in keys.enumerated() {
+            if index > 0 { append(",") }
+            newline(depth + 1)
+            quoted(name)
+            append(pretty ? ": " : ":")
+            lua_rawgeti(L, keep, lua_Integer(slot))
+            lua_rawget(L, t)
+            try encode(lua_gettop(L), depth: depth + 1)
+            tasker_pop(L, 1)
+        }
+        if !keys.isEmpty { newline(depth) }
+        append("}")
+        tasker_pop(L, 1)
+    }
+
+    private mutating func string(_ i: Int32) throws(JSONError) {
+        var len = 0
+        let p = tasker_tostring(L, i, &len)!
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
+        guard String(validating: bytes, as: UTF8.self) != nil else {
+            throw JSONError(message: "cannot encode a string that is not valid UTF-8")
+        }
+        JSONEscaping.lua.append(bytes, to: &out)
+    }
+
+    private mutating func quoted(_ s: String) {
+        JSONEscaping.lua.append(s, to: &out)
+    }
+
+    private mutating func newline(_ depth: Int) {
+        guard pretty else { return }
+        out.append(0x0A)
+        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: depth * 2))
+    }
+
+    private mutating func append(_ s: String) { out.append(contentsOf: s.utf8) }
+}
