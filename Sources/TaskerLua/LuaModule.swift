@@ -148,15 +148,3 @@ extension LuaModule {
         s.pop(2)
     }
 }
-
-extension LuaRuntime {
-    /// The installed module of type `M` (modules that others call into).
-    func module<M: LuaModule>(_ type: M.Type) -> M {
-        for m in modules.all { if let m = m as? M { return m } }
-        preconditionFailure("module \(M.self) is not installed")
-    }
-
-    var useModule: UseModule { module(UseModule.self) }
-    var hooks: HookModule { modules.hooks }
-    var http: HTTPModule { module(HTTPModule.self) }
-}

@@ -96,15 +96,3 @@ final class SomeWaiter: TasksWait {
         if remaining == 0 { finish(.values(ids, compact: true)) }
     }
 }
-
-extension LuaRuntime {
-    /// Cancels the unfinished handles among `ids` (from the drain loop, not
-    /// inside the engine callout that reported the finish).
-    func cancelOthers(_ ids: [TaskID], except winner: TaskID, reason: String) {
-        enqueue(.call { [unowned self] in
-            for id in ids where id != winner && !self.engine.isFinished(id) {
-                self.engine.cancel(id, reason: reason)
-            }
-        })
-    }
-}

@@ -122,8 +122,3 @@ extension TaskFailure {
         self.position = position.isEmpty ? nil : position
     }
 }
-
-extension LuaRuntime {
-    /// The json module (HTTP encodes `json=` bodies and decodes `resp:json()` with it).
-    var json: JSONModule { module(JSONModule.self) }
-}

@@ -40,14 +40,6 @@ extension DefineModule {
     }
 }
 
-extension LuaRuntime {
-    /// A warning line in the run's log, from any thread (the queue's).
-    public var warningLog: @Sendable (String) -> Void {
-        let logger = logger
-        return { logger.warning("\($0)") }
-    }
-}
-
 /// One attempt on the queue. Ending the wait (timeout, cancel, the run
 /// ends) takes the attempt back from the queue.
 final class RemoteWait: FiberWait {

@@ -1,0 +1,153 @@
+import CLua
+import CLuaShim
+import TaskerCore
+
+/// What the journal and a worker read of a task: its values as stored
+/// text, its identity in parts.
+extension LuaRuntime {
+    static let maxStoredValueBytes = 1 << 20
+
+    /// Appends the stored form of succeeded task `id`'s values to `buffer`
+    /// (the journal's common path: no String per task); false, with
+    /// `buffer` as it was, when they cannot be stored (`storableValues`
+    /// then says why).
+    public func appendStorableValues(of id: TaskID, to buffer: inout [UInt8]) -> Bool {
+        loop.assertInLoop()
+        guard case .succeeded(let value)? = engine.outcome(id) else { return false }
+        return appendStorableValues(value, to: &buffer)
+    }
+
+    /// The same for a succeeded task's value already in hand.
+    public func appendStorableValues(_ value: TaskValue, to buffer: inout [UInt8]) -> Bool {
+        loop.assertInLoop()
+        switch value {
+        case .none:
+            buffer.append(UInt8(ascii: "["))
+            buffer.append(UInt8(ascii: "]"))
+            return true
+        case .group, .swift:
+            return false
+        case .integer(let n):
+            buffer.append(UInt8(ascii: "["))
+            DecimalText.append(n, to: &buffer)
+            buffer.append(UInt8(ascii: "]"))
+            return true
+        case .stored:
+            let top = lua_gettop(L)
+            defer { lua_settop(L, top) }
+            guard lua_checkstack(L, 64) != 0 else { return false }
+            let n = pushValues(L, value)
+            do {
+                try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
+                                              arrayMeta: json.arrayMeta, appendingTo: &buffer)
+                return true
+            } catch {
+                return false
+            }
+        }
+    }
+
+    /// The values of finished task `id`, for the journal (and a worker's
+    /// result). With `warn`, values that cannot be stored are named in a
+    /// warning (the task then runs again on resume).
+    public func storableValues(of id: TaskID, warn: Bool = false) -> StoredValues {
+        loop.assertInLoop()
+        guard case .succeeded(let value)? = engine.outcome(id) else { return .notStorable("it did not succeed") }
+        switch value {
+        case .none:
+            return .json("[]")
+        case .integer(let n):
+            return .json("[\(n)]")
+        case .group:
+            return .notStorable("it is a group")
+        case .swift:
+            return .notStorable("its value is not a Lua value")
+        case .stored:
+            let top = lua_gettop(L)
+            defer { lua_settop(L, top) }
+            guard lua_checkstack(L, 64) != 0 else { return .notStorable("no stack space") }
+            let n = pushValues(L, value)
+            do {
+                return .json(try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
+                                                                     arrayMeta: json.arrayMeta))
+            } catch {
+                let why = "its values cannot be stored: \(error.reason)"
+                if warn {
+                    var task = "task '\(engine.name(id))'"
+                    if case .explicit(let given)? = identities[id]?.identity, given != engine.name(id) { task += " (id '\(given)')" }
+                    logger.warning("\(task): \(why); not recorded, it runs again on resume")
+                }
+                return .notStorable(why)
+            }
+        }
+    }
+
+    /// What a failed task raised, as a JSON array of one value, for a
+    /// worker to hand to the coordinator, which raises the same value (a
+    /// string stays a string, as in one process). Nil for the engine's
+    /// own error tables (their kind, message and position travel as they
+    /// are). A value JSON cannot hold (a function, a cycle, a table with a
+    /// metatable such as one with `__tostring`) goes as its `tostring`.
+    public func raisedValueJSON(_ failure: TaskFailure) -> String? {
+        loop.assertInLoop()
+        guard let slot = failure.payload as? LuaErrorSlot else { return nil }
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        guard lua_checkstack(L, 8) != 0 else { return nil }
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.errors))
+        lua_rawgeti(L, -1, lua_Integer(slot.slot))
+        let v = lua_gettop(L)
+        if lua_type(L, v) == LUA_TTABLE, isErrorTable(L, v) { return nil }
+        var plain = lua_type(L, v) != LUA_TTABLE || lua_getmetatable(L, v) == 0
+        if !plain { tasker_pop(L, 1) }
+        var out: [UInt8] = []
+        if plain {
+            do { out = try json.encodeJSON(L, v) } catch { plain = false }
+        }
+        if !plain {
+            LuaStack(L).push(failure.message)
+            do { out = try json.encodeJSON(L, -1) } catch { return nil }
+        }
+        guard out.count <= Self.maxStoredValueBytes else { return nil }
+        return "[" + String(decoding: out, as: UTF8.self) + "]"
+    }
+
+    /// Task `id`'s derived identity (occurrence 0: it has none).
+    public func derivedIdentity(of id: TaskID) -> (hash: UInt64, occurrence: Int) { identities.derived(id) }
+
+    /// Task `id`'s identity in parts (formatted by whoever stores it), or
+    /// why it has none.
+    public func identityParts(of id: TaskID) -> IdentityParts {
+        let d = identities.derived(id)
+        if d.occurrence > 0 { return IdentityParts(hash: d.hash, occurrence: d.occurrence) }
+        if let e = identities[id] {
+            switch e.identity {
+            case .explicit(let s): return IdentityParts(explicit: s)
+            case .derived(let h): return IdentityParts(hash: h, occurrence: e.occurrence)
+            case .unidentifiable(let reason): return IdentityParts(notResumable: reason)
+            }
+        }
+        if engine.isGroupOrSchedule(id) {
+            return IdentityParts(notResumable: engine.groupMembers(id) != nil ? "it is a group (its members are resumed)" : "it is a schedule")
+        }
+        if engine.isEphemeral(id) { return IdentityParts(notResumable: "it is one run of an 'every' schedule") }
+        return IdentityParts(notResumable: "it was added without an identity")
+    }
+
+    /// Decodes stored values (a JSON array) into the values table under
+    /// `slot`; nil if they do not decode (the task then runs again).
+    func storedValues(_ text: String, slot: TaskID, in L: OpaquePointer) -> TaskValue? {
+        let top = lua_gettop(L)
+        let n = pushJSONValues(text, onto: L)
+        guard n >= 0 else { return nil }
+        let value = storeValues(L, count: n, slot: slot)
+        lua_settop(L, top)
+        return value
+    }
+
+    /// Pushes stored values (see `StoredValueCodec`: either form) and
+    /// returns how many; -1 (nothing pushed) if `text` is not stored values.
+    func pushJSONValues(_ text: String, onto L: OpaquePointer) -> Int32 {
+        StoredValueDecoder.push(text, onto: L, arrayMeta: json.arrayMeta)
+    }
+}
