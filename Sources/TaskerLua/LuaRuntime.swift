@@ -9,9 +9,11 @@ import TaskerHTTP
 /// Runs one pipeline: one `lua_State`, confined to one `EventLoop` thread,
 /// driving the main chunk and every task body as coroutines of that state.
 ///
-/// Every entry point runs on the loop thread. Lua code runs only from the
-/// drain loop (`drain()`), one coroutine at a time, so a coroutine is never
-/// interrupted by another one; engine callouts only queue `Work`.
+/// Every entry point runs on the loop thread. Coroutines run only from the
+/// drain loop (`drain()`), one at a time, so a coroutine is never
+/// interrupted by another one; engine callouts queue `Work`, except the
+/// three that must answer at once (an interceptor, a reactor's `when`, a
+/// retry's `when`), which make a protected call that cannot yield.
 public final class LuaRuntime {
     public struct Options: Sendable {
         public var concurrency = 16

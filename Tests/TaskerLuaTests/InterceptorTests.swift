@@ -14,6 +14,41 @@ import TaskerCore
         #expect(r.lines == ["one:a two:a"])
     }
 
+    /// An interceptor runs inside the engine's admission of a task; what it
+    /// does there to other tasks (cancel one, add one, cancel the task being
+    /// admitted) takes effect, and every task still ends once.
+    @Test func anInterceptorCancelsAndAddsTasksDuringAdmission() async throws {
+        let r = try await runLua("""
+            local later, extra
+            tasker.intercept{name = "meddle", fn = function(t)
+              if t.name == "first" then
+                later:cancel("first said so")
+                extra = tasker.add{name = "extra", run = function() return "extra ran" end}
+              elseif t.name == "self" then
+                SELF:cancel("itself")
+              end
+            end}
+            local first = tasker.add{name = "first", start = false, run = function() return "first ran" end}
+            later = tasker.add{name = "later", start = false, run = function() return "later ran" end}
+            SELF = tasker.add{name = "self", start = false, run = function() return "self ran" end}
+            first:start(); later:start(); SELF:start()
+            print(first:await())
+            print(extra:await())
+            local ok, err = later:result()
+            print(later:state(), err.message)
+            ok, err = SELF:result()
+            print(SELF:state(), err.message)
+            local n = 0
+            for _, h in ipairs{first, later, SELF, extra} do
+              h:on("finish", function() n = n + 1 end)
+            end
+            print(n)
+            """)
+        #expect(r.lines == ["first ran", "extra ran", "cancelled\ttask 'later' was cancelled: first said so",
+                            "cancelled\ttask 'self' was cancelled: itself", "4"], "\(r.output)")
+        #expect(r.exitCode == 0)
+    }
+
     @Test func forceSkipsTheRemainingInterceptors() async throws {
         let r = try await runLua("""
             local seen = {}
