@@ -4,27 +4,38 @@ import TaskerCore
 
 /// Each task's parts in the registry's per-task tables (body, args, tags,
 /// retry predicate): stored when it is added, copied for a schedule's
-/// instances, dropped when no longer needed.
+/// instances, dropped when no longer needed. The one place a retry's Lua
+/// `when` is kept and wired into the engine's `retryWhen`.
 extension LuaRuntime {
-    /// Stores a parsed spec's Lua parts under task `id`.
-    func commit(_ p: ParsedSpec, as id: TaskID, in L: OpaquePointer) {
+    /// Stores a parsed spec's Lua parts under task `id`, and gives `spec`
+    /// (the task's, as the engine will get it) its retry `when`.
+    func commit(_ p: ParsedSpec, as id: TaskID, into spec: inout TaskSpec, in L: OpaquePointer) {
         store(p.body, in: refs.bodies, id, L)
         store(p.args, in: refs.args, id, L)
         store(p.tags, in: refs.tags, id, L)
         store(p.predicate, in: refs.predicates, id, L)
-        if p.predicate != 0 { hasPredicate[id] = true }
+        if p.predicate != 0 {
+            hasPredicate[id] = true
+            spec.retryWhen = predicate(for: id)
+        }
         if p.tags != 0 { tagged[id] = true }
     }
 
-    /// Copies the Lua parts of task `from` to task `to` (schedule instances).
-    func copyParts(from: TaskID, to: TaskID, in L: OpaquePointer) {
+    /// Copies the Lua parts of task `from` to task `to` (a schedule's
+    /// instance), and gives `spec` (the instance's) its retry `when`.
+    func copyParts(from: TaskID, to: TaskID, into spec: inout TaskSpec, in L: OpaquePointer) {
         for ref in [refs.bodies, refs.args, refs.tags, refs.predicates] {
             lua_rawgeti(L, tasker_registryindex(), lua_Integer(ref))
             lua_rawgeti(L, -1, lua_Integer(from))
             lua_rawseti(L, -2, lua_Integer(to))
             tasker_pop(L, 1)
         }
-        if hasPredicate[from] != nil { hasPredicate[to] = true }
+        if hasPredicate[from] != nil {
+            hasPredicate[to] = true
+            spec.retryWhen = predicate(for: to)
+        } else {
+            spec.retryWhen = nil
+        }
         if tagged[from] != nil { tagged[to] = true }
     }
 
@@ -59,7 +70,7 @@ extension LuaRuntime {
     }
 
     /// The retry predicate closure for task `id`: calls retry.when(err, attempt).
-    func predicate(for id: TaskID) -> (TaskFailure, Int) -> Bool {
+    private func predicate(for id: TaskID) -> (TaskFailure, Int) -> Bool {
         return { [unowned self] failure, attempt in
             lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.predicates))
             lua_rawgeti(L, -1, lua_Integer(id))

@@ -82,6 +82,37 @@ import TaskerCore
         ])
     }
 
+    /// A retry's `when` applies alike to a task, a group's members and each
+    /// instance of a schedule, each asked with its own attempts.
+    @Test func retryWhenAppliesToGroupMembersAndScheduleInstances() async throws {
+        let r = try await runLua("""
+            local asked = {}
+            local function when(tag) return function(err, attempt) asked[#asked + 1] = tag .. attempt; return attempt < 2 end end
+            local function failing() error("no", 0) end
+            local g = tasker.parallel({{name = "m1", retry = {attempts = 5, delay = 0, when = when("m1:")}, run = failing},
+                                       {name = "m2", retry = {attempts = 5, delay = 0, when = when("m2:")}, run = failing}},
+                                      {fail_fast = false})
+            g:result()
+            local runs = 0
+            local s
+            s = tasker.every(0.01, {name = "tick", retry = {attempts = 5, delay = 0, when = when("tick:")}, run = function(ctx)
+              runs = runs + 1
+              if runs >= 4 then s:cancel() end
+              error("tick " .. ctx.attempt, 0)
+            end})
+            s:result()
+            table.sort(asked)
+            print(table.concat(asked, " "))
+            """)
+        // each member and each schedule instance: asked after attempt 1 (yes)
+        // and 2 (no), with its own attempts (never a 3)
+        let asked = (r.lines.first ?? "").split(separator: " ").map(String.init)
+        #expect(Array(asked.prefix(4)) == ["m1:1", "m1:2", "m2:1", "m2:2"], "\(r.output) \(r.diagnostics)")
+        let ticks = asked.dropFirst(4)
+        #expect(ticks.contains("tick:1") && ticks.contains("tick:2") && ticks.allSatisfy { $0 == "tick:1" || $0 == "tick:2" },
+                "\(r.output)")
+    }
+
     @Test func timedOutAttemptsAreRetriedButCancellationIsNot() async throws {
         let r = try await runLua("""
             local h = tasker.add{timeout = 0.2, retry = {attempts = 3, delay = 0},

@@ -65,7 +65,6 @@ final class TaskerModule: LuaModule {
         }
         let id = rt.engine.taskCount + 1
         var spec = parsed.spec
-        if parsed.predicate != 0 { spec.retryWhen = rt.predicate(for: id) }
         if case .reaction? = rt.current?.kind { spec.ownedByReaction = true }
         var reused: String?
         if rt.options.identify || parsed.explicitID != nil {
@@ -73,7 +72,7 @@ final class TaskerModule: LuaModule {
                                           body: parsed.body, args: parsed.args, in: L)
             if !rt.options.reuse.isEmpty, let text = entry.text { reused = rt.options.reuse[text] }
         }
-        rt.commit(parsed, as: id, in: L)
+        rt.commit(parsed, as: id, into: &spec, in: L)
         let added: TaskID
         if let reused, let value = rt.storedValues(reused, slot: id, in: L) {
             added = rt.engine.addReused(spec, value: value)
@@ -190,8 +189,7 @@ final class TaskerModule: LuaModule {
             do {
                 let parsed = try reader.read(-1, argument: 1)
                 var spec = parsed.spec
-                if parsed.predicate != 0 { spec.retryWhen = rt.predicate(for: groupID + k) }
-                rt.commit(parsed, as: groupID + k, in: L)
+                rt.commit(parsed, as: groupID + k, into: &spec, in: L)
                 members.append(spec)
             } catch {
                 guard case .usage(let m) = error else { return TASKER_RAISE }
@@ -227,21 +225,19 @@ final class TaskerModule: LuaModule {
             return rt.usage(L, m)
         }
         let scheduleID = rt.engine.taskCount + 1
-        rt.commit(parsed, as: scheduleID, in: L)
         var template = parsed.spec
+        rt.commit(parsed, as: scheduleID, into: &template, in: L)
         template.after = []
         template.start = true
         template.key = nil
-        let hasPredicate = parsed.predicate != 0
         var scheduleSpec = TaskSpec(name: parsed.spec.name, body: nil)
         scheduleSpec.after = parsed.spec.after
         scheduleSpec.when = parsed.spec.when
         scheduleSpec.start = parsed.spec.start
         let id = rt.engine.addSchedule(scheduleSpec, interval: interval) { [unowned rt] _ in
             let instance = rt.engine.taskCount + 1
-            rt.copyParts(from: scheduleID, to: instance, in: rt.L)
             var spec = template
-            if hasPredicate { spec.retryWhen = rt.predicate(for: instance) }
+            rt.copyParts(from: scheduleID, to: instance, into: &spec, in: rt.L)
             return spec
         }
         precondition(id == scheduleID, "schedule ids are assigned in add order")
