@@ -58,7 +58,7 @@ extension LuaRuntime {
 
     func startMain(_ chunkIndex: Int32) {
         let f = makeFiber(.main)
-        mainFiber = f
+        chunk.mainFiber = f
         sliceEnd = Monotonic.now() &+ LuaRuntime.sliceNanos
         lua_xmove(L, f.thread, 1)
         resume(f, nargs: 0)
@@ -80,7 +80,7 @@ extension LuaRuntime {
 
     func resume(_ f: Fiber, with r: Resumption) {
         guard !f.finished else { return }
-        if f.isAborted || (exitCode != nil && f === mainFiber) {
+        if f.isAborted || (exitCode != nil && f === chunk.mainFiber) {
             close(f)
             return
         }
@@ -95,7 +95,7 @@ extension LuaRuntime {
             return
         }
         let nargs = push(r, onto: f.thread)
-        if f === mainFiber { rememberTaskError(r, pushed: nargs, on: f.thread) }
+        if f === chunk.mainFiber { rememberTaskError(r, pushed: nargs, on: f.thread) }
         resume(f, nargs: nargs)
     }
 
@@ -128,12 +128,12 @@ extension LuaRuntime {
     }
 
     /// Whether `co` runs the main chunk.
-    func isMainThread(_ co: OpaquePointer) -> Bool { mainFiber.map { $0.thread == co } ?? false }
+    func isMainThread(_ co: OpaquePointer) -> Bool { chunk.mainFiber.map { $0.thread == co } ?? false }
 
     /// The task whose error the main chunk raised with the value on top of
     /// `co`: that value itself, or `error(err)` of it (a string with the
     /// raising line's position in front).
-    private func mainErrorTask(raised co: OpaquePointer) -> String? {
+    private func errorTask(raised co: OpaquePointer) -> String? {
         guard lua_checkstack(co, 3) != 0 else { return nil }
         lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.handedErrors))
         defer { tasker_pop(co, 1) }
@@ -180,10 +180,10 @@ extension LuaRuntime {
         switch f.kind {
         case .main:
             retire(f)
-            if !targetsAdded && commandModule.runTargetsRef != LUA_NOREF && exitCode == nil {
+            if !chunk.targetsAdded && commandModule.runTargetsRef != LUA_NOREF && exitCode == nil {
                 // The targets named after FILE (or `default`), from a main
                 // fiber of their own: its errors are the main chunk's.
-                targetsAdded = true
+                chunk.targetsAdded = true
                 lua_rawgeti(L, tasker_registryindex(), lua_Integer(commandModule.runTargetsRef))
                 startMain(lua_gettop(L))
                 return
@@ -215,11 +215,11 @@ extension LuaRuntime {
                 return
             }
             if exitCode == nil && !interrupted {
-                if !f.isAborted, let name = mainErrorTask(raised: co) { mainErrorTask = name }
-                mainError = traceback(co)
-                if let said = commandLineError, let first = mainError?.split(separator: "\n").first, first.hasSuffix("usage: " + said) {
-                    mainError = String(first)
-                    mainErrorIsCommandLine = true
+                if !f.isAborted, let name = errorTask(raised: co) { chunk.mainErrorTask = name }
+                chunk.mainError = traceback(co)
+                if let said = chunk.commandLineError, let first = chunk.mainError?.split(separator: "\n").first, first.hasSuffix("usage: " + said) {
+                    chunk.mainError = String(first)
+                    chunk.mainErrorIsCommandLine = true
                 }
                 engine.cancelAll(reason: "the main chunk failed")
             }
@@ -262,7 +262,7 @@ extension LuaRuntime {
             return
         }
         f.pending = nil
-        if f.isAborted || (exitCode != nil && f === mainFiber) {
+        if f.isAborted || (exitCode != nil && f === chunk.mainFiber) {
             close(f)
             return
         }
@@ -272,7 +272,7 @@ extension LuaRuntime {
     /// Ends a fiber that will not be resumed (cancelled, timed out, exit).
     func close(_ f: Fiber) {
         guard !f.finished else { return }
-        if f === mainFiber { mainDone = true }
+        if f === chunk.mainFiber { mainDone = true }
         retire(f)
     }
 

@@ -123,13 +123,13 @@ extension LuaRuntime {
     /// Loads the pipeline and starts its main chunk as a coroutine. A file
     /// that cannot be read or compiled ends the run with exit code 2.
     public func start(path: String) {
-        scriptPath = path
+        chunk.scriptPath = path
         let dir = (path as NSString).deletingLastPathComponent
-        scriptDirectory = dir.isEmpty ? "." : dir
-        setPackagePath(scriptDirectory)
-        setScriptDir(URL(fileURLWithPath: scriptDirectory).standardizedFileURL.path)
+        chunk.scriptDirectory = dir.isEmpty ? "." : dir
+        setPackagePath(chunk.scriptDirectory)
+        setScriptDir(URL(fileURLWithPath: chunk.scriptDirectory).standardizedFileURL.path)
         guard let data = FileManager.default.contents(atPath: path) else {
-            mainError = PipelineRunner.unreadable(path: path) ?? "cannot open \(path)"
+            chunk.mainError = PipelineRunner.unreadable(path: path) ?? "cannot open \(path)"
             mainDone = true
             finish()
             return
@@ -139,7 +139,7 @@ extension LuaRuntime {
             tasker_loadbuffer(L, raw.baseAddress?.assumingMemoryBound(to: CChar.self), raw.count, "@" + path)
         }
         guard status == LUA_OK else {
-            mainError = Self.loadError(LuaStack(L).string(-1), path: path)
+            chunk.mainError = Self.loadError(LuaStack(L).string(-1), path: path)
             lua_settop(L, 0)
             mainDone = true
             finish()

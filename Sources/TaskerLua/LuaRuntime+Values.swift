@@ -251,7 +251,7 @@ extension LuaRuntime {
     /// The pipeline's real path, so that the key does not depend on the
     /// directory the run was started from.
     func idempotencyKey(_ id: TaskID, in L: OpaquePointer) -> String {
-        let real = realpath(scriptPath, nil).map { p in defer { free(p) }; return String(cString: p) } ?? scriptPath
+        let real = realpath(chunk.scriptPath, nil).map { p in defer { free(p) }; return String(cString: p) } ?? chunk.scriptPath
         return identities.idempotencyKey(id, pipeline: real, in: L)
     }
 }

@@ -80,7 +80,8 @@ public final class LuaRuntime {
     var work = Deque<Work>()
     private var drainScheduled = false
     var current: Fiber?
-    var mainFiber: Fiber?
+    /// The pipeline file's main chunk: its fiber, where it stands, how it failed.
+    var chunk = MainChunk()
     var mainDone = false {
         didSet { if mainDone && !oldValue { onMainDone?() } }
     }
@@ -88,27 +89,13 @@ public final class LuaRuntime {
     /// worker claims jobs only once the file's definitions exist.
     public var onMainDone: (() -> Void)?
     /// Whether the main chunk raised (or the file did not load).
-    public var mainChunkFailed: Bool { mainError != nil }
-    var mainError: String?
-    /// The task whose error the main chunk raised (it got it from `await`,
-    /// `all`, `any`…), if that is how it failed.
-    var mainErrorTask: String?
-    /// Where a plan's evaluation stopped (see `Options.planOnly`).
-    var planStop: String?
+    public var mainChunkFailed: Bool { chunk.mainError != nil }
     /// `tasker.param` and `tasker.target`.
     lazy var commandModule = CommandModule(runtime: self)
-    /// The main chunk has returned and the targets it asked for are added.
-    var targetsAdded = false
-    /// The last usage error about the command line (a parameter, a target):
-    /// if it ends the main chunk, it is one line, not a traceback.
-    var commandLineError: String?
-    var mainErrorIsCommandLine = false
-    /// The last task error handed to the main chunk, and its task's name.
     /// The fiber running each task's current attempt, by task id.
     var fibersByTask = TaskTable<Fiber>()
     /// Fibers whose threads finished cleanly, ready for reuse.
     var fiberPool: [Fiber] = []
-    var scriptDirectory = "."
     /// Tasks with a retry `when` predicate stored, by task id.
     var hasPredicate = TaskTable<Bool>()
     /// Tasks with `h:on` handlers, by task id.
@@ -130,7 +117,6 @@ public final class LuaRuntime {
     /// The signal whose stop has been applied (nothing starts after it).
     var interruptApplied = false
     var finishedRun = false
-    var scriptPath = ""
     /// Names the non-yieldable code running now ("an event handler").
     var callContext: String?
     var onFinish: ((RunResult) -> Void)?
@@ -267,7 +253,7 @@ public final class LuaRuntime {
         logger.warning("deadlock: \(message); failing what is left")
         engine.failAll(TaskFailure(.deadlock, message))
         httpEngine.cancelAll(reason: "deadlock: \(message)")
-        if !mainDone, let f = mainFiber, !isQueued(f) {
+        if !mainDone, let f = chunk.mainFiber, !isQueued(f) {
             // the main chunk waits on something no task will deliver
             f.wait?.cancel()
             f.wait = nil
@@ -279,10 +265,10 @@ public final class LuaRuntime {
     /// A plan's evaluation went as far as it can: where the main chunk
     /// waits for tasks that would run (nothing runs them), if it does.
     private func endPlan() -> Bool {
-        if !mainDone, let f = mainFiber, let wait = f.wait as? TasksWait {
-            let position = LuaStack(f.thread).innermostLuaPosition() ?? scriptPath
+        if !mainDone, let f = chunk.mainFiber, let wait = f.wait as? TasksWait {
+            let position = LuaStack(f.thread).innermostLuaPosition() ?? chunk.scriptPath
             let names = wait.ids.filter { !engine.isFinished($0) }.prefix(3).map { "'\(engine.name($0))'" }
-            planStop = "\(position): the main chunk waits there for \(names.joined(separator: ", ")), which would run"
+            chunk.planStop = "\(position): the main chunk waits there for \(names.joined(separator: ", ")), which would run"
         }
         requestExit(0)
         return true
@@ -303,17 +289,17 @@ public final class LuaRuntime {
         }
         let signal = tasker_signalled(crt)
         let code: Int32 = signal != 0 ? 128 + signal
-            : exitCode ?? (mainError != nil && mainErrorTask == nil ? 2 : (failed.isEmpty && mainErrorTask == nil ? 0 : 1))
-        var result = RunResult(exitCode: code, counts: c.tasks, failed: failed, mainError: mainError,
+            : exitCode ?? (chunk.mainError != nil && chunk.mainErrorTask == nil ? 2 : (failed.isEmpty && chunk.mainErrorTask == nil ? 0 : 1))
+        var result = RunResult(exitCode: code, counts: c.tasks, failed: failed, mainError: chunk.mainError,
                                seconds: Double(Monotonic.now() - startTime) / 1e9)
         result.groups = c.groups
         result.reused = c.reused
         result.retried = c.retried
         result.cancelled = c.cancelled.map(reason)
         result.skipped = c.skipped.map(reason)
-        result.mainErrorTask = mainErrorTask
-        result.planStop = planStop
-        result.commandLineError = mainErrorIsCommandLine
+        result.mainErrorTask = chunk.mainErrorTask
+        result.planStop = chunk.planStop
+        result.commandLineError = chunk.mainErrorIsCommandLine
         if options.describeOnly { result.description = describeDeclarations() }
         result.signal = signal
         onFinish?(result)
@@ -339,7 +325,7 @@ public final class LuaRuntime {
         engine.cancelAll(reason: "interrupted")
         httpEngine.cancelAll(reason: "interrupted")
         hooks.stopReactions(reason: "interrupted")
-        if let f = mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
+        if let f = chunk.mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
     }
 
     /// `tasker.pause()` / SIGUSR1: nothing new starts; running tasks go on.
@@ -373,7 +359,7 @@ public final class LuaRuntime {
         engine.cancelAll(reason: "tasker.exit(\(code))")
         httpEngine.cancelAll(reason: "tasker.exit(\(code))")
         hooks.stopReactions(reason: "tasker.exit(\(code))")
-        if let f = mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
+        if let f = chunk.mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
     }
 }
 

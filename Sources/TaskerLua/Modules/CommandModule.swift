@@ -356,7 +356,7 @@ final class CommandModule: LuaModule {
         let s = LuaStack(L)
         let level = Int32(s.integer(2) ?? 1)
         let message = s.string(1) ?? "usage error"
-        runtime.commandLineError = message
+        runtime.chunk.commandLineError = message
         runtime.pushErrorTable(L, kind: "usage", message: message, where: level > 0 ? s.whereString(level: level) : nil)
         return TASKER_RAISE
     }

@@ -70,7 +70,7 @@ final class UseModule: LuaModule {
     /// in a fresh environment; with `--watch`, reloads it when it changes.
     func use(_ L: OpaquePointer) -> Int32 {
         guard let relative = LuaStack(L).string(1) else { return runtime.argError(L, "tasker.use", 1, "string") }
-        let chunkName = relative.hasPrefix("/") ? relative : (runtime.scriptDirectory == "." ? relative : runtime.scriptDirectory + "/" + relative)
+        let chunkName = relative.hasPrefix("/") ? relative : (runtime.chunk.scriptDirectory == "." ? relative : runtime.chunk.scriptDirectory + "/" + relative)
         let path = URL(fileURLWithPath: chunkName).standardizedFileURL.path
         if usedFiles[path] != nil { return 0 }
         let file = UsedFile(path: path, chunkName: chunkName)

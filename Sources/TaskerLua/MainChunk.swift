@@ -1,0 +1,20 @@
+/// The pipeline file's main chunk as the runtime drives it: the file, its
+/// fiber, and how it ended when it failed.
+struct MainChunk {
+    /// The file as given, and its directory (`tasker.use` paths are relative to it).
+    var scriptPath = ""
+    var scriptDirectory = "."
+    var mainFiber: Fiber?
+    /// Its error (or the file's load error), and the task whose error it
+    /// raised (it got it from `await`, `all`, `any`…), if that is how it failed.
+    var mainError: String?
+    var mainErrorTask: String?
+    /// Where a plan's evaluation stopped (see `LuaRuntime.Options.planOnly`).
+    var planStop: String?
+    /// The main chunk has returned and the targets it asked for are added.
+    var targetsAdded = false
+    /// The last usage error about the command line (a parameter, a target):
+    /// if it ends the main chunk, it is one line, not a traceback.
+    var commandLineError: String?
+    var mainErrorIsCommandLine = false
+}
