@@ -96,12 +96,8 @@ public final class LuaRuntime {
     var fibersByTask = TaskTable<Fiber>()
     /// Fibers whose threads finished cleanly, ready for reuse.
     var fiberPool: [Fiber] = []
-    /// Tasks with a retry `when` predicate stored, by task id.
-    var hasPredicate = TaskTable<Bool>()
-    /// Tasks with `h:on` handlers, by task id.
-    var handlerTasks = TaskTable<Bool>()
-    /// Tasks given tags, by task id.
-    var tagged = TaskTable<Bool>()
+    /// Which tasks have parts most have not (see `TaskFlags`).
+    var flags = TaskFlags()
     lazy var taskBody = LuaTaskBody(runtime: self)
     var exitCode: Int32?
     /// Each task's identity across runs (see `TaskIdentities`).

@@ -224,7 +224,7 @@ final class HandleModule: LuaModule {
         lua_pushvalue(L, function)
         lua_rawseti(L, -2, lua_Integer(s.rawLength(-2) + 1))
         s.pop(3)
-        rt.handlerTasks[id] = true
+        rt.flags.handlerTasks[id] = true
     }
 
     /// (state, value_or_err) for a finish handler.
@@ -282,7 +282,7 @@ final class HandleModule: LuaModule {
         if case .finish = event {
             lua_pushnil(L)
             lua_rawseti(L, base + 1, lua_Integer(id))
-            rt.handlerTasks[id] = nil
+            rt.flags.handlerTasks[id] = nil
         }
     }
 }
