@@ -61,7 +61,7 @@ extension LuaRuntime {
 
     /// Whether the calling task would wait on itself (or a group holding it).
     func waitsOnItself(_ ids: [TaskID]) -> TaskID? {
-        guard let me = current?.taskID else { return nil }
+        guard let me = driver.current?.taskID else { return nil }
         var mine: Set<TaskID> = [workOf(me)]
         var p = engine.parent(me)
         while let g = p {
@@ -74,8 +74,8 @@ extension LuaRuntime {
     /// Checks that the caller may suspend; returns a raise status if not.
     func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32? {
         if options.describeOnly { return describeStop(L) }
-        guard current != nil else {
-            return usage(L, "\(fn): cannot yield in \(callContext ?? "this context")")
+        guard driver.current != nil else {
+            return usage(L, "\(fn): cannot yield in \(driver.callContext ?? "this context")")
         }
         guard lua_isyieldable(L) != 0 else {
             return usage(L, "\(fn): cannot yield inside a C function (a table.sort comparator, "
@@ -109,7 +109,7 @@ extension LuaRuntime {
 
     /// Suspends the caller until the driver has performed `op`.
     func suspend(_ L: OpaquePointer, _ op: PendingOp) -> Int32 {
-        current?.pending = op
+        driver.current?.pending = op
         lua_pushlightuserdata(L, tasker_engine_mark())
         return tasker_yield_status(1)
     }
@@ -131,11 +131,11 @@ extension LuaRuntime {
     /// instead of logging it. The call gets `callBudget` seconds; past that
     /// the hook stops it as a runaway.
     func callForError(nargs: Int32, nresults: Int32, context: String, traceback: Bool = true) -> String? {
-        let saved = callContext
-        callContext = context
+        let saved = driver.callContext
+        driver.callContext = context
         let savedBudget = tasker_set_budget(crt, Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget))
         defer {
-            callContext = saved
+            driver.callContext = saved
             tasker_set_budget(crt, savedBudget)
         }
         let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall(L, nargs, nresults)

@@ -9,7 +9,7 @@ extension LuaRuntime {
 
     /// A thread from the pool, or a new one anchored in the threads table.
     func makeFiber(_ kind: Fiber.Kind) -> Fiber {
-        if let f = fiberPool.popLast() {
+        if let f = driver.fiberPool.popLast() {
             f.reuse(as: kind)
             return f
         }
@@ -29,7 +29,7 @@ extension LuaRuntime {
             for p in f.processes { p.cancel() }  // the same for os.execute and io.popen
         }
         f.processes = []
-        if let id = f.taskID, fibersByTask[id] === f { fibersByTask[id] = nil }
+        if let id = f.taskID, driver.fibersByTask[id] === f { driver.fibersByTask[id] = nil }
         if case .reaction(let reaction) = f.kind { hooks.reactionEnded(reaction) }
         let co = f.thread
         tasker_setfiber(co, nil)
@@ -45,8 +45,8 @@ extension LuaRuntime {
             tasker_set_budget(crt, saved)
             lua_settop(co, 0)
         }
-        if clean && fiberPool.count < 256 {
-            fiberPool.append(f)
+        if clean && driver.fiberPool.count < 256 {
+            driver.fiberPool.append(f)
         } else {
             lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.threads))
             luaL_unref(L, -1, f.anchor)
@@ -59,7 +59,7 @@ extension LuaRuntime {
     func startMain(_ chunkIndex: Int32) {
         let f = makeFiber(.main)
         chunk.mainFiber = f
-        sliceEnd = Monotonic.now() &+ LuaRuntime.sliceNanos
+        driver.sliceEnd = Monotonic.now() &+ LuaRuntime.sliceNanos
         lua_xmove(L, f.thread, 1)
         resume(f, nargs: 0)
     }
@@ -67,7 +67,7 @@ extension LuaRuntime {
     func startAttempt(_ run: AttemptRun) {
         guard engine.isCurrent(run) else { return }
         let f = makeFiber(.task(run))
-        fibersByTask[run.task] = f
+        driver.fibersByTask[run.task] = f
         let co = f.thread
         lua_rawgeti(co, tasker_registryindex(), lua_Integer(refs.bodies))
         lua_rawgeti(co, -1, lua_Integer(run.task))
@@ -153,12 +153,12 @@ extension LuaRuntime {
 
     func resume(_ f: Fiber, nargs: Int32) {
         let co = f.thread
-        current = f
-        tasker_set_deadlines(crt, f.taskID.map(engine.deadline) ?? f.deadline, sliceEnd)
+        driver.current = f
+        tasker_set_deadlines(crt, f.taskID.map(engine.deadline) ?? f.deadline, driver.sliceEnd)
         tasker_request_interrupt(crt, f.isAborted ? 1 : 0)
         var nres: Int32 = 0
         let status = lua_resume(co, L, nargs, &nres)
-        current = nil
+        driver.current = nil
         tasker_set_deadlines(crt, 0, 0)
         tasker_request_interrupt(crt, 0)
         switch status {
@@ -317,7 +317,7 @@ extension LuaRuntime {
             pushFailure(L, budgetOverrun(L))
             return Int32(TASKER_HOOK_RAISE)
         }
-        guard let f = current else {
+        guard let f = driver.current else {
             guard interrupted else { return Int32(TASKER_HOOK_GO_ON) }
             pushFailure(L, TaskFailure(.cancelled, "interrupted"))
             return Int32(TASKER_HOOK_RAISE)
@@ -369,7 +369,7 @@ extension LuaRuntime {
 
     /// A handler, predicate, interceptor or __tostring past its budget.
     func budgetOverrun(_ L: OpaquePointer) -> TaskFailure {
-        var failure = TaskFailure(.timeout, "\(callContext ?? "a callback (such as __tostring)") ran longer than \(formatSeconds(LuaRuntime.callBudget)) (a runaway loop?)")
+        var failure = TaskFailure(.timeout, "\(driver.callContext ?? "a callback (such as __tostring)") ran longer than \(formatSeconds(LuaRuntime.callBudget)) (a runaway loop?)")
         failure.position = LuaStack(L).whereString(level: 0)
         return failure
     }
@@ -386,9 +386,9 @@ final class LuaTaskBody: TaskBody {
     }
 
     func abortAttempt(_ run: AttemptRun, reason: TaskFailure, engine: Engine) {
-        guard let f = runtime.fibersByTask[run.task], f.run?.token == run.token else { return }
+        guard let f = runtime.driver.fibersByTask[run.task], f.run?.token == run.token else { return }
         f.aborted = reason
-        if runtime.current === f {
+        if runtime.driver.current === f {
             // Running now (it cancelled itself): the hook stops it soon.
             tasker_request_interrupt(runtime.crt, 1)
         } else {
@@ -403,14 +403,14 @@ extension LuaRuntime {
     /// A group's members (and a schedule's instance) are paused with it.
     func pauseTask(_ id: TaskID) {
         for t in engine.pauseScope(id) where engine.pause(t) {
-            fibersByTask[t]?.wait?.pause()
+            driver.fibersByTask[t]?.wait?.pause()
         }
     }
 
     /// `h:resume()`: back where it was, members too.
     func resumeTask(_ id: TaskID) {
         for t in engine.pauseScope(id) where engine.resume(t) {
-            guard let f = fibersByTask[t] else { continue }
+            guard let f = driver.fibersByTask[t] else { continue }
             f.wait?.resume()
             if let held = f.heldWhilePaused {
                 f.heldWhilePaused = nil

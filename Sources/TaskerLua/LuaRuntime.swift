@@ -76,10 +76,9 @@ public final class LuaRuntime {
     /// The C record the count hook reads (deadlines, the signal, the owner).
     let crt: OpaquePointer
     var refs = Refs()
+    /// The driver's state: queued work, the fibers, the turn's time slice.
+    var driver = DriverState()
 
-    var work = Deque<Work>()
-    private var drainScheduled = false
-    var current: Fiber?
     /// The pipeline file's main chunk: its fiber, where it stands, how it failed.
     var chunk = MainChunk()
     var mainDone = false {
@@ -92,10 +91,6 @@ public final class LuaRuntime {
     public var mainChunkFailed: Bool { chunk.mainError != nil }
     /// `tasker.param` and `tasker.target`.
     lazy var commandModule = CommandModule(runtime: self)
-    /// The fiber running each task's current attempt, by task id.
-    var fibersByTask = TaskTable<Fiber>()
-    /// Fibers whose threads finished cleanly, ready for reuse.
-    var fiberPool: [Fiber] = []
     /// Which tasks have parts most have not (see `TaskFlags`).
     var flags = TaskFlags()
     lazy var taskBody = LuaTaskBody(runtime: self)
@@ -110,11 +105,6 @@ public final class LuaRuntime {
     public let processGroups = ProcessGroups()
     /// Ctrl-C/SIGTERM/SIGHUP arrived (the loop may not have seen it yet).
     var interrupted: Bool { tasker_signalled(crt) != 0 }
-    /// The signal whose stop has been applied (nothing starts after it).
-    var interruptApplied = false
-    var finishedRun = false
-    /// Names the non-yieldable code running now ("an event handler").
-    var callContext: String?
     var onFinish: ((RunResult) -> Void)?
     /// Called on the loop after each successful reload, with the file.
     public var onReload: ((String) -> Void)?
@@ -131,9 +121,6 @@ public final class LuaRuntime {
     /// A fiber running pure Lua this long without waiting is paused so the
     /// rest of the run can move (a time slice).
     static let sliceNanos: UInt64 = 10_000_000
-    /// When the current turn's slice ends: fibers resumed in this turn share
-    /// it (one clock read per turn, not per resume).
-    var sliceEnd: UInt64 = 0
 
     /// Creates the state on the loop thread.
     public init(loop: EventLoop, options: Options) throws {
@@ -177,9 +164,9 @@ public final class LuaRuntime {
     // MARK: the work queue
 
     func enqueue(_ w: Work) {
-        work.append(w)
-        guard !drainScheduled else { return }
-        drainScheduled = true
+        driver.work.append(w)
+        guard !driver.drainScheduled else { return }
+        driver.drainScheduled = true
         loop.enqueue { [unowned self] in self.drain() }
     }
 
@@ -187,30 +174,30 @@ public final class LuaRuntime {
     /// many coroutines per loop turn. After a turn's budget the rest waits
     /// for the next turn, so timers and signals are never starved.
     func drain() {
-        drainScheduled = false
+        driver.drainScheduled = false
         let start = Monotonic.now()
-        sliceEnd = start &+ LuaRuntime.sliceNanos
+        driver.sliceEnd = start &+ LuaRuntime.sliceNanos
         var n = 0
         repeat {
-            while let w = work.popFirst() {
+            while let w = driver.work.popFirst() {
                 perform(w)
                 n &+= 1
                 if n & 15 == 0 && Monotonic.now() &- start > EventLoop.turnBudget {
-                    drainScheduled = true
+                    driver.drainScheduled = true
                     loop.enqueueNextTurn { [unowned self] in self.drain() }
                     return
                 }
             }
-            if interrupted && !interruptApplied { applyInterrupt() }
+            if interrupted && !driver.interruptApplied { applyInterrupt() }
             engine.dispatch()
             httpEngine.dispatch()
-        } while !work.isEmpty
+        } while !driver.work.isEmpty
     }
 
     /// Whether a resumption of `f` is queued (breaking a deadlock may just
     /// have woken it: it must not be resumed twice).
     private func isQueued(_ f: Fiber) -> Bool {
-        work.contains { w in
+        driver.work.contains { w in
             if case .resume(let g, _) = w { return g === f }
             return false
         }
@@ -236,7 +223,7 @@ public final class LuaRuntime {
 
     /// Nothing is queued, no timer armed, nothing in flight.
     private func idle() -> Bool {
-        if finishedRun { return false }
+        if driver.finishedRun { return false }
         if mainDone || exitCode != nil, engine.unfinishedCount == 0 {
             finish()
             return true
@@ -271,8 +258,8 @@ public final class LuaRuntime {
     }
 
     func finish() {
-        guard !finishedRun else { return }
-        finishedRun = true
+        guard !driver.finishedRun else { return }
+        driver.finishedRun = true
         useModule.watcher?.stop()
         for m in modules.all { m.runEnded() }
         let c = engine.summary()
@@ -311,8 +298,8 @@ public final class LuaRuntime {
     /// Cancels everything (stopping runaway Lua through the hook), lets the
     /// cancel paths run, then the run finishes. From here on nothing starts.
     private func applyInterrupt() {
-        guard !interruptApplied else { return }
-        interruptApplied = true
+        guard !driver.interruptApplied else { return }
+        driver.interruptApplied = true
         let sig = tasker_signalled(crt)
         let reason = sig != 0 ? Signals.name(sig) : "interrupted"
         engine.close(reason: reason)
@@ -321,7 +308,7 @@ public final class LuaRuntime {
         engine.cancelAll(reason: "interrupted")
         httpEngine.cancelAll(reason: "interrupted")
         hooks.stopReactions(reason: "interrupted")
-        if let f = chunk.mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
+        if let f = chunk.mainFiber, !f.finished, f !== driver.current { enqueue(.close(f)) }
     }
 
     /// `tasker.pause()` / SIGUSR1: nothing new starts; running tasks go on.
@@ -355,7 +342,7 @@ public final class LuaRuntime {
         engine.cancelAll(reason: "tasker.exit(\(code))")
         httpEngine.cancelAll(reason: "tasker.exit(\(code))")
         hooks.stopReactions(reason: "tasker.exit(\(code))")
-        if let f = chunk.mainFiber, !f.finished, f !== current { enqueue(.close(f)) }
+        if let f = chunk.mainFiber, !f.finished, f !== driver.current { enqueue(.close(f)) }
     }
 }
 
@@ -423,9 +410,12 @@ struct Refs {
     var predicates: Int32 = 0 // [task id] = retry.when function
     var handedErrors: Int32 = 0 // [error value] = name of the task whose error the main chunk was handed
     var errorMeta: Int32 = 0
-    /// Task handles' metatable (made by `HandleModule`), and `ctx`'s (`ContextModule`).
+    /// The metatables of task handles, `ctx` and the task view `t` (made by
+    /// `HandleModule`, `ContextModule`, `TaskViewModule`), here so that the
+    /// per-task pushes need no module.
     var handleMeta: Int32 = 0
     var contextMeta: Int32 = 0
+    var taskViewMeta: Int32 = 0
 }
 
 /// Lets a signal handler on another thread stop runaway Lua code at once

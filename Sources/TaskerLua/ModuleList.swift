@@ -1,19 +1,16 @@
 /// The modules that own their state (see `LuaModule`): all of them in
 /// install order (the runtime keeps them as long as the Lua state, whose
 /// functions hold them unretained), and typed references for the calls the
-/// runtime itself makes into them, so no lookup happens per task.
+/// runtime itself makes into them (the calls made for every task need no
+/// module at all: see `refs`).
 struct ModuleList {
     private(set) var all: [LuaModule] = []
-    private(set) var taskViews: TaskViewModule!
-    private(set) var contexts: ContextModule!
     private(set) var hooks: HookModule!
     private(set) var handles: HandleModule!
 
     mutating func add(_ m: LuaModule) {
         all.append(m)
         switch m {
-        case let m as TaskViewModule: taskViews = m
-        case let m as ContextModule: contexts = m
         case let m as HookModule: hooks = m
         case let m as HandleModule: handles = m
         default: break

@@ -99,7 +99,7 @@ final class ContextModule: LuaModule {
         guard let c = Self.context(L, 1) else {
             return rt.usage(L, "calling 'ctx:cancelled' on bad self (ctx expected, got \(LuaStack(L).got(1, expected: "ctx"))); use ctx:cancelled()")
         }
-        let f = rt.fibersByTask[c.task]
+        let f = rt.driver.fibersByTask[c.task]
         let live = f != nil && f!.run?.token == c.token && !f!.isAborted
             && rt.engine.isCurrent(AttemptRun(task: c.task, attempt: c.attempt, token: c.token))
         lua_pushboolean(L, live ? 0 : 1)

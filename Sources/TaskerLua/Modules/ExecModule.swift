@@ -109,9 +109,9 @@ final class ExecModule: LuaModule {
             }
         }
         if let status = runtime.cannotWait(L, fn) { return status }
-        r.task = runtime.current?.taskID
+        r.task = runtime.driver.current?.taskID
         if r.stream {
-            r.label = runtime.current?.taskID.map { runtime.engine.name($0) } ?? "main"
+            r.label = runtime.driver.current?.taskID.map { runtime.engine.name($0) } ?? "main"
             let sink = runtime.options.diagnostics
             // One child line, one line of ours: a `\r` (a progress meter) or
             // ESC must not rewrite the status line or earlier output. A CR

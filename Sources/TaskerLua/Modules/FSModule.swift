@@ -183,7 +183,7 @@ final class FSModule: LuaModule {
     /// is quick or the caller cannot wait.
     private func run(_ L: OpaquePointer, _ op: FileOperation, keep: Bool = false) -> Int32 {
         let position = LuaStack(L).whereString(level: 1)
-        if op.mayBlock, runtime.current != nil, lua_isyieldable(L) != 0 {
+        if op.mayBlock, runtime.driver.current != nil, lua_isyieldable(L) != 0 {
             return runtime.suspend(L, .wait(FileWait(op, keep: keep, position: position)))
         }
         var result = op.perform()

@@ -289,7 +289,7 @@ extension HTTPModule {
     /// Reactions' own requests start while reactors suspend, and are not
     /// reacted to (a reaction must not wait on itself).
     private var callerBelongsToReaction: Bool {
-        guard let f = runtime.current else { return false }
+        guard let f = runtime.driver.current else { return false }
         switch f.kind {
         case .reaction: return true
         case .task(let run): return runtime.engine.isOwnedByReaction(run.task)

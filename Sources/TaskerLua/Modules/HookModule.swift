@@ -20,9 +20,6 @@ final class HookModule: LuaModule {
     /// The fiber of each running reaction, by reaction id.
     var reactionFibers: [Int: Fiber] = [:]
 
-    /// What interceptors and reactors get as `t`.
-    var taskViews: TaskViewModule { runtime.modules.taskViews }
-
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let functions: [(String, tasker_SwiftFunction)] = [

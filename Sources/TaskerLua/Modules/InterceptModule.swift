@@ -4,7 +4,10 @@ import TaskerCore
 
 /// An interceptor written in Lua: `fn(t, held)` decides as the README's Interceptors section says.
 final class LuaInterceptor: TaskInterceptor {
-    unowned let hooks: HookModule
+    /// Not counted, and not checked: the runtime keeps its hook module, and
+    /// only the runtime's engines call this, while the runtime lives (a
+    /// checked reference cost a slow-path retain per task).
+    unowned(unsafe) let hooks: HookModule
     /// Tasks or HTTP requests (`on=`).
     let target: HookTarget
     let name: String
@@ -24,7 +27,7 @@ final class LuaInterceptor: TaskInterceptor {
     }
 
     func intercept(_ id: TaskID, held: Int, engine: Engine) -> InterceptDecision {
-        hooks.runInterceptor(self, id, held: held)
+        hooks.runInterceptor(self, id, held: held, engine: engine, rt: hooks.runtime)
     }
 
     var engine: Engine { hooks.engine(for: target) }
@@ -89,15 +92,16 @@ extension HookModule {
     /// Calls `fn(t, held)` and turns its answer into a decision. Changes to
     /// `t` apply to the task as they are made. Errors fail the task (kind
     /// `interceptor`).
-    func runInterceptor(_ i: LuaInterceptor, _ id: TaskID, held: Int) -> InterceptDecision {
-        let rt = runtime
+    /// `engine` is the one asking; `rt` is `runtime`, passed so that it is
+    /// borrowed, not retained (this runs for every task).
+    func runInterceptor(_ i: LuaInterceptor, _ id: TaskID, held: Int, engine: Engine, rt: LuaRuntime) -> InterceptDecision {
         let L = rt.L
         let s = LuaStack(L)
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
         s.pushRegistry(i.function)
-        let attempt = i.engine.attempts(id) + 1  // the attempt about to start
-        if i.target == .http { rt.http.pushRequestTable(L, id, attempt: attempt) } else { taskViews.push(L, id, attempt: attempt) }
+        let attempt = engine.attempts(id) + 1  // the attempt about to start
+        if i.target == .http { rt.http.pushRequestTable(L, id, attempt: attempt) } else { TaskViewModule.push(L, id, attempt: attempt, metatable: rt.refs.taskViewMeta) }
         s.push(held)
         if let error = rt.callForError(nargs: 2, nresults: 2, context: i.context, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error

@@ -30,7 +30,7 @@ final class LogModule: LuaModule {
         let logger = runtime.logger
         guard logger.logLevel <= level else { return 0 }  // skip the work below when filtered out
         var metadata: Logger.Metadata = [:]
-        if let id = runtime.current?.taskID { metadata["task"] = "\(runtime.engine.name(id))" }
+        if let id = runtime.driver.current?.taskID { metadata["task"] = "\(runtime.engine.name(id))" }
         if s.type(2) == LUA_TTABLE {
             lua_pushnil(L)
             while lua_next(L, 2) != 0 {

@@ -5,7 +5,10 @@ import TaskerCore
 /// A reactor written in Lua: `when(t, result)` chooses, `fn(t, result)` runs
 /// as a coroutine (it may wait: sleep, await, add tasks).
 final class LuaReactor: TaskReactor {
-    unowned let hooks: HookModule
+    /// Not counted, and not checked: the runtime keeps its hook module, and
+    /// only the runtime's engines call this, while the runtime lives (a
+    /// checked reference cost a slow-path retain per task).
+    unowned(unsafe) let hooks: HookModule
     let target: HookTarget
     let name: String
     let options: ReactorOptions
@@ -25,7 +28,7 @@ final class LuaReactor: TaskReactor {
     }
 
     func wants(_ id: TaskID, outcome: TaskOutcome, engine: Engine) -> Result<Bool, TaskFailure> {
-        hooks.reactorWants(self, id, outcome)
+        hooks.reactorWants(self, id, outcome, engine: engine, rt: hooks.runtime)
     }
 
     func react(_ reaction: Reaction, engine: Engine) {
@@ -100,14 +103,16 @@ extension HookModule {
         return 1
     }
 
-    func reactorWants(_ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome) -> Result<Bool, TaskFailure> {
+    /// `engine` is the one asking; `rt` is `runtime`, passed so that it is
+    /// borrowed, not retained (this runs for every task).
+    func reactorWants(_ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome, engine: Engine,
+                      rt: LuaRuntime) -> Result<Bool, TaskFailure> {
         guard let when = r.when else { return .success(true) }
-        let rt = runtime
         let L = rt.L
         let base = lua_gettop(L)
         defer { lua_settop(L, base) }
         LuaStack(L).pushRegistry(when)
-        pushReactionArguments(L, r, id, outcome)
+        pushReactionArguments(L, r, id, outcome, engine: engine, rt: rt)
         if let error = rt.callForError(nargs: 2, nresults: 1, context: r.whenContext, traceback: false) {
             let message = error.components(separatedBy: "\nstack traceback:")[0]
             return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
@@ -117,15 +122,15 @@ extension HookModule {
 
     /// Pushes `t` and `result` ({ok, value} or {ok, error}). The result is
     /// not delivered yet, so it comes from the held outcome, not the engine's.
-    private func pushReactionArguments(_ L: OpaquePointer, _ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome) {
-        let rt = runtime
+    private func pushReactionArguments(_ L: OpaquePointer, _ r: LuaReactor, _ id: TaskID, _ outcome: TaskOutcome,
+                                       engine: Engine, rt: LuaRuntime) {
         let s = LuaStack(L)
         if r.target == .http {
-            rt.http.pushRequestTable(L, id, attempt: rt.httpEngine.attempts(id))
+            rt.http.pushRequestTable(L, id, attempt: engine.attempts(id))
             rt.http.pushRequestResult(L, outcome)
             return
         }
-        taskViews.push(L, id, attempt: rt.engine.attempts(id))
+        TaskViewModule.push(L, id, attempt: engine.attempts(id), metatable: rt.refs.taskViewMeta)
         s.newTable(hash: 2)
         switch outcome {
         case .succeeded(let v):
@@ -150,7 +155,8 @@ extension HookModule {
         let co = f.thread
         LuaStack(co).pushRegistry(r.function)
         pushReactionArguments(co, r, first, r.engine.heldOutcome(first)
-                              ?? .cancelled(TaskFailure(.cancelled, "task '\(r.engine.name(first))' was cancelled")))
+                              ?? .cancelled(TaskFailure(.cancelled, "task '\(r.engine.name(first))' was cancelled")),
+                              engine: r.engine, rt: rt)
         rt.resume(f, nargs: 2)
     }
 
@@ -162,7 +168,7 @@ extension HookModule {
             guard case .reaction(let reaction) = f.kind else { continue }
             let failure = TaskFailure(.cancelled, "reactor '\(reaction.reactor.name)' was stopped: \(reason)")
             f.aborted = failure
-            if rt.current !== f { rt.enqueue(.close(f)) }
+            if rt.driver.current !== f { rt.enqueue(.close(f)) }
             engine(of: reaction).reactionEnded(reaction, failure: failure)
         }
     }
@@ -171,7 +177,7 @@ extension HookModule {
         let rt = runtime
         guard let f = reactionFibers[reaction.id], !f.finished else { return }
         f.aborted = reactionTimeout(reaction)
-        if rt.current === f { tasker_request_interrupt(rt.crt, 1) } else { rt.enqueue(.close(f)) }
+        if rt.driver.current === f { tasker_request_interrupt(rt.crt, 1) } else { rt.enqueue(.close(f)) }
     }
 
     /// The engine a reaction belongs to (its reactor's: tasks or requests).

@@ -17,7 +17,7 @@ extension DefineModule {
             return runtime.usage(L, "defined tasks go to a queue only in a run with --store")
         }
         if let status = runtime.cannotWait(L, name) { return status }
-        guard let f = runtime.current, case .task(let run) = f.kind else {
+        guard let f = runtime.driver.current, case .task(let run) = f.kind else {
             return runtime.usage(L, "'\(name)' runs only as a task's body")
         }
         let args: String

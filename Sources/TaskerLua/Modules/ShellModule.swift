@@ -189,7 +189,7 @@ extension ShellModule {
         }
         let file = PopenFile(mode: reading ? .read : .write, process: process, loop: runtime.loop)
         made = file
-        runtime.current?.processes.append(process)
+        runtime.driver.current?.processes.append(process)
         pushFile(file, in: L)
         return 1
     }

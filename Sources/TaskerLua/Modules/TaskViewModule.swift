@@ -15,8 +15,6 @@ final class TaskViewModule: LuaModule {
     /// is alive whenever this runs. A checked `unowned` cost ~270
     /// instructions a task on this path.
     unowned(unsafe) let runtime: LuaRuntime
-    /// The views' metatable (a registry ref).
-    private var metatable: Int32 = LUA_NOREF
 
     struct Payload {
         var task: TaskID
@@ -26,14 +24,16 @@ final class TaskViewModule: LuaModule {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     func install(in runtime: LuaRuntime) {
-        metatable = makeMetatable(Self.metatableName, index: { L in TaskViewModule.this(L!).index(L!) }, methods: [],
+        runtime.refs.taskViewMeta = makeMetatable(Self.metatableName, index: { L in TaskViewModule.this(L!).index(L!) }, methods: [],
                                   metamethods: [("__newindex", { L in TaskViewModule.this(L!).newindex(L!) }),
                                                 ("__tostring", { L in TaskViewModule.this(L!).tostring(L!) })],
                                   in: runtime.L)
     }
 
-    /// Pushes the view of task `id` as its attempt `attempt` sees it.
-    func push(_ L: OpaquePointer, _ id: TaskID, attempt: Int) {
+    /// Pushes the view of task `id` as its attempt `attempt` sees it
+    /// (`metatable`: the runtime's `refs.taskViewMeta`, which `install`
+    /// set; static, so that a hook's call touches no module).
+    static func push(_ L: OpaquePointer, _ id: TaskID, attempt: Int, metatable: Int32) {
         let p = tasker_newuserdata(L, MemoryLayout<Payload>.size)!
         p.storeBytes(of: Payload(task: id, attempt: attempt), as: Payload.self)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(metatable))

@@ -65,7 +65,7 @@ final class TaskerModule: LuaModule {
         }
         let id = rt.engine.taskCount + 1
         var spec = parsed.spec
-        if case .reaction? = rt.current?.kind { spec.ownedByReaction = true }
+        if case .reaction? = rt.driver.current?.kind { spec.ownedByReaction = true }
         var reused: String?
         if rt.options.identify || parsed.explicitID != nil {
             let entry = rt.identities.record(id, explicitID: parsed.explicitID, name: parsed.spec.name,
@@ -256,7 +256,7 @@ final class TaskerModule: LuaModule {
             code = c
         }
         rt.requestExit(Int32(code))
-        if rt.current != nil, lua_isyieldable(L) != 0 { return rt.suspend(L, .exit) }
+        if rt.driver.current != nil, lua_isyieldable(L) != 0 { return rt.suspend(L, .exit) }
         // Outside a coroutine (a handler): stop this code with an error the
         // engine ignores, since the run is ending anyway.
         return rt.raise(L, TaskFailure(.cancelled, "tasker.exit(\(code))"))

@@ -138,7 +138,7 @@ final class UseModule: LuaModule {
     /// debounce (every new event pushes the reload back), so a burst of
     /// writes makes one reload of the finished file.
     func fileChanged(_ path: String) {
-        guard !runtime.finishedRun, let file = usedFiles[path] else { return }
+        guard !runtime.driver.finishedRun, let file = usedFiles[path] else { return }
         file.lastChange = Monotonic.now()
         guard !file.reloadScheduled else { return }
         file.reloadScheduled = true
@@ -163,7 +163,7 @@ final class UseModule: LuaModule {
     /// ones in place (by name: held tasks move to the new interceptor),
     /// atomically between two interceptions. If not, the old ones stay.
     func reload(_ file: UsedFile) {
-        guard !runtime.finishedRun else { return }
+        guard !runtime.driver.finishedRun else { return }
         let old = file.registrations
         let registeredSomething = !old.interceptors.isEmpty || !old.reactors.isEmpty
         if registeredSomething, (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) == 0 {

@@ -1,0 +1,23 @@
+import DequeModule
+import TaskerCore
+
+/// What the runtime's driver keeps between turns: the work queued for the
+/// drain loop, the fiber running now, each task's fiber, the pool of
+/// finished fibers, the turn's time slice, and where the run's end stands.
+struct DriverState {
+    var work = Deque<Work>()
+    var drainScheduled = false
+    var current: Fiber?
+    /// The fiber running each task's current attempt, by task id.
+    var fibersByTask = TaskTable<Fiber>()
+    /// Fibers whose threads finished cleanly, ready for reuse.
+    var fiberPool: [Fiber] = []
+    /// When the current turn's slice ends: fibers resumed in this turn share
+    /// it (one clock read per turn, not per resume).
+    var sliceEnd: UInt64 = 0
+    /// The signal whose stop has been applied (nothing starts after it).
+    var interruptApplied = false
+    var finishedRun = false
+    /// Names the non-yieldable code running now ("an event handler").
+    var callContext: String?
+}
