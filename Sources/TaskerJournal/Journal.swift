@@ -97,8 +97,17 @@ public enum Journal {
         if !isWAL { try db.execute("PRAGMA journal_mode=WAL") }
         try db.execute("PRAGMA synchronous=NORMAL")
         if try JournalSchema.isCurrent(db, path: path) { return }
-        // Read again inside: another process may have upgraded it meanwhile.
-        try db.transaction { () throws(SQLiteError) in try JournalSchema.upgrade(db, path: path) }
+        do {
+            // Read again inside: another process may have upgraded it meanwhile.
+            try db.transaction { () throws(SQLiteError) in try JournalSchema.upgrade(db, path: path) }
+        } catch where error.isLock || error.code & 0xff == SQLITE_READONLY {
+            // Not now (a lock, a read-only file): a file this build uses as
+            // it is still opens; the next writer upgrades it.
+            let found = try JournalSchema.checkedVersion(db, path: path)
+            guard found >= JournalSchema.usableFrom, try JournalSchema.hasTables(db) else {
+                throw SQLiteError(code: error.code, message: "cannot upgrade the journal \(path) to this tasker's schema: \(error.message)")
+            }
+        }
     }
 
     private static func makeDirectories(_ path: String) throws(SQLiteError) {

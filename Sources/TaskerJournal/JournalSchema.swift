@@ -32,19 +32,47 @@ enum JournalSchema {
         return try s.next() ? s.int(0) : 0
     }
 
-    /// Whether the file is at this build's version; an error when a newer
-    /// tasker wrote it (its tables may not be what this one reads).
-    static func isCurrent(_ db: SQLiteDatabase, path: String) throws(SQLiteError) -> Bool {
-        let found = try storedVersion(db)
-        if found > version { throw newer(found, path) }
-        return found == version
+    /// The oldest version whose tables this build reads and writes as they
+    /// are: a file at it that cannot be upgraded now (read-only, or another
+    /// process holds a lock) is used as it is. Raise it with a migration
+    /// that changes what is read or written.
+    static let usableFrom = 0
+
+    /// The three tables every version has: a file stamped current whose
+    /// tables were dropped gets them again.
+    static func hasTables(_ db: SQLiteDatabase) throws(SQLiteError) -> Bool {
+        let s = try db.prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('runs', 'task_log', 'requests')")
+        defer { s.reset() }
+        return try s.next() && s.int(0) == 3
     }
 
-    /// Applies the migrations the file lacks (in the caller's transaction).
-    static func upgrade(_ db: SQLiteDatabase, path: String) throws(SQLiteError) {
+    /// The file's version if this build knows it; an error when a newer
+    /// tasker wrote it (its tables may not be what this one reads), or the
+    /// number is not a version at all.
+    static func checkedVersion(_ db: SQLiteDatabase, path: String) throws(SQLiteError) -> Int {
         let found = try storedVersion(db)
         if found > version { throw newer(found, path) }
-        guard found < version else { return }
+        if found < 0 {
+            throw SQLiteError(code: SQLITE_ERROR, message: "the journal \(path) has schema version \(found), which no tasker "
+                              + "writes: it was changed by hand; use another --state directory")
+        }
+        return found
+    }
+
+    /// Whether the file is at this build's version with its tables.
+    static func isCurrent(_ db: SQLiteDatabase, path: String) throws(SQLiteError) -> Bool {
+        guard try checkedVersion(db, path: path) == version else { return false }
+        return try hasTables(db)
+    }
+
+    /// Applies the migrations the file lacks (in the caller's transaction);
+    /// at this version already, recreates missing tables.
+    static func upgrade(_ db: SQLiteDatabase, path: String) throws(SQLiteError) {
+        let found = try checkedVersion(db, path: path)
+        guard found < version else {
+            if try !hasTables(db) { try db.execute(migrations[0]) }
+            return
+        }
         for m in migrations[found...] { try db.execute(m) }
         try db.execute("PRAGMA user_version = \(version)")
     }

@@ -164,6 +164,36 @@ import Testing
         #expect(try JournalSchema.storedVersion(check) == JournalSchema.version)
     }
 
+    /// A version-0 journal another process keeps locked is read as it is
+    /// (its tables are this build's), not waited for; a version number no
+    /// tasker writes is refused; a current journal whose tables were
+    /// dropped gets them back.
+    @Test func oddJournalsOpenOrAreRefusedWithTheReason() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let w = try JournalWriter(directory: dir, run: run("r1"))
+        #expect(w.close(ended: 1001, exitCode: 0, counts: [:], requests: []) == nil)
+        let path = dir + "/" + Journal.fileName
+        let other = try SQLiteDatabase(path: path)
+        try other.execute("PRAGMA user_version = 0")
+        try other.execute("BEGIN IMMEDIATE")
+        let locked = try JournalReader(store: SQLiteJournalStore(directory: dir, create: false, busyTimeout: 50))
+        #expect(try locked.runs().map(\.id) == ["r1"])
+        try other.execute("ROLLBACK")
+
+        try other.execute("PRAGMA user_version = -1")
+        #expect {
+            _ = try JournalReader(directory: dir)
+        } throws: { error in
+            "\(error)".contains("schema version -1, which no tasker writes")
+        }
+
+        try other.execute("PRAGMA user_version = \(JournalSchema.version)")
+        try other.execute("DROP TABLE requests")
+        _ = try JournalReader(directory: dir)
+        #expect(try JournalSchema.hasTables(other))
+    }
+
     @Test func aJournalFromANewerTaskerIsRefusedWithTheReason() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
