@@ -23,7 +23,8 @@ struct ExecRequest: Sendable {
     /// `display` on one line for an error message: a script of many lines
     /// is its first line and `…`, a long one is cut at 200 characters.
     var shortDisplay: String {
-        let text = display
+        // Masked before it is cut: a secret cut in half is no longer found.
+        let text = SecretMask.shared.mask(display)
         let first = text.prefix { $0 != "\n" }
         let cut = first.count > 200 ? first.prefix(200) : first
         return cut.count < text.count ? cut + " …" : text

@@ -155,7 +155,8 @@ final class StatusLine: EngineObserver, Sendable {
             let percent = String(format: "%3d%%", Int((bar.fraction * 100).rounded()))
             lines.append("  \(bar.name) [\(meter)] \(percent) \(bar.message ?? "")")
         }
-        lines = lines.map { TerminalWidth.clip($0, to: width) }
+        // Masked before it is clipped: a secret cut in half is no longer found.
+        lines = lines.map { TerminalWidth.clip(SecretMask.shared.mask($0), to: width) }
         let out = eraseSequence(s) + lines.joined(separator: "\n")
         s.drawnWidths = lines.map { TerminalWidth.of($0) }
         StandardError.write(out)

@@ -102,6 +102,8 @@ struct Summary {
     }
 
     static func cut(_ message: String) -> String {
+        // Masked before it is cut: a secret cut in half is no longer found.
+        let message = SecretMask.shared.mask(message)
         guard message.utf8.count > messageLimit else { return message }
         let kept = String(decoding: message.utf8.prefix(messageLimit), as: UTF8.self)
         return kept + "… (\(message.utf8.count - messageLimit) more bytes)"

@@ -22,6 +22,40 @@ import Testing
         """
     static let secrets = ["tok-SECRET-1", "key-12345", "db-pa55word", "73519264"]
 
+    /// Text cut to a length (the summary's 2,000 bytes, a command shown in
+    /// 200 characters, a stderr line in 500, the last 4 KiB of stderr) is
+    /// masked before it is cut: no piece of a secret is left.
+    @Test func cutTextKeepsNoPieceOfASecret() async throws {
+        let secret = "Zq9Kp2LmXw7Rt4VbNs8Hd"
+        let s = try Scratch(["p.lua": """
+            local S = tasker.secret("SEKRET")
+            tasker.add{name = "long", run = function() error(string.rep("x", 1980) .. S, 0) end}
+            tasker.add{name = "cmd", run = function() tasker.sh("true " .. string.rep("d", 175) .. S .. "; exit 5") end}
+            tasker.add{name = "line", run = function()
+              tasker.sh("printf '%s' " .. string.rep("e", 490) .. S .. " >&2; exit 3")
+            end}
+            tasker.add{name = "tail", run = function()
+              tasker.sh("printf '%s' " .. S .. " >&2; head -c 4090 /dev/zero | tr '\\\\0' f >&2; exit 4")
+            end}
+            """])
+        defer { s.cleanup() }
+        let r = try await shell("SEKRET=\(secret) $TASKER run --no-progress --events ev.jsonl --state state p.lua", in: s.dir)
+        #expect(r.status == 1, "\(r.stderr)")
+        var texts = [("stderr", r.stderr)]
+        texts.append(("events", (try? String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8)) ?? ""))
+        texts.append(("show", try await tasker(["show", "last", "--json", "--state", "state"], in: s.dir).stdout))
+        let state = s.dir.appendingPathComponent("state")
+        for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
+            texts.append((f, String(decoding: try Data(contentsOf: state.appendingPathComponent(f)), as: UTF8.self)))
+        }
+        // every piece of 6 characters
+        let pieces = (0...(secret.count - 6)).map { String(Array(secret)[$0..<($0 + 6)]) }
+        for (what, text) in texts {
+            for piece in pieces { #expect(!text.contains(piece), "\(piece) in \(what)") }
+        }
+        #expect(r.stderr.contains("***"), "\(r.stderr)")
+    }
+
     @Test func secretsAreMaskedInEveryOutput() async throws {
         let s = try Scratch(["p.lua": Self.pipeline, "db.pass": "db-pa55word\n"])
         defer { s.cleanup() }

@@ -131,6 +131,8 @@ final class ExecModule: LuaModule {
     /// …)`, then, when stderr had more, its last 20 lines: a test runner's
     /// real failure comes last, after pages of progress.
     static func exitMessage(_ command: String, code: Int, stderr: [UInt8]) -> String {
+        // Masked before it is cut: a secret cut in half is no longer found.
+        let stderr = SecretMask.shared.mask(stderr) ?? stderr
         let tail = String(decoding: stderr.suffix(stderrBytes), as: UTF8.self)
         let lines = tail.split(separator: "\n", omittingEmptySubsequences: true)
             .map { $0.hasSuffix("\r") ? $0.dropLast() : $0 }
