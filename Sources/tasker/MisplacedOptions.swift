@@ -33,6 +33,14 @@ enum MisplacedOptions {
                 names.insert(b.substring(with: n.range(at: 1)))
             }
         }
+        // A plain parameter a secret is taken from (`tasker.secret("X",
+        // {param = "name"})`) holds a secret too.
+        if secretOnly, let secretRE = try? NSRegularExpression(
+            pattern: #"tasker\.secret\s*\([^)]*?\bparam\s*=\s*["']([A-Za-z_][\w-]*)["']"#) {
+            for m in secretRE.matches(in: text, range: NSRange(location: 0, length: ns.length)) {
+                names.insert(ns.substring(with: m.range(at: 1)))
+            }
+        }
         return names
     }
 

@@ -25,6 +25,31 @@ import Testing
     /// Text cut to a length (the summary's 2,000 bytes, a command shown in
     /// 200 characters, a stderr line in 500, the last 4 KiB of stderr) is
     /// masked before it is cut: no piece of a secret is left.
+    /// A plain parameter that a secret is taken from (`tasker.secret(name,
+    /// {param = ...})`) is recorded as `***` in the run's args too.
+    @Test func aParameterASecretIsTakenFromIsMaskedInTheRecordedArgs() async throws {
+        let secret = "Pq7Lm3Xw9Tt2Rs"
+        let s = try Scratch(["p.lua": """
+            local plain = tasker.param{name = "plain"}
+            local v = tasker.secret("ALT", {param = "plain"})
+            tasker.add{name = "use", run = function() log.info("got", {v = v}) end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--events", "ev.jsonl", "--state", "state", "p.lua", "--plain", secret],
+                                 in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        var texts = [("stderr", r.stderr)]
+        texts.append(("events", (try? String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8)) ?? ""))
+        texts.append(("runs", try await tasker(["runs", "--json", "--state", "state"], in: s.dir).stdout))
+        texts.append(("show", try await tasker(["show", "last", "--state", "state"], in: s.dir).stdout))
+        let state = s.dir.appendingPathComponent("state")
+        for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
+            texts.append((f, String(decoding: try Data(contentsOf: state.appendingPathComponent(f)), as: UTF8.self)))
+        }
+        for (what, text) in texts { #expect(!text.contains(secret), "the secret in \(what)") }
+        #expect(texts[1].1.contains("\"--plain\",\"***\""), "\(texts[1].1)")
+    }
+
     @Test func cutTextKeepsNoPieceOfASecret() async throws {
         let secret = "Zq9Kp2LmXw7Rt4VbNs8Hd"
         let s = try Scratch(["p.lua": """
