@@ -36,6 +36,20 @@ import Testing
         #expect(levels(errorOnly) == ["ERROR e"])
     }
 
+    /// A field JSON cannot hold (a cycle, a function inside) is shown as
+    /// Lua describes it, and the fields after it are still read.
+    @Test func aFieldJSONRefusesIsDescribedAndTheRestStillLogged() async throws {
+        let r = try await runLua("""
+            local c = {}; c.self = c
+            tasker.add(function() log.info("m", {a = 1, c = c, f = {g = print}, z = "last"}) end):await()
+            print("ok")
+            """)
+        #expect(r.lines == ["ok"], "\(r.output) \(r.result.mainError ?? "")")
+        let line = r.diagnostics
+        #expect(line.contains("a=1") && line.contains("z=last"), "\(line)")
+        #expect(line.contains("c=\"table: ") && line.contains("f=\"table: "), "\(line)")
+    }
+
     @Test func badArgumentsAreUsageErrors() async throws {
         let r = try await runLua("""
             print(select(2, pcall(log.info)).message)
