@@ -122,6 +122,24 @@ import Testing
         }
     }
 
+    /// Help text that is not UTF-8 is shown with '?' for its bad bytes;
+    /// the parameters are all listed (they were dropped without a word).
+    @Test func helpTextThatIsNotUTF8IsShownNotDropped() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.param{name = "weird", help = "h" .. string.char(255) .. "x", default = "d" .. string.char(200)}
+            tasker.param{name = "fine", help = "ok"}
+            """])
+        defer { s.cleanup() }
+        let list = try await tasker(["list", "--json", "p.lua"], in: s.dir)
+        #expect(list.status == 0, "\(list.stderr)")
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any])
+        let params = try #require(object["params"] as? [[String: Any]])
+        #expect(params.map { $0["name"] as? String } == ["weird", "fine"])
+        #expect(params.first?["help"] as? String == "h?x" && params.first?["default"] as? String == "d?")
+        let help = try await tasker(["run", "p.lua", "--help"], in: s.dir)
+        #expect(help.stdout.contains("--weird") && help.stdout.contains("h?x"), "\(help.stdout)")
+    }
+
     @Test func aParameterNamedLikeAnOptionOfRunIsThePipelines() async throws {
         let s = try Scratch(["p.lua": """
             local plan = tasker.param{name = "plan", type = "boolean", default = false}

@@ -289,19 +289,30 @@ final class CommandModule: LuaModule {
           for _, n in ipairs(requested) do add_target(n, n) end
         end
 
-        -- What `--help` and `tasker list` show.
+        -- What `--help` and `tasker list` show. Text that is not UTF-8 is
+        -- shown with '?' for its bad bytes (JSON cannot hold it as it is).
+        local function text(v)
+          if type(v) == "string" and not utf8.len(v) then return (v:gsub("[\128-\255]", "?")) end
+          return v
+        end
+        local function texts(list)
+          if type(list) ~= "table" then return list end
+          local out = {}
+          for i, v in ipairs(list) do out[i] = text(v) end
+          return out
+        end
         local function describe()
           local ps, ts = {}, {}
           for _, n in ipairs(param_order) do
             local p = params[n]
-            local entry = {name = n, type = p.type, help = p.help, required = p.required, secret = p.secret,
-                           choices = (not p.secret) and p.choices or nil, env = env_name(n)}
-            if not p.secret then entry.default = p.default end
+            local entry = {name = n, type = p.type, help = text(p.help), required = p.required, secret = p.secret,
+                           choices = (not p.secret) and texts(p.choices) or nil, env = env_name(n)}
+            if not p.secret then entry.default = text(p.default) end
             ps[#ps + 1] = entry
           end
           for _, n in ipairs(target_order) do
             local t = targets[n]
-            ts[#ts + 1] = {name = n, help = t.help, after = t.after}
+            ts[#ts + 1] = {name = n, help = text(t.help), after = texts(t.after)}
           end
           return encode({params = ps, targets = ts})
         end
