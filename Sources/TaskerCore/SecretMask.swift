@@ -44,10 +44,17 @@ public final class SecretMask: Sendable {
         }
         // and each as every JSON form writes it between the quotes (`\b` or
         // `\u0008`, `/` or `\/`, …: see `JSONEscaping`)
+        // — twice, too: a script's `json.encode` of the value, logged or
+        // stored as JSON again, is escaped a second time.
         var forms: [String] = []
         for form in base {
             forms.append(form)
-            for escaping in JSONEscaping.all { forms.append(String(escaping.quoted(form).dropFirst().dropLast())) }
+            for escaping in JSONEscaping.all {
+                let once = String(escaping.quoted(form).dropFirst().dropLast())
+                forms.append(once)
+                guard once != form else { continue }
+                for again in JSONEscaping.all { forms.append(String(again.quoted(once).dropFirst().dropLast())) }
+            }
         }
         patterns.withLock { p in
             for form in forms {

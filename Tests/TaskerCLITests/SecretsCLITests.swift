@@ -50,6 +50,35 @@ import Testing
         #expect(texts[1].1.contains("\"--plain\",\"***\""), "\(texts[1].1)")
     }
 
+    /// A secret with quotes, backslashes or a tab that the script turns
+    /// into JSON (`json.encode`) and tasker then writes as JSON again (the
+    /// events, JSON logs, the journal) is escaped twice: still masked.
+    @Test func aSecretJSONEncodedByTheScriptIsMaskedWhenEscapedAgain() async throws {
+        let s = try Scratch(["p.lua": """
+            local S = tasker.secret("SEKRET")
+            local J = json.encode({token = S})
+            log.info(J, {body = J})
+            tasker.add{name = "value", run = function() return J end}
+            tasker.add{name = "boom", run = function() error(J, 0) end}
+            """])
+        defer { s.cleanup() }
+        for secret in [#"pa"ss\word99"#, "tab\tword99x"] {
+            let r = try await shell("""
+                SEKRET=$(printf '%b' '\(secret)') $TASKER run --no-progress --events ev.jsonl --log-format json --state state p.lua
+                """, in: s.dir)
+            #expect(r.status == 1, "\(r.stderr)")
+            var texts = [("stderr", r.stderr), ("stdout", r.stdout)]
+            texts.append(("events", (try? String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8)) ?? ""))
+            let state = s.dir.appendingPathComponent("state")
+            for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
+                texts.append((f, String(decoding: try Data(contentsOf: state.appendingPathComponent(f)), as: UTF8.self)))
+            }
+            let logfmt = try await shell("SEKRET=$(printf '%b' '\(secret)') $TASKER run --no-progress --no-journal p.lua", in: s.dir)
+            texts.append(("logfmt", logfmt.stderr))
+            for (what, text) in texts { #expect(!text.contains("word99"), "the secret in \(what): \(text.prefix(2000))") }
+        }
+    }
+
     @Test func cutTextKeepsNoPieceOfASecret() async throws {
         let secret = "Zq9Kp2LmXw7Rt4VbNs8Hd"
         let s = try Scratch(["p.lua": """
