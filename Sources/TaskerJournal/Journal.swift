@@ -81,10 +81,18 @@ public enum Journal {
                 return db
             } catch where error.isLock {
                 attempt += 1
-                if attempt >= attempts { throw error }
+                if attempt >= attempts { throw named(error, path) }
                 usleep(useconds_t(1000 * attempt))
+            } catch {
+                throw named(error, path)
             }
         }
+    }
+
+    /// SQLite's own words (`file is not a database`, `database is locked`)
+    /// with the file they are about, when they do not name it already.
+    private static func named(_ error: SQLiteError, _ path: String) -> SQLiteError {
+        error.message.contains(path) ? error : SQLiteError(code: error.code, message: "\(path): \(error.message)")
     }
 
     /// WAL mode (kept in the file once set) and the tables, at the schema
