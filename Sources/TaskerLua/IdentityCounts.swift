@@ -1,3 +1,4 @@
+import CLuaShim
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -53,6 +54,12 @@ final class IdentityCounts {
         lastKey = h
         lastCount = count
         return count
+    }
+
+    /// Fetches the slot where `h` is looked for into the cache, ahead of
+    /// its `increment`.
+    func prefetch(_ h: UInt64) {
+        tasker_prefetch(keys + (Int(truncatingIfNeeded: h) & (capacity - 1)))
     }
 
     /// Adds `h`; false if it was there already.

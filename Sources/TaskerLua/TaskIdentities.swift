@@ -62,6 +62,7 @@ final class TaskIdentities {
 
 
     subscript(id: TaskID) -> Entry? {
+        countPending()
         if id < derivedByID.count, derivedByID[id].occurrence > 0 {
             return Entry(identity: .derived(derivedByID[id].hash), occurrence: Int(derivedByID[id].occurrence))
         }
@@ -70,6 +71,7 @@ final class TaskIdentities {
 
     /// The derived hash and occurrence of task `id` (occurrence 0: none).
     func derived(_ id: TaskID) -> (hash: UInt64, occurrence: Int) {
+        countPending()
         guard id < derivedByID.count else { return (0, 0) }
         let d = derivedByID[id]
         return (d.hash, Int(d.occurrence))
@@ -98,15 +100,31 @@ final class TaskIdentities {
 
     /// Derives and records task `id`'s identity from its explicit id, or
     /// from its explicit name, args and body (stack indices; 0 = absent).
+    /// `needOccurrence`: the caller reads the entry's occurrence (else it
+    /// may be counted at the next add, and the entry says 0).
     @discardableResult
-    func record(_ id: TaskID, explicitID: String?, name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> Entry {
-        // A loop adding one body again and again: the last identity, one
-        // occurrence later (nothing walked, nothing copied).
-        if explicitID == nil, name == nil, args == 0, body != 0,
-           let h = sameBodyAsLast(L, body) ?? closureOfScalars(L, body) {
-            let occurrence = count(h)
-            storeDerived(h, occurrence: occurrence, for: id)
-            return Entry(identity: .derived(h), occurrence: occurrence)
+    func record(_ id: TaskID, explicitID: String?, name: String?, body: Int32, args: Int32, in L: OpaquePointer,
+                needOccurrence: Bool = true) -> Entry {
+        if explicitID == nil, name == nil, args == 0, body != 0 {
+            // A loop adding one body again and again: the last identity, one
+            // occurrence later (nothing walked, nothing copied).
+            if let h = sameBodyAsLast(L, body) {
+                let occurrence = count(h)
+                storeDerived(h, occurrence: occurrence, for: id)
+                return Entry(identity: .derived(h), occurrence: occurrence)
+            }
+            // A loop of closures: a new identity each, counted at the next
+            // add while its slot comes into the cache.
+            if let h = closureOfScalars(L, body) {
+                guard needOccurrence else {
+                    storeDerived(h, occurrence: 0, for: id)
+                    countLater(h, id)
+                    return Entry(identity: .derived(h), occurrence: 0)
+                }
+                let occurrence = count(h)
+                storeDerived(h, occurrence: occurrence, for: id)
+                return Entry(identity: .derived(h), occurrence: occurrence)
+            }
         }
         let identity: TaskIdentity
         if let explicitID {
@@ -122,8 +140,31 @@ final class TaskIdentities {
         return e
     }
 
-    /// Counts one more task with identity `h`; returns its occurrence.
-    private func count(_ h: UInt64) -> Int { derivedCounts.increment(h) }
+    /// Counts one more task with identity `h`; returns its occurrence
+    /// (after the one left to count: occurrences follow add order).
+    private func count(_ h: UInt64) -> Int {
+        countPending()
+        return derivedCounts.increment(h)
+    }
+
+    /// The last identity added, not counted yet (see `countLater`).
+    private var uncounted: (hash: UInt64, id: TaskID)?
+
+    /// Counts `h` for task `id` at the next add or read, asking for its
+    /// slot now: each new identity of a loop of closures was a wait for
+    /// memory (the table outgrows the cache), the largest cost of
+    /// recording such a run.
+    private func countLater(_ h: UInt64, _ id: TaskID) {
+        countPending()
+        derivedCounts.prefetch(h)
+        uncounted = (h, id)
+    }
+
+    private func countPending() {
+        guard let u = uncounted else { return }
+        uncounted = nil
+        derivedByID[u.id].occurrence = Int32(truncatingIfNeeded: derivedCounts.increment(u.hash))
+    }
 
     /// Marks a task that has no identity of its own (groups, schedules).
     func recordNone(_ id: TaskID, reason: String) {

@@ -69,7 +69,8 @@ final class TaskerModule: LuaModule {
         var reused: String?
         if rt.options.identify || parsed.explicitID != nil {
             let entry = rt.identities.record(id, explicitID: parsed.explicitID, name: parsed.spec.name,
-                                          body: parsed.body, args: parsed.args, in: L)
+                                             body: parsed.body, args: parsed.args, in: L,
+                                             needOccurrence: !rt.options.reuse.isEmpty)
             if !rt.options.reuse.isEmpty, let text = entry.text { reused = rt.options.reuse[text] }
         }
         rt.commit(parsed, as: id, into: &spec, in: L)
