@@ -55,11 +55,11 @@ extension Tasker {
                 print("no runs recorded\(file.map { " of \(TerminalText.escape($0))" } ?? "")\(TerminalText.escape(why))")
                 return
             }
-            print(History.pad(["RUN", "STARTED", "DURATION", "EXIT", "TASKS", "PIPELINE"], [12, 20, 9, 5, 30]))
+            print(History.pad(["RUN", "STARTED", "DURATION", "EXIT", "TASKS", "PIPELINE"], [12, 20, 9, 7, 30]))
             for r in runs {
                 print(History.pad([r.id, History.localTime(r.started), r.duration.map(History.seconds) ?? "-",
                                    r.exitCode.map { $0 < 0 ? "died" : String($0) } ?? "running",
-                                   History.counts(r.counts), TerminalText.escape(r.pipeline)], [12, 20, 9, 5, 30]))
+                                   History.counts(r.counts), TerminalText.escape(r.pipeline)], [12, 20, 9, 7, 30]))
             }
         }
     }
