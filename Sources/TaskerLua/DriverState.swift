@@ -18,6 +18,8 @@ struct DriverState {
     /// The signal whose stop has been applied (nothing starts after it).
     var interruptApplied = false
     var finishedRun = false
+    /// The code `tasker.exit` or `os.exit` asked for: the run is ending.
+    var exitRequested: Int32?
     /// Names the non-yieldable code running now ("an event handler").
     var callContext: String?
 }

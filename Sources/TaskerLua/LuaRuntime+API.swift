@@ -102,7 +102,7 @@ extension LuaRuntime {
         let s = LuaStack(L)
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(commandModule.describeRef))
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(modules.command.describeRef))
         guard tasker_pcall_traceback(L, 0, 1) == LUA_OK else { return nil }
         return s.string(-1)
     }

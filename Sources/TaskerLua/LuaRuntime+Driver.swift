@@ -80,7 +80,7 @@ extension LuaRuntime {
 
     func resume(_ f: Fiber, with r: Resumption) {
         guard !f.finished else { return }
-        if f.isAborted || (exitCode != nil && f === chunk.mainFiber) {
+        if f.isAborted || (driver.exitRequested != nil && f === chunk.mainFiber) {
             close(f)
             return
         }
@@ -180,11 +180,11 @@ extension LuaRuntime {
         switch f.kind {
         case .main:
             retire(f)
-            if !chunk.targetsAdded && commandModule.runTargetsRef != LUA_NOREF && exitCode == nil {
+            if !chunk.targetsAdded && modules.command.runTargetsRef != LUA_NOREF && driver.exitRequested == nil {
                 // The targets named after FILE (or `default`), from a main
                 // fiber of their own: its errors are the main chunk's.
                 chunk.targetsAdded = true
-                lua_rawgeti(L, tasker_registryindex(), lua_Integer(commandModule.runTargetsRef))
+                lua_rawgeti(L, tasker_registryindex(), lua_Integer(modules.command.runTargetsRef))
                 startMain(lua_gettop(L))
                 return
             }
@@ -214,7 +214,7 @@ extension LuaRuntime {
                 retire(f)  // described: not an error
                 return
             }
-            if exitCode == nil && !interrupted {
+            if driver.exitRequested == nil && !interrupted {
                 if !f.isAborted, let name = errorTask(raised: co) { chunk.mainErrorTask = name }
                 chunk.mainError = traceback(co)
                 if let said = chunk.commandLineError, let first = chunk.mainError?.split(separator: "\n").first, first.hasSuffix("usage: " + said) {
@@ -262,7 +262,7 @@ extension LuaRuntime {
             return
         }
         f.pending = nil
-        if f.isAborted || (exitCode != nil && f === chunk.mainFiber) {
+        if f.isAborted || (driver.exitRequested != nil && f === chunk.mainFiber) {
             close(f)
             return
         }
@@ -362,7 +362,7 @@ extension LuaRuntime {
                 f.aborted = TaskFailure(.cancelled, "reactor '\(reaction.reactor.name)' was stopped: interrupted")
             }
         case .main:
-            if interrupted || exitCode != nil { f.aborted = TaskFailure(.cancelled, "interrupted") }
+            if interrupted || driver.exitRequested != nil { f.aborted = TaskFailure(.cancelled, "interrupted") }
         }
         return f.aborted
     }

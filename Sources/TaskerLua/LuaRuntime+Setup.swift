@@ -29,7 +29,7 @@ extension LuaRuntime {
         for module: LuaModule in [ShellModule(runtime: self), LogModule(runtime: self), JSONModule(runtime: self),
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
                                   SleepModule(runtime: self), FSModule(runtime: self), DefineModule(runtime: self),
-                                  HookModule(runtime: self), commandModule] {
+                                  HookModule(runtime: self), CommandModule(runtime: self)] {
             modules.add(module)
             module.install(in: self)
         }

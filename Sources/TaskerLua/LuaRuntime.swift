@@ -82,19 +82,15 @@ public final class LuaRuntime {
     /// The pipeline file's main chunk: its fiber, where it stands, how it failed.
     var chunk = MainChunk()
     var mainDone = false {
-        didSet { if mainDone && !oldValue { onMainDone?() } }
+        didSet { if mainDone && !oldValue { callbacks.mainDone?() } }
     }
-    /// Called once when the main chunk has ended (returned or failed): a
-    /// worker claims jobs only once the file's definitions exist.
-    public var onMainDone: (() -> Void)?
+    /// Who is told of the run's moments (see `RunCallbacks`).
+    public var callbacks = RunCallbacks()
     /// Whether the main chunk raised (or the file did not load).
     public var mainChunkFailed: Bool { chunk.mainError != nil }
-    /// `tasker.param` and `tasker.target`.
-    lazy var commandModule = CommandModule(runtime: self)
     /// Which tasks have parts most have not (see `TaskFlags`).
     var flags = TaskFlags()
     lazy var taskBody = LuaTaskBody(runtime: self)
-    var exitCode: Int32?
     /// Each task's identity across runs (see `TaskIdentities`).
     /// (Not lazy: a lazy property's check showed in the cost per task.)
     let identities = TaskIdentities()
@@ -105,9 +101,6 @@ public final class LuaRuntime {
     public let processGroups = ProcessGroups()
     /// Ctrl-C/SIGTERM/SIGHUP arrived (the loop may not have seen it yet).
     var interrupted: Bool { tasker_signalled(crt) != 0 }
-    var onFinish: ((RunResult) -> Void)?
-    /// Called on the loop after each successful reload, with the file.
-    public var onReload: ((String) -> Void)?
     /// What tasks' processes wrote, for the journal.
     let taskOutputs = TaskOutputs()
 
@@ -224,7 +217,7 @@ public final class LuaRuntime {
     /// Nothing is queued, no timer armed, nothing in flight.
     private func idle() -> Bool {
         if driver.finishedRun { return false }
-        if mainDone || exitCode != nil, engine.unfinishedCount == 0 {
+        if mainDone || driver.exitRequested != nil, engine.unfinishedCount == 0 {
             finish()
             return true
         }
@@ -272,7 +265,7 @@ public final class LuaRuntime {
         }
         let signal = tasker_signalled(crt)
         let code: Int32 = signal != 0 ? 128 + signal
-            : exitCode ?? (chunk.mainError != nil && chunk.mainErrorTask == nil ? 2 : (failed.isEmpty && chunk.mainErrorTask == nil ? 0 : 1))
+            : driver.exitRequested ?? (chunk.mainError != nil && chunk.mainErrorTask == nil ? 2 : (failed.isEmpty && chunk.mainErrorTask == nil ? 0 : 1))
         var result = RunResult(exitCode: code, counts: c.tasks, failed: failed, mainError: chunk.mainError,
                                seconds: Double(Monotonic.now() - startTime) / 1e9)
         result.groups = c.groups
@@ -285,7 +278,7 @@ public final class LuaRuntime {
         result.commandLineError = chunk.mainErrorIsCommandLine
         if options.describeOnly { result.description = describeDeclarations() }
         result.signal = signal
-        onFinish?(result)
+        callbacks.finished?(result)
     }
 
     /// SIGINT/SIGTERM/SIGHUP (from any thread, through `loop.execute`):
@@ -334,8 +327,8 @@ public final class LuaRuntime {
 
     /// `tasker.exit(code)`.
     func requestExit(_ code: Int32) {
-        guard exitCode == nil else { return }
-        exitCode = code
+        guard driver.exitRequested == nil else { return }
+        driver.exitRequested = code
         engine.close(reason: "exit(\(code))")  // tasker.exit or os.exit
         resumeStarts()
         httpEngine.close(reason: "exit(\(code))")

@@ -7,12 +7,16 @@ struct ModuleList {
     private(set) var all: [LuaModule] = []
     private(set) var hooks: HookModule!
     private(set) var handles: HandleModule!
+    /// `tasker.param` and `tasker.target` (the driver runs its targets and
+    /// reads its declarations).
+    private(set) var command: CommandModule!
 
     mutating func add(_ m: LuaModule) {
         all.append(m)
         switch m {
         case let m as HookModule: hooks = m
         case let m as HandleModule: handles = m
+        case let m as CommandModule: command = m
         default: break
         }
     }

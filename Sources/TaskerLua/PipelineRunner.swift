@@ -23,7 +23,7 @@ public enum PipelineRunner {
             do {
                 let rt = try LuaRuntime(loop: loop, options: options)
                 runtime = rt
-                rt.onFinish = { r in
+                rt.callbacks.finished = { r in
                     result = r
                     loop.stop()
                 }

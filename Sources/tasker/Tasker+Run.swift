@@ -198,7 +198,7 @@ extension Tasker {
                 if let events {
                     events.runtime = runtime
                     runtime.engine.observers.append(events)
-                    runtime.onReload = { file in events.reloaded(file) }
+                    runtime.callbacks.reloaded = { file in events.reloaded(file) }
                     runtime.observeRequests { events.request($0) }
                 }
                 signals.start(runtime)

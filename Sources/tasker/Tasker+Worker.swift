@@ -54,7 +54,7 @@ extension Tasker {
                 runtime.engine.observers.append(jobs)
                 let loop = runtime.loop
                 loop.beginActivity()  // a worker waits for jobs until told to stop
-                runtime.onMainDone = {
+                runtime.callbacks.mainDone = {
                     loop.enqueue {
                         guard !runtime.mainChunkFailed else {
                             loop.endActivity()

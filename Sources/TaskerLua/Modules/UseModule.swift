@@ -174,7 +174,7 @@ final class UseModule: LuaModule {
         let new: Registrations
         switch runUsedFile(file, on: runtime.L) {
         case .failure(let failure):
-            if let code = runtime.exitCode {
+            if let code = runtime.driver.exitRequested {
                 runtime.logger.info("\(file.chunkName) called tasker.exit(\(code)) while reloading; the run ends")
                 return
             }
@@ -195,7 +195,7 @@ final class UseModule: LuaModule {
         }
         file.registrations = new
         reloads += 1
-        runtime.onReload?(file.chunkName)
+        runtime.callbacks.reloaded?(file.chunkName)
         runtime.logger.info("reloaded \(file.chunkName) (\(new.interceptors.count) interceptors, \(new.reactors.count) reactors)")
     }
 
