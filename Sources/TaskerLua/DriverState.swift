@@ -5,6 +5,8 @@ import TaskerCore
 /// drain loop, the fiber running now, each task's fiber, the pool of
 /// finished fibers, the turn's time slice, and where the run's end stands.
 struct DriverState {
+    /// When the run began (the summary's duration).
+    let started = Monotonic.now()
     var work = Deque<Work>()
     var drainScheduled = false
     var current: Fiber?

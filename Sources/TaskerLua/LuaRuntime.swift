@@ -81,8 +81,15 @@ public final class LuaRuntime {
 
     /// The pipeline file's main chunk: its fiber, where it stands, how it failed.
     var chunk = MainChunk()
-    var mainDone = false {
-        didSet { if mainDone && !oldValue { callbacks.mainDone?() } }
+    /// The main chunk has ended (returned or failed); the first time, the
+    /// callback hears of it.
+    var mainDone: Bool {
+        get { chunk.done }
+        set {
+            let was = chunk.done
+            chunk.done = newValue
+            if newValue && !was { callbacks.mainDone?() }
+        }
     }
     /// Who is told of the run's moments (see `RunCallbacks`).
     public var callbacks = RunCallbacks()
@@ -109,7 +116,6 @@ public final class LuaRuntime {
 
     /// What task `id`'s processes wrote (the last MiB), once; nil if nothing.
     public func takeTaskOutput(_ id: TaskID) -> [UInt8]? { taskOutputs.take(id) }
-    let startTime = Monotonic.now()
 
     /// A fiber running pure Lua this long without waiting is paused so the
     /// rest of the run can move (a time slice).
@@ -267,7 +273,7 @@ public final class LuaRuntime {
         let code: Int32 = signal != 0 ? 128 + signal
             : driver.exitRequested ?? (chunk.mainError != nil && chunk.mainErrorTask == nil ? 2 : (failed.isEmpty && chunk.mainErrorTask == nil ? 0 : 1))
         var result = RunResult(exitCode: code, counts: c.tasks, failed: failed, mainError: chunk.mainError,
-                               seconds: Double(Monotonic.now() - startTime) / 1e9)
+                               seconds: Double(Monotonic.now() - driver.started) / 1e9)
         result.groups = c.groups
         result.reused = c.reused
         result.retried = c.retried

@@ -5,6 +5,8 @@ struct MainChunk {
     var scriptPath = ""
     var scriptDirectory = "."
     var mainFiber: Fiber?
+    /// It has ended (returned or failed).
+    var done = false
     /// Its error (or the file's load error), and the task whose error it
     /// raised (it got it from `await`, `all`, `any`…), if that is how it failed.
     var mainError: String?
