@@ -7,9 +7,9 @@ import TaskerCore
 /// the time, the level, the current task's name and the fields (secrets
 /// shown as `***`), filtered by `--log-level`.
 final class LogModule: LuaModule {
-    unowned let runtime: LuaRuntime
+    unowned let host: any ModuleHost
 
-    init(runtime: LuaRuntime) { self.runtime = runtime }
+    init(host: any ModuleHost) { self.host = host }
 
     static let functions: [(String, tasker_SwiftFunction)] = [
         ("debug", { L in LogModule.this(L!).log(L!, .debug, "log.debug") }),
@@ -25,12 +25,12 @@ final class LogModule: LuaModule {
 
     func log(_ L: OpaquePointer, _ level: Logger.Level, _ fn: String) -> Int32 {
         let s = LuaStack(L)
-        guard s.type(1) == LUA_TSTRING || s.type(1) == LUA_TNUMBER else { return runtime.argError(L, fn, 1, "string") }
-        guard s.isNoneOrNil(2) || s.type(2) == LUA_TTABLE else { return runtime.argError(L, fn, 2, "table") }
-        let logger = runtime.logger
+        guard s.type(1) == LUA_TSTRING || s.type(1) == LUA_TNUMBER else { return host.argError(L, fn, 1, "string") }
+        guard s.isNoneOrNil(2) || s.type(2) == LUA_TTABLE else { return host.argError(L, fn, 2, "table") }
+        let logger = host.logger
         guard logger.logLevel <= level else { return 0 }  // skip the work below when filtered out
         var metadata: Logger.Metadata = [:]
-        if let id = runtime.driver.current?.taskID { metadata["task"] = "\(runtime.engine.name(id))" }
+        if let id = host.currentTask { metadata["task"] = "\(host.engine.name(id))" }
         if s.type(2) == LUA_TTABLE {
             lua_pushnil(L)
             while lua_next(L, 2) != 0 {
@@ -52,7 +52,7 @@ final class LogModule: LuaModule {
         case LUA_TSTRING:
             return .string(s.string(i) ?? "")
         case LUA_TNUMBER, LUA_TBOOLEAN, LUA_TTABLE:
-            if let bytes = try? runtime.json.encodeJSON(L, i) {
+            if let bytes = try? host.module(JSONModule.self).encodeJSON(L, i) {
                 return .stringConvertible(LogJSON(String(decoding: bytes, as: UTF8.self)))
             }
             return .string(s.describe(i))

@@ -8,9 +8,9 @@ import TaskerCore
 /// suspends the caller on a `SleepWait`; the runtime starts the wait once
 /// the caller has yielded, and cancels it if the caller is closed.
 final class SleepModule: LuaModule {
-    unowned let runtime: LuaRuntime
+    unowned let host: any ModuleHost
 
-    init(runtime: LuaRuntime) { self.runtime = runtime }
+    init(host: any ModuleHost) { self.host = host }
 
     static let functions: [(String, tasker_SwiftFunction)] = [
         ("sleep", { L in SleepModule.this(L!).sleep(L!) }),
@@ -21,10 +21,10 @@ final class SleepModule: LuaModule {
 
     func sleep(_ L: OpaquePointer) -> Int32 {
         guard let seconds = LuaStack(L).number(1), seconds >= 0, !seconds.isNaN else {
-            return runtime.argError(L, "tasker.sleep", 1, "non-negative number")
+            return host.argError(L, "tasker.sleep", 1, "non-negative number")
         }
-        if let status = runtime.cannotWait(L, "tasker.sleep") { return status }
-        return runtime.suspend(L, .wait(SleepWait(seconds: seconds)))
+        if let status = host.cannotWait(L, "tasker.sleep") { return status }
+        return host.suspend(L, .wait(SleepWait(seconds: seconds)))
     }
 
     /// Seconds on the monotonic clock (for measuring, not for dates).
