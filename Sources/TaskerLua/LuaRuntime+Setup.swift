@@ -26,9 +26,9 @@ extension LuaRuntime {
             s.rawSet(globals, "print")
         }
         lua_settop(L, 0)
-        for module: LuaModule in [ShellModule(runtime: self), LogModule(host: self), JSONModule(runtime: self),
+        for module: LuaModule in [ShellModule(runtime: self), LogModule(host: self), JSONModule(host: self),
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
-                                  SleepModule(host: self), FSModule(runtime: self), DefineModule(runtime: self),
+                                  SleepModule(host: self), FSModule(host: self), DefineModule(runtime: self),
                                   HookModule(runtime: self), CommandModule(runtime: self)] {
             modules.add(module)
             module.install(in: self)

@@ -6,22 +6,33 @@ import TaskerCore
 /// one way, the loop, waiting (suspend a caller, refuse where it cannot
 /// wait), the task engine, the task running now, the log, and the other
 /// modules. A module typed against this reaches nothing else of the
-/// runtime; `LogModule` and `SleepModule` are, the others still hold the
-/// runtime itself.
+/// runtime; `LogModule`, `SleepModule`, `JSONModule` and `FSModule` are,
+/// the others still hold the runtime itself.
 protocol ModuleHost: AnyObject {
     var loop: EventLoop { get }
     var engine: Engine { get }
     var logger: Logger { get }
     /// The task whose code runs now (nil: the main chunk, a hook).
     var currentTask: TaskID? { get }
+    /// Code runs in a fiber now (a task, the main chunk, a reaction), not in
+    /// a hook or handler called from Swift.
+    var inFiber: Bool { get }
     /// A usage error (kind `usage`) at the caller's line.
     func usage(_ L: OpaquePointer, _ message: String) -> Int32
     /// `bad argument #arg to 'fn' (expected expected, got …)`.
     func argError(_ L: OpaquePointer, _ fn: String, _ arg: Int32, _ expected: String, index: Int32?) -> Int32
+    /// Raises `failure` as an error table at the caller.
+    func raise(_ L: OpaquePointer, _ failure: TaskFailure) -> Int32
+    /// Pushes an error table of `kind` (the form every raised error has).
+    func pushErrorTable(_ co: OpaquePointer, kind: String, message: String, where position: String?)
+    /// Whether the value at `i` has the metatable anchored at `ref`.
+    func hasMetatable(_ co: OpaquePointer, _ i: Int32, _ ref: Int32) -> Bool
     /// A status when the caller cannot wait here (a hook, a handler), else nil.
     func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32?
     /// Suspends the caller until the driver has performed `op`.
     func suspend(_ L: OpaquePointer, _ op: PendingOp) -> Int32
+    /// Resumes `fiber`, whose wait is over, with `result`.
+    func finishWait(_ fiber: Fiber, _ result: Resumption)
     /// The installed module of type `M`.
     func module<M: LuaModule>(_ type: M.Type) -> M
 }
@@ -34,4 +45,5 @@ extension ModuleHost {
 
 extension LuaRuntime: ModuleHost {
     var currentTask: TaskID? { driver.current?.taskID }
+    var inFiber: Bool { driver.current != nil }
 }

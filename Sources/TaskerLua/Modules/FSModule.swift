@@ -13,7 +13,7 @@ import Glibc
 /// where the caller cannot wait (a handler), they run in place. Failures
 /// raise kind `fs` with `path` and the system's reason.
 final class FSModule: LuaModule {
-    unowned let runtime: LuaRuntime
+    unowned let host: any ModuleHost
     /// `fs.tempdir()` directories, removed at the end of the run.
     private var tempDirs: [String] = []
     /// A queue per operation: a serial queue runs on libdispatch's
@@ -22,7 +22,7 @@ final class FSModule: LuaModule {
     /// shared concurrent queue is limited to one thread per core).
     static func queue() -> DispatchQueue { DispatchQueue(label: "tasker.fs") }
 
-    init(runtime: LuaRuntime) { self.runtime = runtime }
+    init(host: any ModuleHost) { self.host = host }
 
     static let functions: [(String, tasker_SwiftFunction)] = [
         ("read", { L in FSModule.this(L!).read(L!) }),
@@ -62,7 +62,7 @@ final class FSModule: LuaModule {
         let o = OptionReader(L: L, table: 3, function: "fs.write", known: ["mode", "atomic"])
         var mode: mode_t?, atomic = true
         if lua_type(L, 3) == LUA_TTABLE {
-            if let message = o.unknownOption() { return runtime.usage(L, message) }
+            if let message = o.unknownOption() { return host.usage(L, message) }
             let s = LuaStack(L)
             do {
                 mode = try o.read("mode", "integer file mode (e.g. 0x1a4 for 0644)") { i in
@@ -70,10 +70,10 @@ final class FSModule: LuaModule {
                 }
                 atomic = try o.read("atomic", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? true
             } catch {
-                return runtime.usage(L, error.text)
+                return host.usage(L, error.text)
             }
         } else if !LuaStack(L).isNoneOrNil(3) {
-            return runtime.argError(L, "fs.write", 3, "table")
+            return host.argError(L, "fs.write", 3, "table")
         }
         return run(L, .write(path, data, mode: mode, atomic: atomic))
     }
@@ -135,11 +135,11 @@ final class FSModule: LuaModule {
     /// A path argument (a string without NUL), or nil with a usage error pushed.
     private func path(_ L: OpaquePointer, _ i: Int32, _ fn: String) -> String? {
         guard lua_type(L, i) == LUA_TSTRING, let p = LuaStack(L).string(i) else {
-            _ = runtime.argError(L, fn, i, "string (a path)")
+            _ = host.argError(L, fn, i, "string (a path)")
             return nil
         }
         guard !p.utf8.contains(0) else {
-            _ = runtime.usage(L, "bad argument #\(i) to '\(fn)' (the path contains a NUL byte)")
+            _ = host.usage(L, "bad argument #\(i) to '\(fn)' (the path contains a NUL byte)")
             return nil
         }
         return p
@@ -148,7 +148,7 @@ final class FSModule: LuaModule {
     /// The bytes of a string argument, or nil with a usage error pushed.
     private func bytes(_ L: OpaquePointer, _ i: Int32, _ fn: String) -> [UInt8]? {
         guard lua_type(L, i) == LUA_TSTRING || lua_type(L, i) == LUA_TNUMBER else {
-            _ = runtime.argError(L, fn, i, "string")
+            _ = host.argError(L, fn, i, "string")
             return nil
         }
         var len = 0
@@ -161,18 +161,18 @@ final class FSModule: LuaModule {
         let s = LuaStack(L)
         if s.isNoneOrNil(i) { return value }
         guard s.type(i) == LUA_TTABLE else {
-            _ = runtime.argError(L, fn, i, "table")
+            _ = host.argError(L, fn, i, "table")
             return nil
         }
         let o = OptionReader(L: L, table: i, function: fn, known: [key])
         if let message = o.unknownOption() {
-            _ = runtime.usage(L, message)
+            _ = host.usage(L, message)
             return nil
         }
         do {
             return try o.read(key, "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? value
         } catch {
-            _ = runtime.usage(L, error.text)
+            _ = host.usage(L, error.text)
             return nil
         }
     }
@@ -183,8 +183,8 @@ final class FSModule: LuaModule {
     /// is quick or the caller cannot wait.
     private func run(_ L: OpaquePointer, _ op: FileOperation, keep: Bool = false) -> Int32 {
         let position = LuaStack(L).whereString(level: 1)
-        if op.mayBlock, runtime.driver.current != nil, lua_isyieldable(L) != 0 {
-            return runtime.suspend(L, .wait(FileWait(op, keep: keep, position: position)))
+        if op.mayBlock, host.inFiber, lua_isyieldable(L) != 0 {
+            return host.suspend(L, .wait(FileWait(op, keep: keep, position: position)))
         }
         var result = op.perform()
         if case .success(.staged(let staged)) = result { result = staged.commit() }
@@ -239,7 +239,7 @@ final class FSModule: LuaModule {
     }
 
     func pushFailure(_ L: OpaquePointer, _ f: FSFailure, position: String?) {
-        runtime.pushErrorTable(L, kind: "fs", message: f.message, where: position)
+        host.pushErrorTable(L, kind: "fs", message: f.message, where: position)
         LuaStack(L).push(f.path)
         LuaStack(L).rawSet(-2, "path")
     }

@@ -12,11 +12,11 @@ final class JSONModule: LuaModule {
     /// `json.null`: a light userdata, equal to itself only.
     static var null: UnsafeMutableRawPointer { tasker_json_null() }
 
-    unowned let runtime: LuaRuntime
+    unowned let host: any ModuleHost
     /// The metatable that marks a table as a JSON array.
     private(set) var arrayMeta: Int32 = 0
 
-    init(runtime: LuaRuntime) { self.runtime = runtime }
+    init(host: any ModuleHost) { self.host = host }
 
     static let functions: [(String, tasker_SwiftFunction)] = [
         ("array", { L in JSONModule.this(L!).array(L!) }),
@@ -37,7 +37,7 @@ final class JSONModule: LuaModule {
         setGlobal("json", in: L)
     }
 
-    func isArray(_ L: OpaquePointer, _ i: Int32) -> Bool { runtime.hasMetatable(L, i, arrayMeta) }
+    func isArray(_ L: OpaquePointer, _ i: Int32) -> Bool { host.hasMetatable(L, i, arrayMeta) }
 }
 
 struct JSONError: Error {
@@ -47,7 +47,7 @@ struct JSONError: Error {
 extension JSONModule {
     func array(_ L: OpaquePointer) -> Int32 {
         if lua_type(L, 1) <= LUA_TNIL { lua_settop(L, 0); lua_createtable(L, 0, 0) }
-        guard lua_type(L, 1) == LUA_TTABLE else { return runtime.argError(L, "json.array", 1, "table or nil") }
+        guard lua_type(L, 1) == LUA_TTABLE else { return host.argError(L, "json.array", 1, "table or nil") }
         lua_settop(L, 1)
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(arrayMeta))
         lua_setmetatable(L, 1)
@@ -58,7 +58,7 @@ extension JSONModule {
         let s = LuaStack(L)
         var pretty = false
         if !s.isNoneOrNil(2) {
-            guard s.type(2) == LUA_TTABLE else { return runtime.argError(L, "json.encode", 2, "table") }
+            guard s.type(2) == LUA_TTABLE else { return host.argError(L, "json.encode", 2, "table") }
             s.rawGet(2, "pretty")
             pretty = s.boolean(-1)
             s.pop()
@@ -68,7 +68,7 @@ extension JSONModule {
         do {
             out = try encodeJSON(L, 1, pretty: pretty)
         } catch {
-            return runtime.raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
+            return host.raise(L, TaskFailure(.json, error.message, position: s.whereString(level: 1)))
         }
         _ = out.withUnsafeBufferPointer { buffer in
             buffer.withMemoryRebound(to: CChar.self) { lua_pushlstring(L, $0.baseAddress, $0.count) }
@@ -87,7 +87,7 @@ extension JSONModule {
     }
 
     func decode(_ L: OpaquePointer) -> Int32 {
-        guard lua_type(L, 1) == LUA_TSTRING else { return runtime.argError(L, "json.decode", 1, "string") }
+        guard lua_type(L, 1) == LUA_TSTRING else { return host.argError(L, "json.decode", 1, "string") }
         lua_settop(L, 1)
         return decodeJSONString(L, 1, fn: "json.decode")
     }
@@ -101,7 +101,7 @@ extension JSONModule {
         do {
             try decodeJSON(L, bytes)
         } catch {
-            return runtime.raise(L, TaskFailure(.json, error.message, position: LuaStack(L).whereString(level: 1)))
+            return host.raise(L, TaskFailure(.json, error.message, position: LuaStack(L).whereString(level: 1)))
         }
         return 1
     }
