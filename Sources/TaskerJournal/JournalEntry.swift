@@ -322,6 +322,7 @@ public enum JournalCodec {
             // `[digits]`, written backwards from the end of a buffer on the stack
             var text: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
             withUnsafeMutableBytes(of: &text) { buf in
+                assert(buf.count >= DecimalText.maxLength + 2, "room for the digits and the brackets")
                 buf[buf.count - 1] = UInt8(ascii: "]")
                 let digits = DecimalText.write(p.integer, endingAt: UnsafeMutableRawBufferPointer(rebasing: buf[..<(buf.count - 1)]))
                 buf[digits - 1] = UInt8(ascii: "[")

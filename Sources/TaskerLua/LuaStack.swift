@@ -7,6 +7,25 @@ import CLuaShim
 struct LuaStack {
     let L: OpaquePointer
 
+    /// Pushes a full userdata holding `value` (plain data: no references),
+    /// with the metatable anchored in the registry at `metatable` (task
+    /// handles, `ctx`, the task view `t`).
+    @inline(__always)
+    func pushUserdata<T>(_ value: T, metatable: Int32) {
+        let p = tasker_newuserdata(L, MemoryLayout<T>.size)!
+        p.storeBytes(of: value, as: T.self)
+        lua_rawgeti(L, tasker_registryindex(), lua_Integer(metatable))
+        lua_setmetatable(L, -2)
+    }
+
+    /// The value a `pushUserdata` userdata at `i` holds, if its metatable
+    /// is the one named `metatableName`.
+    @inline(__always)
+    func userdata<T>(_ i: Int32, _ metatableName: String, as type: T.Type) -> T? {
+        guard let p = luaL_testudata(L, i, metatableName) else { return nil }
+        return p.load(as: T.self)
+    }
+
     init(_ L: OpaquePointer) { self.L = L }
 
     @inline(__always) var top: Int32 { lua_gettop(L) }

@@ -39,15 +39,11 @@ final class ContextModule: LuaModule {
     /// runtime's `refs.contextMeta`, which `install` set; static, so that
     /// starting an attempt touches no module).
     static func push(_ co: OpaquePointer, _ run: AttemptRun, metatable: Int32) {
-        let p = tasker_newuserdata(co, MemoryLayout<Payload>.size)!
-        p.storeBytes(of: Payload(task: run.task, attempt: run.attempt, token: run.token), as: Payload.self)
-        lua_rawgeti(co, tasker_registryindex(), lua_Integer(metatable))
-        lua_setmetatable(co, -2)
+        LuaStack(co).pushUserdata(Payload(task: run.task, attempt: run.attempt, token: run.token), metatable: metatable)
     }
 
     private static func context(_ L: OpaquePointer, _ i: Int32) -> Payload? {
-        guard let p = luaL_testudata(L, i, metatableName) else { return nil }
-        return p.load(as: Payload.self)
+        LuaStack(L).userdata(i, metatableName, as: Payload.self)
     }
 
     /// Fields are looked up in the methods table (upvalue 3) first.

@@ -50,16 +50,12 @@ final class HandleModule: LuaModule {
     /// `refs.handleMeta`, which `install` set; static, so that adding a
     /// task touches no module).
     static func push(_ L: OpaquePointer, _ id: TaskID, metatable: Int32) {
-        let p = tasker_newuserdata(L, MemoryLayout<Int>.size)!
-        p.storeBytes(of: id, as: Int.self)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(metatable))
-        lua_setmetatable(L, -2)
+        LuaStack(L).pushUserdata(id, metatable: metatable)
     }
 
     /// The task id of the handle at `i`, if it is one.
     static func id(_ L: OpaquePointer, _ i: Int32) -> TaskID? {
-        guard let p = luaL_testudata(L, i, metatableName) else { return nil }
-        return p.load(as: Int.self)
+        LuaStack(L).userdata(i, metatableName, as: TaskID.self)
     }
 
     /// `h.key`: a method from the methods table (upvalue 3), or a field.

@@ -34,15 +34,11 @@ final class TaskViewModule: LuaModule {
     /// (`metatable`: the runtime's `refs.taskViewMeta`, which `install`
     /// set; static, so that a hook's call touches no module).
     static func push(_ L: OpaquePointer, _ id: TaskID, attempt: Int, metatable: Int32) {
-        let p = tasker_newuserdata(L, MemoryLayout<Payload>.size)!
-        p.storeBytes(of: Payload(task: id, attempt: attempt), as: Payload.self)
-        lua_rawgeti(L, tasker_registryindex(), lua_Integer(metatable))
-        lua_setmetatable(L, -2)
+        LuaStack(L).pushUserdata(Payload(task: id, attempt: attempt), metatable: metatable)
     }
 
     static func view(_ L: OpaquePointer, _ i: Int32) -> Payload? {
-        guard let p = luaL_testudata(L, i, metatableName) else { return nil }
-        return p.load(as: Payload.self)
+        LuaStack(L).userdata(i, metatableName, as: Payload.self)
     }
 
     private func index(_ L: OpaquePointer) -> Int32 {
