@@ -3,16 +3,18 @@ import Foundation
 /// Attempts: starting a body, its report, timeouts and retries.
 extension Engine {
     func beginAttempt(_ r: TaskRecord) {
+        guard let actions = r.lifecycle.begin(token: newToken()) else { return }
         running += 1
-        r.inSlot = true
-        r.attempts += 1
-        r.token = newToken()
-        announceStartOnce(r)
-        if r.attempts > 1 {
-            for o in observers { o.taskAttemptStarted(r.id, attempt: r.attempts, engine: self) }
+        announce(r, actions)
+        let run = currentRun(r)
+        if run.attempt > 1 {
+            for o in observers { o.taskAttemptStarted(r.id, attempt: run.attempt, engine: self) }
         }
-        let run = AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
-        if let timeout = r.timeout { armTimeout(r, run, in: Monotonic.nanos(timeout)) }
+        if let timeout = r.timeout {
+            let deadline = loop.clock.now &+ Monotonic.nanos(timeout)
+            r.lifecycle.clockStarted(deadline: deadline)
+            armTimeout(r, run, at: deadline)
+        }
         guard let body = r.body else {
             complete(run, with: .success(.none))
             return
@@ -20,16 +22,17 @@ extension Engine {
         body.startAttempt(run, engine: self)
     }
 
-    /// Tells the observers the task started, at its first attempt only.
-    func announceStartOnce(_ r: TaskRecord) {
-        guard r.lifecycle.apply(.attemptStarted).contains(.announceStart) else { return }
+    /// Tells the observers the task started, when the lifecycle says so
+    /// (at its first attempt only).
+    @inline(__always)
+    func announce(_ r: TaskRecord, _ actions: TaskLifecycle.Actions) {
+        guard actions.contains(.announceStart) else { return }
         if let stamps { r.startedAt = stamps.now() }
         for o in observers { o.taskStarted(r.id, engine: self) }
     }
 
-    func armTimeout(_ r: TaskRecord, _ run: AttemptRun, in nanos: UInt64) {
-        r.deadline = loop.clock.now &+ nanos
-        r.timeoutTimer = loop.schedule(at: r.deadline) { [unowned self] in
+    func armTimeout(_ r: TaskRecord, _ run: AttemptRun, at deadline: UInt64) {
+        r.timeoutTimer = loop.schedule(at: deadline) { [unowned self] in
             self.attemptTimedOut(run)
         }
     }
@@ -37,7 +40,7 @@ extension Engine {
     /// The body's report of an attempt. Stale reports (an aborted attempt)
     /// are ignored.
     public func complete(_ run: AttemptRun, with result: Result<TaskValue, TaskFailure>) {
-        guard let r = record(run.task), r.inSlot, r.token == run.token else { return }
+        guard let r = record(run.task), r.lifecycle.attempt(run.token) != nil else { return }
         endAttempt(r)
         switch result {
         case .success(let value): finalAttemptEnded(r, .succeeded(value))
@@ -47,17 +50,19 @@ extension Engine {
 
     /// Frees the slot at once and disarms the attempt's timeout.
     func endAttempt(_ r: TaskRecord) {
-        guard r.inSlot else { return }
-        r.inSlot = false
-        if r.slotLent { r.slotLent = false } else { running -= 1 }
-        r.deadline = 0
-        r.timeoutTimer?.cancel()
-        r.timeoutTimer = nil
+        guard let actions = r.lifecycle.endAttempt() else { return }
+        if actions.contains(.freeSlot) { running -= 1 }
+        if actions.contains(.disarmTimeout) { disarmTimeout(r) }
         scheduleDispatch()
     }
 
+    func disarmTimeout(_ r: TaskRecord) {
+        r.timeoutTimer?.cancel()
+        r.timeoutTimer = nil
+    }
+
     func currentRun(_ r: TaskRecord) -> AttemptRun {
-        AttemptRun(task: r.id, attempt: r.attempts, token: r.token)
+        AttemptRun(task: r.id, attempt: r.lifecycle.attempts, token: r.lifecycle.token)
     }
 
     /// A timeout that fires while the body waits; a body busy computing is
@@ -68,7 +73,7 @@ extension Engine {
     }
 
     private func attemptTimedOut(_ run: AttemptRun) {
-        guard let r = record(run.task), r.inSlot, r.token == run.token else { return }
+        guard let r = record(run.task), r.lifecycle.attempt(run.token) != nil else { return }
         let failure = timeoutFailure(r.id)
         endAttempt(r)
         r.body?.abortAttempt(run, reason: failure, engine: self)
@@ -77,19 +82,21 @@ extension Engine {
 
     func attemptFailed(_ r: TaskRecord, _ failure: TaskFailure) {
         guard !r.state.isFinal else { return }
-        guard r.retry.allowsRetry(failure, attempt: r.attempts),
-              r.retryWhen?(failure, r.attempts) ?? !failure.permanent else {
+        let attempts = r.lifecycle.attempts
+        guard r.retry.allowsRetry(failure, attempt: attempts),
+              r.retryWhen?(failure, attempts) ?? !failure.permanent else {
             finalAttemptEnded(r, .ending(with: failure))
             return
         }
-        let delay = failure.retryAfter.map { min(max(0, $0), r.retry.maxDelay) } ?? r.retry.delay(after: r.attempts)
+        let delay = failure.retryAfter.map { min(max(0, $0), r.retry.maxDelay) } ?? r.retry.delay(after: attempts)
         for o in observers {
-            o.taskRetrying(r.id, failedAttempt: r.attempts, failure: failure, delay: delay, engine: self)
+            o.taskRetrying(r.id, failedAttempt: attempts, failure: failure, delay: delay, engine: self)
         }
         guard !r.state.isFinal else { return }  // an observer may have cancelled it
-        r.timer = loop.schedule(after: delay) { [unowned self] in
+        let until = loop.clock.now &+ Monotonic.nanos(delay)
+        r.lifecycle.backOff(until: until)
+        r.timer = loop.schedule(at: until) { [unowned self] in
             r.timer = nil
-            guard !r.state.isFinal else { return }
             self.enqueueReady(r)
         }
     }

@@ -18,8 +18,8 @@ extension Engine {
             if let leader = record(leaderID) { releaseHandle(leader, failure) }
             return
         }
-        if r.liveHandles > 1 {
-            r.liveHandles -= 1
+        if r.lifecycle.handles > 1 {
+            _ = r.lifecycle.handleLeft()
             finishHandle(r, .cancelled(failure))
             return
         }
@@ -27,8 +27,7 @@ extension Engine {
     }
 
     private func releaseHandle(_ leader: TaskRecord, _ failure: TaskFailure) {
-        leader.liveHandles -= 1
-        if leader.liveHandles == 0 { cancelWork(leader, failure) }
+        if leader.lifecycle.handleLeft() { cancelWork(leader, failure) }
     }
 
     /// Stops the work wherever it is and ends it `cancelled` (or with the
@@ -42,9 +41,7 @@ extension Engine {
         guard !r.state.isFinal else { return }
         r.timer?.cancel()
         r.timer = nil
-        r.queued = false
-        unhold(r)
-        if r.inSlot {
+        if r.lifecycle.inSlot {
             let run = currentRun(r)
             endAttempt(r)
             r.body?.abortAttempt(run, reason: failure, engine: self)
@@ -69,7 +66,11 @@ extension Engine {
     /// The work is done: set its state, then end its own handle and its
     /// followers' handles with the same outcome.
     func finishWork(_ r: TaskRecord, _ outcome: TaskOutcome) {
-        guard r.lifecycle.apply(.finished(outcome.state)).contains(.deliver) else { return }
+        switch r.lifecycle.finish(outcome.state) {
+        case nil: return
+        case .deliver: break
+        case .deliverLeaving(let batch): batch.tasks.removeAll { $0 == r.id }
+        }
         r.body = nil
         r.retryWhen = nil
         r.timer?.cancel()
@@ -108,14 +109,12 @@ extension Engine {
             cancelWork(r, dependencyFailure(r, dep, state))
             return
         }
-        if state != .succeeded { r.dependencyFailed = true }
-        r.unmetDependencies -= 1
-        if r.unmetDependencies == 0 { dependenciesSettled(r) }
+        if r.lifecycle.dependencyEnded(succeeded: state == .succeeded) { dependenciesSettled(r) }
     }
 
     /// Every dependency is final: `when = "failure"` needs one that failed.
     func dependenciesSettled(_ r: TaskRecord) {
-        guard r.condition == .failure, !r.dependencyFailed, !r.after.isEmpty else { return tryMakeReady(r) }
+        guard r.condition == .failure, !r.lifecycle.dependencyFailed, !r.after.isEmpty else { return tryMakeReady(r) }
         if r.after.count == 1, let dep = record(r.after[0]) { return cancelWork(r, dependencyFailure(r, dep, .succeeded)) }
         var failure = TaskFailure(.dependency,
                                   "task '\(r.name)' did not run: all \(r.after.count) dependencies succeeded (when = \"failure\")")
@@ -171,14 +170,14 @@ extension Engine {
     public func settleIdle() -> Bool {
         if releaseAllHeld() { return true }
         var changed = false
-        for case let r? in records where r.finalState == nil && r.paused {
+        for case let r? in records where r.finalState == nil && r.lifecycle.isPaused {
             var failure = TaskFailure(.cancelled, "task '\(r.name)' was paused and nothing left in the run could resume it")
             failure.summary = "paused, and never resumed"
             cancel(r, failure)
             changed = true
         }
         if changed { return true }
-        for case let r? in records where r.finalState == nil && !r.startRequested && r.state == .waiting {
+        for case let r? in records where r.finalState == nil && !r.lifecycle.startRequested && r.state == .waiting {
             var failure = TaskFailure(.cancelled, "task '\(r.name)' was never started")
             failure.summary = "never started"
             cancel(r, failure)

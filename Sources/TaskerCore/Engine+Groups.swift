@@ -32,8 +32,7 @@ extension Engine {
 
     func startGroup(_ r: TaskRecord) {
         guard case .group(let g) = r.role else { return }
-        r.attempts = 1
-        announceStartOnce(r)
+        announce(r, r.lifecycle.beginWithoutSlot())
         if g.members.isEmpty {
             finishWork(r, .succeeded(.group([])))
             return
@@ -54,7 +53,7 @@ extension Engine {
     func groupMemberFinished(_ r: TaskRecord, _ member: TaskRecord) {
         guard case .group(let g) = r.role else { return }
         g.finished += 1
-        if member.startRequested { g.running -= 1 }
+        if member.lifecycle.startRequested { g.running -= 1 }
         guard !r.state.isFinal else { return }
         // A skipped member (its condition not met) is an outcome, not a failure.
         if let failure = member.outcome?.failure, member.outcome?.state != .skipped {
@@ -95,9 +94,8 @@ extension Engine {
 
     func startSchedule(_ r: TaskRecord) {
         guard case .schedule(let s) = r.role else { return }
-        r.attempts = 1
         s.firstTick = loop.clock.now
-        announceStartOnce(r)
+        announce(r, r.lifecycle.beginWithoutSlot())
         tick(r, s)
     }
 
@@ -107,7 +105,7 @@ extension Engine {
         // not final (a finished instance's record may have been freed).
         let busy = s.current.flatMap { record($0) }.map { $0.finalState == nil } ?? false
         // A paused schedule skips its ticks as a busy one does.
-        if !busy && !r.paused {
+        if !busy && !r.lifecycle.isPaused {
             s.count += 1
             var spec = s.makeInstance(s.count)
             spec.name = "\(r.name)#\(s.count)"

@@ -40,52 +40,50 @@ extension Engine {
         return b
     }
 
-    /// Asks the interceptors, from where this attempt stands in the chain.
-    /// Returns whether the task may start now.
-    func admit(_ r: TaskRecord) -> Bool {
-        if r.skipChain {
-            r.skipChain = false
-            return true
-        }
-        while r.chainIndex < interceptors.count {
-            let i = interceptors[r.chainIndex]
+    /// Asks the interceptors, from where this attempt stands in the chain
+    /// (a callout into user code: an interceptor may cancel this task, add
+    /// others, release batches). Returns whether the task may start now;
+    /// otherwise its lifecycle says where it went (held, delayed, queued
+    /// behind a released batch, finished).
+    func admit(_ r: TaskRecord, from chain: TaskLifecycle.Chain) -> Bool {
+        guard case .from(var index) = chain else { return true }
+        while index < interceptors.count {
+            let i = interceptors[index]
             let batch = batch(for: i)
             let decision = i.intercept(r.id, held: batch.tasks.count, engine: self)
-            if r.state.isFinal { return false }  // the interceptor cancelled it
+            if r.lifecycle.isFinished { return false }  // the interceptor cancelled it
             switch decision {
             case .execute, .force:
-                if case .force = decision { r.chainIndex = interceptors.count } else { r.chainIndex += 1 }
+                if case .force = decision { index = interceptors.count } else { index += 1 }
                 if !batch.tasks.isEmpty {
                     // Held tasks go first, then this one.
-                    releaseBatch(i, batch, then: r)
+                    releaseBatch(i, batch, then: r, resumingAt: index)
                     return false
                 }
             case .hold:
                 hold(r, in: batch, by: i)
                 return false
             case .discard:
-                r.chainIndex = 0
                 cancelWork(r, TaskFailure(.discarded, "task '\(r.name)' was discarded by interceptor '\(i.name)'"))
                 return false
             case .delay(let seconds):
-                r.timer = loop.schedule(after: seconds) { [unowned self] in
+                let until = loop.clock.now &+ Monotonic.nanos(seconds)
+                r.lifecycle.delayAdmission(until: until, resumingAt: index)
+                r.timer = loop.schedule(at: until) { [unowned self] in
                     r.timer = nil
-                    if !r.state.isFinal { self.enqueueReady(r) }
+                    self.enqueueReady(r)
                 }
                 return false
             case .fail(let failure):
-                r.chainIndex = 0
                 finishWork(r, .failed(failure))
                 return false
             }
         }
-        r.chainIndex = 0
         return true
     }
 
     private func hold(_ r: TaskRecord, in batch: HeldBatch, by i: TaskInterceptor) {
-        r.lifecycle.apply(.held)
-        r.heldBy = batch
+        r.lifecycle.hold(by: batch)
         batch.tasks.append(r.id)
         for o in observers { o.taskHeld(r.id, by: i.name, engine: self) }
         if batch.tasks.count == 1 { armMaxHold(i, batch) }
@@ -104,26 +102,25 @@ extension Engine {
     /// Releases what `i` holds, in hold order, to the next interceptor.
     func release(_ i: TaskInterceptor) {
         guard let batch = batches[ObjectIdentifier(i)], !batch.tasks.isEmpty else { return }
-        releaseBatch(i, batch, then: nil)
+        releaseBatch(i, batch, then: nil, resumingAt: 0)
     }
 
-    private func releaseBatch(_ i: TaskInterceptor, _ batch: HeldBatch, then releaser: TaskRecord?) {
+    /// Queues what `batch` holds to go on after `i`; then `releaser` (the
+    /// task whose `execute` released it) from `releaserIndex`.
+    private func releaseBatch(_ i: TaskInterceptor, _ batch: HeldBatch, then releaser: TaskRecord?,
+                              resumingAt releaserIndex: Int) {
         batch.timer?.cancel()
         batch.timer = nil
         let next = (interceptors.firstIndex { $0 === i } ?? interceptors.count - 1) + 1
         var order: [TaskID] = []
         for id in batch.tasks {
-            guard let h = record(id), h.state == .held else { continue }
-            h.heldBy = nil
-            h.lifecycle.apply(.released)
-            h.chainIndex = next
-            h.queued = true
+            guard let h = record(id), h.lifecycle.release(resumingAt: next) else { continue }
             order.append(id)
             for o in observers { o.taskReleased(id, by: i.name, engine: self) }
         }
         batch.tasks = []
         if let releaser {
-            releaser.queued = true
+            releaser.lifecycle.queueBehindReleased(resumingAt: releaserIndex)
             order.append(releaser.id)
         }
         interceptFirst(order)
@@ -138,11 +135,5 @@ extension Engine {
             any = true
         }
         return any
-    }
-
-    func unhold(_ r: TaskRecord) {
-        guard let batch = r.heldBy else { return }
-        batch.tasks.removeAll { $0 == r.id }
-        r.heldBy = nil
     }
 }

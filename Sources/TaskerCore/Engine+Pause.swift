@@ -22,38 +22,27 @@ extension Engine {
     /// Pauses task `id`; false when it is final (or already paused).
     @discardableResult
     public func pause(_ id: TaskID) -> Bool {
-        guard let r = record(id), r.finalState == nil, !r.state.isFinal, !r.paused else { return false }
-        r.paused = true
+        guard let r = record(id), r.finalState == nil,
+              let actions = r.lifecycle.pause(now: loop.clock.now) else { return false }
         mark(.taskPaused(id))
-        if r.inSlot, let timer = r.timeoutTimer {
-            timer.cancel()
-            r.timeoutTimer = nil
-            let now = loop.clock.now
-            r.pausedRemaining = r.deadline > now ? r.deadline - now : 0
-            r.deadline = 0
-        }
+        if actions.contains(.disarmTimeout) { disarmTimeout(r) }
         return true
     }
 
     /// Resumes task `id` where it was; false when it was not paused.
     @discardableResult
     public func resume(_ id: TaskID) -> Bool {
-        guard let r = record(id), r.paused else { return false }
-        r.paused = false
+        guard let r = record(id), let resumed = r.lifecycle.resume(now: loop.clock.now) else { return false }
         mark(.taskResumed(id))
-        if let remaining = r.pausedRemaining {
-            r.pausedRemaining = nil
-            if r.inSlot { armTimeout(r, currentRun(r), in: remaining) }
-        }
-        if r.parkedWhilePaused {
-            r.parkedWhilePaused = false
-            if !r.state.isFinal { enqueueReady(r) }
-            scheduleDispatch()
+        switch resumed {
+        case .asItWas: break
+        case .rearm(let deadline): armTimeout(r, currentRun(r), at: deadline)
+        case .enqueue: pushReady(r)
         }
         return true
     }
 
-    public func isPaused(_ id: TaskID) -> Bool { record(id)?.paused ?? false }
+    public func isPaused(_ id: TaskID) -> Bool { record(id)?.lifecycle.isPaused ?? false }
 
     /// What pausing task `id` pauses: the task itself and, for a group, its
     /// members (nested groups' too), so `g:pause()` holds the work, not only

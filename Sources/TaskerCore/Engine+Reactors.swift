@@ -45,7 +45,7 @@ extension Engine {
         let state = ReactingState(pending: 0, outcome: outcome)
         var fresh: [TaskReactor] = []
         for reactor in chosen {
-            if reactor.options.requeue, let end = coverage[ObjectIdentifier(reactor)], r.token <= end {
+            if reactor.options.requeue, let end = coverage[ObjectIdentifier(reactor)], r.lifecycle.token <= end {
                 state.requeueLimit = min(state.requeueLimit ?? Int.max, reactor.options.maxRequeues)
                 state.reintercept = state.reintercept || reactor.options.reintercept
             } else {
@@ -56,9 +56,8 @@ extension Engine {
             settleReactions(r, state)
             return
         }
-        r.lifecycle.apply(.reacting)
         state.pending = fresh.count
-        r.reacting = state
+        r.lifecycle.react(state)
         for reactor in fresh {
             for o in observers { o.taskReacting(r.id, reactor: reactor.name, engine: self) }
             join(reactor, r)
@@ -97,7 +96,7 @@ extension Engine {
         if reactor.options.suspend { suspendAll(-1) }
         if failure == nil { coverage[ObjectIdentifier(reactor)] = currentToken }
         for id in reaction.tasks {
-            guard let r = record(id), r.state == .reacting, let state = r.reacting else { continue }
+            guard let r = record(id), let state = r.lifecycle.reactions else { continue }
             state.pending -= 1
             if let failure {
                 if state.failure == nil { state.failure = failure }
@@ -111,16 +110,13 @@ extension Engine {
 
     /// All reactions for `r` ended: fail it, run it again, or deliver.
     private func settleReactions(_ r: TaskRecord, _ state: ReactingState) {
-        r.reacting = nil
         if let failure = state.failure {
             finishWork(r, .failed(failure))
-        } else if let limit = state.requeueLimit, r.requeues < limit {
-            for o in observers { o.taskRequeued(r.id, attempt: r.attempts, outcome: state.outcome, engine: self) }
-            r.requeues += 1
-            r.lifecycle.apply(.queued)
-            r.chainIndex = 0
-            r.skipChain = !state.reintercept
-            enqueueReady(r)
+        } else if let limit = state.requeueLimit, r.lifecycle.requeues < limit {
+            for o in observers {
+                o.taskRequeued(r.id, attempt: r.lifecycle.attempts, outcome: state.outcome, engine: self)
+            }
+            if r.lifecycle.requeue(reintercept: state.reintercept).contains(.enqueue) { pushReady(r) }
         } else {
             finishWork(r, state.outcome)
         }
@@ -136,5 +132,5 @@ extension Engine {
     }
 
     /// The result a reacting task holds back until its reactions end.
-    public func heldOutcome(_ id: TaskID) -> TaskOutcome? { record(id)?.reacting?.outcome }
+    public func heldOutcome(_ id: TaskID) -> TaskOutcome? { record(id)?.lifecycle.reactions?.outcome }
 }

@@ -81,7 +81,7 @@ public final class Engine {
             r.role = .follower(leader: leaderID)
             r.body = nil
             leader.followers.append(r.id)
-            leader.liveHandles += 1
+            leader.lifecycle.handleJoined()
             notifyAdded(r.id)
             return r.id
         }
@@ -110,7 +110,7 @@ public final class Engine {
     public func isReused(_ id: TaskID) -> Bool { record(id)?.reused ?? false }
 
     func newRecord(_ spec: TaskSpec) -> TaskRecord {
-        let r = TaskRecord(id: records.count)
+        let r = TaskRecord(id: records.count, startRequested: spec.start, ownedByReaction: spec.ownedByReaction)
         r.explicitName = spec.name
         r.priority = spec.priority
         r.timeout = spec.timeout
@@ -118,10 +118,8 @@ public final class Engine {
         r.retryWhen = spec.retryWhen
         r.condition = spec.when
         r.after = spec.after  // known to observers from `taskAdded` on
-        r.startRequested = spec.start
         r.delay = spec.delay
         r.key = spec.key
-        r.ownedByReaction = spec.ownedByReaction
         r.body = spec.body
         if let stamps { r.addedAt = stamps.now() }
         records.append(r)
@@ -142,13 +140,13 @@ public final class Engine {
                     cancelWork(r, dependencyFailure(r, dep, outcome.state))
                     return
                 }
-                if outcome.state != .succeeded { r.dependencyFailed = true }
+                r.lifecycle.dependencyAlreadyEnded(succeeded: outcome.state == .succeeded)
             } else {
-                r.unmetDependencies += 1
+                r.lifecycle.dependencyAdded()
                 dep.dependents.append(r.id)
             }
         }
-        if r.unmetDependencies == 0 { dependenciesSettled(r) }
+        if r.lifecycle.unmetDependencies == 0 { dependenciesSettled(r) }
     }
 
     // MARK: queries
@@ -171,7 +169,7 @@ public final class Engine {
         guard let r = record(id) else { return .cancelled }
         if let s = r.finalState { return s }
         if case .follower(let leader) = r.role { return record(leader)?.state ?? .waiting }
-        return r.paused ? .paused : r.state
+        return r.lifecycle.isPaused ? .paused : r.state
     }
 
     public func outcome(_ id: TaskID) -> TaskOutcome? { record(id)?.outcome }
@@ -181,16 +179,15 @@ public final class Engine {
 
     public func attempts(_ id: TaskID) -> Int {
         guard let r = record(id) else { return 0 }
-        if case .follower(let leader) = r.role { return record(leader)?.attempts ?? 0 }
-        return r.attempts
+        if case .follower(let leader) = r.role { return record(leader)?.lifecycle.attempts ?? 0 }
+        return r.lifecycle.attempts
     }
 
     /// The monotonic deadline (ns) of the task's running attempt, or 0.
-    public func deadline(_ id: TaskID) -> UInt64 { record(id)?.deadline ?? 0 }
+    public func deadline(_ id: TaskID) -> UInt64 { record(id)?.lifecycle.deadline ?? 0 }
 
     public func isCurrent(_ run: AttemptRun) -> Bool {
-        guard let r = record(run.task) else { return false }
-        return r.inSlot && r.token == run.token
+        record(run.task)?.lifecycle.attempt(run.token) != nil
     }
 
     public func parent(_ id: TaskID) -> TaskID? { record(id)?.parent }
@@ -234,7 +231,7 @@ public final class Engine {
             default:
                 c.tasks[s, default: 0] += 1
                 if r.reused { c.reused += 1 }
-                if r.attempts > 1 { c.retried += 1 }
+                if r.lifecycle.attempts > 1 { c.retried += 1 }
                 if s == .failed { c.failed.append(r.id) }
                 if s == .cancelled { c.cancelled.append(r.id) }
                 if s == .skipped { c.skipped.append(r.id) }
@@ -247,22 +244,25 @@ public final class Engine {
 
     /// Starts a `start = false` task; no effect in any other state.
     public func start(_ id: TaskID) {
-        guard let r = record(id), r.finalState == nil, !r.startRequested else { return }
-        r.startRequested = true
+        guard let r = record(id), r.finalState == nil, r.lifecycle.requestStart() else { return }
         tryMakeReady(r)
     }
 
+    /// Dependencies ended and start requested: the work starts (after the
+    /// spec's delay, if any).
     func tryMakeReady(_ r: TaskRecord) {
-        guard r.state == .waiting, r.startRequested, r.unmetDependencies == 0, r.finalState == nil else { return }
-        if r.delay > 0 {
-            let delay = r.delay
-            r.delay = 0
-            r.timer = loop.schedule(after: delay) { [unowned self] in
-                r.timer = nil
-                self.tryMakeReady(r)
-            }
-            return
+        guard r.lifecycle.isReady, r.finalState == nil else { return }
+        guard r.delay > 0 else { return startWork(r) }
+        let until = loop.clock.now &+ Monotonic.nanos(r.delay)
+        r.lifecycle.delay(until: until)
+        r.timer = loop.schedule(at: until) { [unowned self] in
+            r.timer = nil
+            self.startWork(r)
         }
+    }
+
+    @inline(__always)
+    private func startWork(_ r: TaskRecord) {
         switch r.role {
         case .work: enqueueReady(r)
         case .group: startGroup(r)
@@ -271,9 +271,14 @@ public final class Engine {
         }
     }
 
+    /// Into a ready queue, unless its lifecycle says it cannot go there.
     func enqueueReady(_ r: TaskRecord) {
-        if r.attempts == 0 { r.lifecycle.apply(.queued) }
-        r.queued = true
+        guard r.lifecycle.queue().contains(.enqueue) else { return }
+        pushReady(r)
+    }
+
+    /// Puts a task its lifecycle has queued into the ready queue it belongs to.
+    func pushReady(_ r: TaskRecord) {
         if r.ownedByReaction {
             reactionReady.append(r.id)
         } else {
@@ -302,19 +307,15 @@ public final class Engine {
         dispatchScheduled = false
         guard !closed else { return }
         while running < concurrency, let (run, resume) = reclaiming.popFirst() {
-            guard let r = record(run.task), r.inSlot, r.token == run.token, r.slotLent else { continue }
-            r.slotLent = false
+            guard let r = record(run.task), r.lifecycle.reclaimSlot(token: run.token) else { continue }
             running += 1
             resume()
         }
         while running < concurrency, let id = nextToStart() {
-            guard let r = record(id), r.queued, !r.state.isFinal else { continue }
-            r.queued = false  // whoever queues it again (a release, a delay) sets it
-            if r.paused {
-                r.parkedWhilePaused = true
-                continue
-            }
-            guard admit(r) else { continue }
+            // A stale entry (cancelled, released again) or a paused task
+            // (parked until resumed) does not start.
+            guard let r = record(id), case .admit(let chain) = r.lifecycle.take() else { continue }
+            guard admit(r, from: chain) else { continue }
             beginAttempt(r)
         }
     }
@@ -338,28 +339,26 @@ public final class Engine {
     /// meanwhile (so tasks that await the tasks they add cannot fill every
     /// slot and starve them).
     public func lendSlot(_ run: AttemptRun) {
-        guard let r = record(run.task), r.inSlot, r.token == run.token, !r.slotLent else { return }
-        r.slotLent = true
+        guard let r = record(run.task), r.lifecycle.lendSlot(token: run.token).contains(.freeSlot) else { return }
         running -= 1
         scheduleDispatch()
     }
 
     /// Whether the attempt has lent its slot (see `lendSlot`).
     public func hasLentSlot(_ run: AttemptRun) -> Bool {
-        guard let r = record(run.task), r.inSlot, r.token == run.token else { return false }
-        return r.slotLent
+        record(run.task)?.lifecycle.attempt(run.token)?.slot == .lent
     }
 
     /// The attempt is about to go on: `resume` runs once it has a slot again,
     /// now if one is free, else before any task not yet started. Never runs
     /// if the attempt ends first (cancelled, timed out).
     public func reclaimSlot(_ run: AttemptRun, _ resume: @escaping () -> Void) {
-        guard let r = record(run.task), r.inSlot, r.token == run.token, r.slotLent else {
+        guard let r = record(run.task), r.lifecycle.attempt(run.token)?.slot == .lent else {
             resume()
             return
         }
         if running < concurrency && reclaiming.isEmpty && !closed {
-            r.slotLent = false
+            _ = r.lifecycle.reclaimSlot(token: run.token)
             running += 1
             resume()
         } else {
@@ -423,11 +422,11 @@ extension Engine {
         f.added = r.addedAt
         f.started = r.startedAt
         f.hasExplicitName = r.explicitName != nil
-        f.attempts = r.attempts
+        f.attempts = r.lifecycle.attempts
         switch r.role {
         case .group: f.isGroup = true
         case .schedule: f.isSchedule = true
-        case .follower(let leader): f.attempts = record(leader)?.attempts ?? 0
+        case .follower(let leader): f.attempts = record(leader)?.lifecycle.attempts ?? 0
         default: break
         }
         f.isReused = r.reused
@@ -450,7 +449,7 @@ extension Engine {
     /// Frees a finished `every` instance's record; the summary still counts
     /// it. A schedule that ticks for days must not grow with every tick.
     public func forgetFinished(_ id: TaskID) {
-        guard let r = record(id), let state = r.finalState, r.state.isFinal, r.reacting == nil else { return }
+        guard let r = record(id), let state = r.finalState, r.lifecycle.isFinished else { return }
         forgottenCounts[state, default: 0] += 1
         records[id] = nil
     }
@@ -459,7 +458,7 @@ extension Engine {
     /// only waiter has its outcome): an engine that runs millions of
     /// short-lived tasks keeps 8 bytes for each.
     public func forget(_ id: TaskID) {
-        guard let r = record(id), r.finalState != nil, r.state.isFinal, r.reacting == nil else { return }
+        guard let r = record(id), r.finalState != nil, r.lifecycle.isFinished else { return }
         records[id] = nil
     }
 

@@ -13,44 +13,22 @@ final class TaskRecord {
 
     let id: TaskID
     var explicitName: String?
-    /// The work's states (see `TaskLifecycle`); only the engine applies inputs.
-    var lifecycle = TaskLifecycle()
+    /// Where the work stands; only its transitions write it (see
+    /// `TaskLifecycle`), applied by the engine.
+    var lifecycle: TaskLifecycle
     var state: TaskState { lifecycle.state }
     var role: Role = .work
 
     // spec
     var priority = 0
     var condition = DependencyCondition.success
-    var startRequested = true
     var body: TaskBody?
     var after: [TaskID] = []
-
-    // progress of the work
-    var unmetDependencies = 0
-    /// A dependency ended other than succeeded (for `when = "failure"`).
-    var dependencyFailed = false
-    var attempts = 0
-    var token: UInt64 = 0
-    var inSlot = false
-    /// The running attempt gave its slot back while it waits on other tasks.
-    var slotLent = false
-    var queued = false
-    var deadline: UInt64 = 0
-    /// The next interceptor to ask for this attempt.
-    var chainIndex = 0
-    /// The next enqueue skips the interceptors (a requeue without reintercept).
-    var skipChain = false
     /// Added by a reaction: starts even while reactors suspend, and is not
     /// reacted to (a reaction must not wait on itself).
-    var ownedByReaction = false
+    let ownedByReaction: Bool
     /// Succeeded in an earlier run; never started in this one.
     var reused = false
-    /// `h:pause()`: not started while set; a running attempt's timeout
-    /// clock stands still (`pausedRemaining` is what was left of it).
-    var paused = false
-    /// Came up to start while paused: queued again on resume.
-    var parkedWhilePaused = false
-    var liveHandles = 1
     /// An `every` instance: nobody holds its handle, so once it has ended
     /// well its record can go (see `Engine.forgetFinished`).
     var ephemeral = false
@@ -70,12 +48,16 @@ final class TaskRecord {
     var dependents: [TaskID] = []
 
     /// What most tasks never use (a timeout, retries, a key, a delay,
-    /// followers, a hold, reactions, a pause), apart: the record stays
+    /// followers, timers), apart: the record stays
     /// small for the 200,000-task loop. Made on the first write of a value
     /// other than the default.
     private var rare: RareParts?
 
-    init(id: TaskID) { self.id = id }
+    init(id: TaskID, startRequested: Bool, ownedByReaction: Bool) {
+        self.id = id
+        self.lifecycle = TaskLifecycle(startRequested: startRequested)
+        self.ownedByReaction = ownedByReaction
+    }
 
     var name: String { explicitName ?? "task-\(id)" }
 
@@ -122,24 +104,6 @@ final class TaskRecord {
         get { rare?.followers ?? [] }
         _modify { yield &parts.followers }
     }
-    /// The batch holding this task (state `held`).
-    var heldBy: HeldBatch? {
-        get { rare?.heldBy }
-        set { if newValue != nil || rare != nil { parts.heldBy = newValue } }
-    }
-    /// Only while reactions for this task run (most tasks never have one).
-    var reacting: ReactingState? {
-        get { rare?.reacting }
-        set { if newValue != nil || rare != nil { parts.reacting = newValue } }
-    }
-    var requeues: Int {
-        get { rare?.requeues ?? 0 }
-        set { if newValue != 0 || rare != nil { parts.requeues = newValue } }
-    }
-    var pausedRemaining: UInt64? {
-        get { rare?.pausedRemaining }
-        set { if newValue != nil || rare != nil { parts.pausedRemaining = newValue } }
-    }
 }
 
 /// A record's rarely used parts (see `TaskRecord.rare`).
@@ -153,10 +117,6 @@ final class RareParts {
     var timer: LoopTimer?
     var timeoutTimer: LoopTimer?
     var followers: [TaskID] = []
-    var heldBy: HeldBatch?
-    var reacting: ReactingState?
-    var requeues = 0
-    var pausedRemaining: UInt64?
 }
 
 /// What a reacting task keeps: how many reactions are pending, the result
