@@ -63,7 +63,7 @@ public final class LuaRuntime {
         public init() {}
     }
 
-    public let loop: EventLoop
+    public var loop: EventLoop { engine.loop }
     public let engine: Engine
     /// HTTP requests are tasks of their own engine: the `on="http"`
     /// interceptors and reactors, retries and the in-flight cap apply to
@@ -72,9 +72,11 @@ public final class LuaRuntime {
     let options: Options
     /// The `log` module and the runtime's own messages; lines go to `options.diagnostics`.
     let logger: Logger
-    let L: OpaquePointer
+    /// The Lua state and the C record its count hook reads.
+    let lua: LuaStateHandle
+    var L: OpaquePointer { lua.L }
     /// The C record the count hook reads (deadlines, the signal, the owner).
-    let crt: OpaquePointer
+    var crt: OpaquePointer { lua.record }
     var refs = Refs()
     /// The driver's state: queued work, the fibers, the turn's time slice.
     var driver = DriverState()
@@ -98,24 +100,20 @@ public final class LuaRuntime {
     /// Which tasks have parts most have not (see `TaskFlags`).
     var flags = TaskFlags()
     lazy var taskBody = LuaTaskBody(runtime: self)
-    /// Each task's identity across runs (see `TaskIdentities`).
-    /// (Not lazy: a lazy property's check showed in the cost per task.)
-    let identities = TaskIdentities()
+    /// Each task's identity across runs (kept by `tasker.add`'s module).
+    var identities: TaskIdentities { modules.tasker.identities }
     /// Modules that own their state (see `LuaModule`); kept as long as the
     /// state, since their functions hold them unretained.
     var modules = ModuleList()
     /// Every process group the run's `exec`/`sh` calls started.
-    public let processGroups = ProcessGroups()
+    public var processGroups: ProcessGroups { modules.exec.groups }
     /// Ctrl-C/SIGTERM/SIGHUP arrived (the loop may not have seen it yet).
     var interrupted: Bool { tasker_signalled(crt) != 0 }
-    /// What tasks' processes wrote, for the journal.
-    let taskOutputs = TaskOutputs()
-
     /// A journal records the run: keep each task's process output for it.
-    public func keepTaskOutput() { taskOutputs.keeping = true }
+    public func keepTaskOutput() { modules.exec.outputs.keeping = true }
 
     /// What task `id`'s processes wrote (the last MiB), once; nil if nothing.
-    public func takeTaskOutput(_ id: TaskID) -> [UInt8]? { taskOutputs.take(id) }
+    public func takeTaskOutput(_ id: TaskID) -> [UInt8]? { modules.exec.outputs.take(id) }
 
     /// A fiber running pure Lua this long without waiting is paused so the
     /// rest of the run can move (a time slice).
@@ -124,7 +122,6 @@ public final class LuaRuntime {
     /// Creates the state on the loop thread.
     public init(loop: EventLoop, options: Options) throws {
         loop.assertInLoop()
-        self.loop = loop
         self.options = options
         self.engine = Engine(loop: loop, concurrency: options.concurrency)
         self.httpEngine = Engine(loop: loop, concurrency: HTTPSettings().concurrency)
@@ -132,16 +129,15 @@ public final class LuaRuntime {
         httpEngine.peer = engine
         let level = options.logLevel, format = options.logFormat, sink = options.diagnostics
         self.logger = Logger(label: "tasker") { _ in LineLogHandler(level: level, format: format, sink: sink) }
-        crt = tasker_runtime_new()
+        let crt: OpaquePointer = tasker_runtime_new()
         var err = [CChar](repeating: 0, count: 512)
         guard let L = tasker_newstate(crt, &err, err.count) else {
             tasker_runtime_free(crt)
             throw RuntimeError.setup(String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
-        self.L = L
+        lua = LuaStateHandle(L: L, record: crt)
         tasker_runtime_set_owner(crt, Unmanaged.passUnretained(self).toOpaque(), LuaRuntime.onInterrupt)
         engine.observers.append(self)
-        identities.runtime = self
         // A child that exits without reading what it is sent (a pipe to
         // `head`) must not kill the process: EPIPE is an ordinary error.
         signal(SIGPIPE, SIG_IGN)
@@ -433,4 +429,11 @@ public struct InterruptHandle: @unchecked Sendable {
 
 extension LuaRuntime {
     public var interruptHandle: InterruptHandle { InterruptHandle(runtime: crt) }
+}
+
+/// A Lua state and the C record its count hook reads (deadlines, the
+/// signal, the owner): made together, freed together (`LuaRuntime.deinit`).
+struct LuaStateHandle {
+    let L: OpaquePointer
+    let record: OpaquePointer
 }

@@ -29,7 +29,7 @@ final class TaskIdentities {
     /// Tables whose content is bigger than this make a task unidentifiable.
     static let maxTableBytes = 64 << 10
 
-    /// Set once, by the runtime that owns this.
+    /// Set once, by the module that owns this (`TaskerModule`).
     unowned var runtime: LuaRuntime!
     /// Derived identities by task id (dense, like ids): the hash and the
     /// occurrence (0: none); explicit and missing ones apart (rare).

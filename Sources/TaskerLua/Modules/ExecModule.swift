@@ -12,6 +12,11 @@ import Glibc
 final class ExecModule: LuaModule {
     unowned let runtime: LuaRuntime
 
+    /// Every process group the run's `exec`/`sh` calls started.
+    let groups = ProcessGroups()
+    /// What tasks' processes wrote, for the journal.
+    let outputs = TaskOutputs()
+
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let functions: [(String, tasker_SwiftFunction)] = [
@@ -162,7 +167,7 @@ final class ExecModule: LuaModule {
                 s.rawSet(-2, "permanent")
             }
         case .finished(let code, let stdout, let stderr):
-            runtime.taskOutputs.note(task: r.task, command: r.display, code: code, stdout: stdout, stderr: stderr)
+            outputs.note(task: r.task, command: r.display, code: code, stdout: stdout, stderr: stderr)
             if r.check && code != 0 {
                 lua_pushboolean(co, 0)
                 runtime.pushErrorTable(co, kind: "exec", message: Self.exitMessage(r.shortDisplay, code: code, stderr: stderr), where: nil)
