@@ -54,8 +54,10 @@ public final class Engine {
     public internal(set) var unfinishedCount = 0
     /// Another engine on the same loop that a suspending reaction in either
     /// holds back too (a runtime with a second engine for its own kind of
-    /// work links the two).
-    public weak var peer: Engine?
+    /// work links the two). Unowned, not weak: whoever links two engines
+    /// keeps both as long as they run, and a weak reference would give each
+    /// engine a side table, making every retain of it take the slow path.
+    public unowned var peer: Engine?
     /// `tasker.pause()`: nothing new starts until `resumeStarts()` (work of
     /// reactions still does).
     public internal(set) var startsPaused = false

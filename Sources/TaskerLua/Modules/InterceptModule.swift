@@ -4,10 +4,9 @@ import TaskerCore
 
 /// An interceptor written in Lua: `fn(t, held)` decides as the README's Interceptors section says.
 final class LuaInterceptor: TaskInterceptor {
-    /// Not counted, and not checked: the runtime keeps its hook module, and
-    /// only the runtime's engines call this, while the runtime lives (a
-    /// checked reference cost a slow-path retain per task).
-    unowned(unsafe) let hooks: HookModule
+    /// The runtime keeps its hook module, which registered this; only the
+    /// runtime's engines call this, while the runtime lives.
+    unowned let hooks: HookModule
     /// Tasks or HTTP requests (`on=`).
     let target: HookTarget
     let name: String
@@ -27,7 +26,8 @@ final class LuaInterceptor: TaskInterceptor {
     }
 
     func intercept(_ id: TaskID, held: Int, engine: Engine) -> InterceptDecision {
-        hooks.runInterceptor(self, id, held: held, engine: engine, rt: hooks.runtime)
+        let hooks = self.hooks  // one checked load, not two
+        return hooks.runInterceptor(self, id, held: held, engine: engine, rt: hooks.runtime)
     }
 
     var engine: Engine { hooks.engine(for: target) }

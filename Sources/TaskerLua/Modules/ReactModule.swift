@@ -5,10 +5,9 @@ import TaskerCore
 /// A reactor written in Lua: `when(t, result)` chooses, `fn(t, result)` runs
 /// as a coroutine (it may wait: sleep, await, add tasks).
 final class LuaReactor: TaskReactor {
-    /// Not counted, and not checked: the runtime keeps its hook module, and
-    /// only the runtime's engines call this, while the runtime lives (a
-    /// checked reference cost a slow-path retain per task).
-    unowned(unsafe) let hooks: HookModule
+    /// The runtime keeps its hook module, which registered this; only the
+    /// runtime's engines call this, while the runtime lives.
+    unowned let hooks: HookModule
     let target: HookTarget
     let name: String
     let options: ReactorOptions
@@ -28,7 +27,8 @@ final class LuaReactor: TaskReactor {
     }
 
     func wants(_ id: TaskID, outcome: TaskOutcome, engine: Engine) -> Result<Bool, TaskFailure> {
-        hooks.reactorWants(self, id, outcome, engine: engine, rt: hooks.runtime)
+        let hooks = self.hooks  // one checked load, not two
+        return hooks.reactorWants(self, id, outcome, engine: engine, rt: hooks.runtime)
     }
 
     func react(_ reaction: Reaction, engine: Engine) {

@@ -9,12 +9,11 @@ import TaskerCore
 /// set (args and tags are the task's own tables, made on first read).
 final class TaskViewModule: LuaModule {
     static let metatableName = "tasker.task"
-    /// Not counted, and not checked: the runtime keeps this module and the
-    /// Lua state, and closes the state (whose functions are this module's
-    /// only callers) in its deinit, before the module goes; so the runtime
-    /// is alive whenever this runs. A checked `unowned` cost ~270
-    /// instructions a task on this path.
-    unowned(unsafe) let runtime: LuaRuntime
+    /// The runtime keeps this module (a strong reference back would be a
+    /// cycle). Checked: cheap since nothing refers weakly to the runtime or
+    /// its engines on the per-task path (a weak reference gives an object a
+    /// side table, and each retain of it then takes the slow path).
+    unowned let runtime: LuaRuntime
 
     struct Payload {
         var task: TaskID

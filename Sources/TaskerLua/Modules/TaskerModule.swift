@@ -7,12 +7,11 @@ import TaskerCore
 /// `tasker.vars`. Installed first: other modules add their functions to the
 /// table (`tasker.sleep`, `tasker.exec`, `tasker.use`, `tasker.intercept`…).
 final class TaskerModule: LuaModule {
-    /// Not counted, and not checked: the runtime keeps this module and the
-    /// Lua state, and closes the state (whose functions are this module's
-    /// only callers) in its deinit, before the module goes; so the runtime
-    /// is alive whenever this runs. A checked `unowned` cost ~270
-    /// instructions a task on this path.
-    unowned(unsafe) let runtime: LuaRuntime
+    /// The runtime keeps this module (a strong reference back would be a
+    /// cycle). Checked: cheap since nothing refers weakly to the runtime or
+    /// its engines on the per-task path (a weak reference gives an object a
+    /// side table, and each retain of it then takes the slow path).
+    unowned let runtime: LuaRuntime
 
     /// Each task's identity across runs (see `TaskIdentities`).
     let identities = TaskIdentities()
