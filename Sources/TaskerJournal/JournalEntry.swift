@@ -138,7 +138,8 @@ public struct PlainEntry: Sendable {
     public var state: JournalEntry.State
     public var attempts: Int
     public var identityHash: UInt64
-    /// 0 when the task has no identity.
+    /// 0 when the task has no identity; -1 when the writer thread counts it
+    /// (`JournalWriter.submit(identities:)`).
     public var occurrence: Int
     public var added: UInt64
     public var started: UInt64

@@ -34,13 +34,17 @@ public final class JournalWriter {
             Thread.current.name = "tasker-journal"  // set from the thread itself: Linux shows it
             var rows = PendingRows(run: run, open: open)
             var batch = Batch()
+            let occurrences = OccurrenceTable()
             var closedAt: Double?
             rows.write()  // the run's row at once: a run killed early is still listed
             while true {
                 let (closing, end, flushed) = queue.take(into: &batch, waitingUpTo: JournalWriter.interval)
-                if !batch.isEmpty { rows.add(batch) }
+                occurrences.count(batch.identities)
+                if !batch.isEmpty { rows.add(batch, occurrences) }
                 queue.recycle(&batch.plain)
                 batch.encoded.removeAll(keepingCapacity: true)
+                batch.entries.removeAll(keepingCapacity: true)
+                batch.identities.removeAll(keepingCapacity: true)
                 if let end { rows.end = end }
                 rows.write()
                 if !rows.rows.isEmpty || rows.dropped > 0 { queue.publish(unrecorded: rows.unrecorded()) }
@@ -75,6 +79,24 @@ public final class JournalWriter {
     public func submit(plain: inout [PlainEntry], values: inout [UInt8], scale: TickScale) {
         guard !plain.isEmpty else { return }
         queue.append(plain: &plain, values: &values, scale: scale)
+    }
+
+    /// Hands over entries this thread encodes; empties `entries`. An entry
+    /// whose derived identity has occurrence 0 gets the one counted here
+    /// (see `submit(identities:)`).
+    public func submit(entries: inout [JournalEntry]) {
+        guard !entries.isEmpty else { return }
+        queue.append(entries: &entries)
+    }
+
+    /// Hands over derived identities as tasks were added, in add order,
+    /// before any entry that needs its occurrence counted here (a plain
+    /// entry with occurrence -1, an entry with occurrence 0); empties
+    /// `identities`. Counting on this thread keeps the cache misses of a
+    /// table of 200,000 random keys off the run's thread.
+    public func submit(identities: inout [AddedIdentity]) {
+        guard !identities.isEmpty else { return }
+        queue.append(identities: &identities)
     }
 
     /// Encodes and hands over one entry (tests, rare writes).
@@ -168,17 +190,24 @@ private struct PendingRows {
     private static func count(_ blob: [UInt8]) -> Int { blob.withUnsafeBytes { JournalCodec.decode($0)?.count ?? 0 } }
     var isDone: Bool { rows.isEmpty && endRecorded }
 
-    mutating func add(_ batch: Batch) {
+    /// A row of `batch`'s entries, with occurrences left to this thread
+    /// filled in from `occurrences`.
+    mutating func add(_ batch: Batch, _ occurrences: OccurrenceTable) {
         var blob: [UInt8] = [JournalCodec.version]
         var previous: (UInt64, Int)?
         for part in batch.plain {
-            for p in part.entries {
-                part.values.withUnsafeBytes {
-                    JournalCodec.encode(plain: p, scale: part.scale, values: $0, previous: &previous, into: &blob)
+            part.values.withUnsafeBytes { values in
+                for var p in part.entries {
+                    if p.occurrence < 0 { p.occurrence = occurrences[p.id] }
+                    JournalCodec.encode(plain: p, scale: part.scale, values: values, previous: &previous, into: &blob)
                 }
             }
         }
         blob.append(contentsOf: batch.encoded)
+        for var e in batch.entries {
+            if case .derived(let h, occurrence: 0) = e.identity { e.identity = .derived(h, occurrence: occurrences[e.id]) }
+            JournalCodec.encode(e, into: &blob)
+        }
         if hopeless {
             dropped += Self.count(blob)
             return
@@ -254,11 +283,14 @@ private struct PendingRows {
 }
 
 /// What the writer takes at once: plain entries (in the arrays they came
-/// in) and encoded ones.
+/// in), encoded ones, entries to encode, and the identities added (which
+/// alone make no row).
 struct Batch {
     var plain: [PlainPart] = []
     var encoded: [UInt8] = []
-    var isEmpty: Bool { plain.isEmpty && encoded.isEmpty }
+    var entries: [JournalEntry] = []
+    var identities: [AddedIdentity] = []
+    var isEmpty: Bool { plain.isEmpty && encoded.isEmpty && entries.isEmpty }
 }
 
 struct PlainPart {
@@ -306,6 +338,18 @@ private final class WriteQueue: @unchecked Sendable {
     func append(_ bytes: inout [UInt8]) {
         condition.lock()
         Self.move(&bytes, into: &state.pending.encoded)
+        condition.unlock()
+    }
+
+    func append(entries: inout [JournalEntry]) {
+        condition.lock()
+        Self.move(&entries, into: &state.pending.entries)
+        condition.unlock()
+    }
+
+    func append(identities: inout [AddedIdentity]) {
+        condition.lock()
+        Self.move(&identities, into: &state.pending.identities)
         condition.unlock()
     }
 
@@ -410,7 +454,7 @@ private final class WriteQueue: @unchecked Sendable {
             }
         }
         if state.finished { return state.shortfall }
-        var n = state.unrecorded + state.pending.plain.reduce(0) { $0 + $1.entries.count }
+        var n = state.unrecorded + state.pending.plain.reduce(0) { $0 + $1.entries.count } + state.pending.entries.count
         if !state.pending.encoded.isEmpty {
             n += ([JournalCodec.version] + state.pending.encoded).withUnsafeBytes { JournalCodec.decode($0)?.count ?? 0 }
         }

@@ -112,14 +112,30 @@ extension LuaRuntime {
         return "[" + String(decoding: out, as: UTF8.self) + "]"
     }
 
-    /// Task `id`'s derived identity (occurrence 0: it has none).
-    public func derivedIdentity(of id: TaskID) -> (hash: UInt64, occurrence: Int) { identities.derived(id) }
+    /// Task `id`'s derived identity (occurrence 0: it has none; -1: it is
+    /// counted by whoever takes `takeAddedIdentities`).
+    public func derivedIdentity(of id: TaskID) -> (hash: UInt64, occurrence: Int) { identities.derivedAsCounted(id) }
+
+    /// Lets the caller count derived identities' occurrences (a journal's
+    /// writer thread, from `takeAddedIdentities`): the run's thread then
+    /// counts them only if someone asks for one here. Not for a resumed
+    /// run. Returns whether the caller counts them.
+    public func countOccurrencesElsewhere() -> Bool {
+        guard options.reuse.isEmpty else { return false }
+        identities.countElsewhere()
+        return true
+    }
+
+    /// Derived identities added since the last call, in add order.
+    public func takeAddedIdentities(into out: inout [AddedIdentity]) { identities.takeAdded(into: &out) }
 
     /// Task `id`'s identity in parts (formatted by whoever stores it), or
-    /// why it has none.
-    public func identityParts(of id: TaskID) -> IdentityParts {
-        let d = identities.derived(id)
+    /// why it has none. `asCounted`: an occurrence counted elsewhere stays
+    /// 0 (see `countOccurrencesElsewhere`) instead of being counted here.
+    public func identityParts(of id: TaskID, asCounted: Bool = false) -> IdentityParts {
+        let d = asCounted ? identities.derivedAsCounted(id) : identities.derived(id)
         if d.occurrence > 0 { return IdentityParts(hash: d.hash, occurrence: d.occurrence) }
+        if d.occurrence < 0 { return IdentityParts(hash: d.hash, occurrence: 0) }
         if let e = identities[id] {
             switch e.identity {
             case .explicit(let s): return IdentityParts(explicit: s)

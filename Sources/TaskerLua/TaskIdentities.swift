@@ -32,7 +32,8 @@ final class TaskIdentities {
     /// Set once, by the module that owns this (`TaskerModule`).
     unowned var runtime: LuaRuntime!
     /// Derived identities by task id (dense, like ids): the hash and the
-    /// occurrence (0: none); explicit and missing ones apart (rare).
+    /// occurrence (0: none; `uncounted` while counted elsewhere); explicit
+    /// and missing ones apart (rare).
     private var derivedByID: [Derived] = []
     private struct Derived {
         var hash: UInt64
@@ -40,6 +41,14 @@ final class TaskIdentities {
     }
     private var special: [TaskID: Entry] = [:]
     private let derivedCounts = IdentityCounts()
+    /// The occurrence of a derived identity someone else counts.
+    static let uncounted: Int32 = -1
+    /// Occurrences are counted elsewhere (a journal's writer thread, from
+    /// `added`) until someone here asks for one: then they are counted
+    /// here, from the first task on, in add order, as the writer does.
+    private var countingElsewhere = false
+    /// Derived identities added since the last `takeAdded`, in add order.
+    private var added: [AddedIdentity] = []
     private var explicitIDs: Set<String> = []
     /// Bytecode hashes by function prototype: every closure made from one
     /// function expression (a new one per task in a loop) shares it, so
@@ -62,7 +71,7 @@ final class TaskIdentities {
 
 
     subscript(id: TaskID) -> Entry? {
-        countPending()
+        countHere()
         if id < derivedByID.count, derivedByID[id].occurrence > 0 {
             return Entry(identity: .derived(derivedByID[id].hash), occurrence: Int(derivedByID[id].occurrence))
         }
@@ -71,10 +80,44 @@ final class TaskIdentities {
 
     /// The derived hash and occurrence of task `id` (occurrence 0: none).
     func derived(_ id: TaskID) -> (hash: UInt64, occurrence: Int) {
+        countHere()
+        guard id < derivedByID.count else { return (0, 0) }
+        let d = derivedByID[id]
+        return (d.hash, Int(d.occurrence))
+    }
+
+    /// The same without counting here: the occurrence is `uncounted` (-1)
+    /// when it is counted elsewhere.
+    func derivedAsCounted(_ id: TaskID) -> (hash: UInt64, occurrence: Int) {
         countPending()
         guard id < derivedByID.count else { return (0, 0) }
         let d = derivedByID[id]
         return (d.hash, Int(d.occurrence))
+    }
+
+    /// From now on occurrences are counted by whoever takes `added`
+    /// (before any task is added; not for a resumed run, which matches
+    /// them as tasks are added).
+    func countElsewhere() {
+        guard derivedByID.isEmpty, special.isEmpty else { return }
+        countingElsewhere = true
+    }
+
+    /// The derived identities added since the last call, in add order.
+    func takeAdded(into out: inout [AddedIdentity]) {
+        swap(&added, &out)
+        added.removeAll(keepingCapacity: true)
+    }
+
+    /// Someone here needs an occurrence: count every identity so far here,
+    /// in add order, and from now on as they are added.
+    private func countHere() {
+        countPending()
+        guard countingElsewhere else { return }
+        countingElsewhere = false
+        for i in derivedByID.indices where derivedByID[i].occurrence == Self.uncounted {
+            derivedByID[i].occurrence = Int32(truncatingIfNeeded: derivedCounts.increment(derivedByID[i].hash))
+        }
     }
 
     private func store(_ e: Entry, for id: TaskID) {
@@ -109,6 +152,7 @@ final class TaskIdentities {
             // A loop adding one body again and again: the last identity, one
             // occurrence later (nothing walked, nothing copied).
             if let h = sameBodyAsLast(L, body) {
+                if countingElsewhere { return addedForCounting(h, id) }
                 let occurrence = count(h)
                 storeDerived(h, occurrence: occurrence, for: id)
                 return Entry(identity: .derived(h), occurrence: occurrence)
@@ -116,6 +160,7 @@ final class TaskIdentities {
             // A loop of closures: a new identity each, counted at the next
             // add while its slot comes into the cache.
             if let h = closureOfScalars(L, body) {
+                if countingElsewhere { return addedForCounting(h, id) }
                 guard needOccurrence else {
                     storeDerived(h, occurrence: 0, for: id)
                     countLater(h, id)
@@ -134,10 +179,20 @@ final class TaskIdentities {
             identity = derive(name: name, body: body, args: args, in: L)
         }
         var occurrence = 1
-        if case .derived(let h) = identity { occurrence = count(h) }
+        if case .derived(let h) = identity {
+            if countingElsewhere { return addedForCounting(h, id) }
+            occurrence = count(h)
+        }
         let e = Entry(identity: identity, occurrence: occurrence)
         store(e, for: id)
         return e
+    }
+
+    /// Keeps `h` for task `id`, to be counted elsewhere.
+    private func addedForCounting(_ h: UInt64, _ id: TaskID) -> Entry {
+        storeDerived(h, occurrence: Int(Self.uncounted), for: id)
+        added.append(AddedIdentity(id: id, hash: h))
+        return Entry(identity: .derived(h), occurrence: Int(Self.uncounted))
     }
 
     /// Counts one more task with identity `h`; returns its occurrence

@@ -46,7 +46,14 @@ final class JournalRecorder: EngineObserver {
     /// this many bytes).
     private var plainValues: [UInt8] = []
     static let plainValuesBatch = 1 << 20
+    /// Marks, encoded here.
     private var encoded: [UInt8] = []
+    /// Entries that are not plain: the writer thread encodes them.
+    private var entries: [JournalEntry] = []
+    /// The writer thread counts derived identities' occurrences (unless the
+    /// run is resumed): this thread hands it each identity as it is added.
+    private let occurrencesOnWriter: Bool
+    private var added: [AddedIdentity] = []
 
     private struct Extra {
         var heldSince: Double?
@@ -65,6 +72,7 @@ final class JournalRecorder: EngineObserver {
         self.clock = clock
         source = clock.source
         plain.reserveCapacity(Self.plainBatch)
+        occurrencesOnWriter = runtime.countOccurrencesElsewhere()
         runtime.engine.keepTimes(source)
         runtime.keepTaskOutput()
         runtime.engine.observers.append(self)
@@ -86,8 +94,8 @@ final class JournalRecorder: EngineObserver {
         var e = entry(id, engine.facts(id), engine, state: .running)
         e.attempts = max(1, engine.attempts(id))
         e.ended = now  // so far: the run was alive until here
-        JournalCodec.encode(e, into: &encoded)
-        writer.submit(&encoded)
+        entries.append(e)
+        handOver()
     }
 
     /// Task times, read by the engine (add, start) and here (end, from
@@ -162,15 +170,27 @@ final class JournalRecorder: EngineObserver {
         for id in recentlyStarted where !engine.isFinished(id) {
             var e = entry(id, engine.facts(id), engine, state: .running)
             e.attempts = max(1, engine.attempts(id))
-            JournalCodec.encode(e, into: &encoded)
+            entries.append(e)
             if runningSample.count < 64 { runningSample.append(id) }
         }
         recentlyStarted.removeAll(keepingCapacity: true)
-        submitPlain()
-        writer.submit(&encoded)
+        handOver()
     }
 
+    /// Everything recorded so far to the writer.
+    private func handOver() {
+        submitPlain()
+        writer.submit(&encoded)
+        writer.submit(entries: &entries)
+    }
+
+    /// The identities added so far go first: the writer counts their
+    /// occurrences before it writes an entry that needs one.
     private func submitPlain() {
+        if occurrencesOnWriter {
+            runtime.takeAddedIdentities(into: &added)
+            writer.submit(identities: &added)
+        }
         writer.submit(plain: &plain, values: &plainValues, scale: clock.scale(origin: start))
         plain.reserveCapacity(Self.plainBatch)
     }
@@ -207,8 +227,8 @@ final class JournalRecorder: EngineObserver {
     private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64) -> PlainEntry? {
         guard case .succeeded(let value) = outcome, !f.hasExplicitName, !f.isReused, !f.isGroup,
               !f.isSchedule, !f.isEphemeral, !f.hasDependencies, extras.isEmpty || extras[id] == nil else { return nil }
-        let d = runtime.derivedIdentity(of: id)
-        guard d.occurrence > 0, !runtime.hasTags(id) else { return nil }
+        let d = runtime.derivedIdentity(of: id)  // occurrence -1: the writer counts it
+        guard d.occurrence != 0, !runtime.hasTags(id) else { return nil }
         var p = PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
                            occurrence: d.occurrence, added: f.added, started: f.started, ended: ended)
         switch value {
@@ -233,7 +253,7 @@ final class JournalRecorder: EngineObserver {
         e.name = engine.explicitName(id)
         e.added = seconds(f.added)
         e.started = f.started > 0 ? seconds(f.started) : nil
-        let identity = runtime.identityParts(of: id)
+        let identity = runtime.identityParts(of: id, asCounted: occurrencesOnWriter)  // 0: the writer counts it
         if let s = identity.explicit {
             e.identity = .explicit(s)
         } else if let h = identity.hash {
@@ -305,7 +325,7 @@ final class JournalRecorder: EngineObserver {
                 e.attemptLog = x.log
             }
         }
-        JournalCodec.encode(e, into: &encoded)
+        entries.append(e)
         scheduleTick(engine)
     }
 
@@ -335,8 +355,7 @@ final class JournalRecorder: EngineObserver {
     /// The run's end; the writer flushes and stops. Returns a write error,
     /// if the journal could not be written.
     func finish(_ result: RunResult, exitCode: Int32, waitingAtMost seconds: Double? = nil) -> String? {
-        writer.submit(plain: &plain, values: &plainValues, scale: clock.scale(origin: start))
-        writer.submit(&encoded)
+        handOver()
         return Self.close(writer, result, exitCode: exitCode, requests: hosts.values.sorted { $0.host < $1.host },
                           waitingAtMost: seconds)
     }

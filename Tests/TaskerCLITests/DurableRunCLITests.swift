@@ -156,6 +156,37 @@ import Testing
         #expect(Set(bases).count == 3 && bases[0] == bases[2] && bases[1] == bases[6] && bases[3] == bases[7])
     }
 
+    /// The journal's thread counts occurrences from the identities handed to
+    /// it in add order; the run's thread counts them only once something
+    /// asks for one (here an idempotency key, mid-run). Named, failing and
+    /// plain tasks before and after that switch all get the occurrence the
+    /// run's thread would have given them: a resume reuses every task that
+    /// succeeded.
+    @Test func occurrencesCountedOffTheRunsThreadMatchItsOwnCount() async throws {
+        let s = try Scratch(["p.lua": """
+            for _, v in ipairs{1, 2, 1, 3, 1} do
+              tasker.add{name = "n", run = function() if v == 3 and not tasker.vars.fixed then error("x") end return v end}
+            end
+            for _, v in ipairs{1, 2, 1} do tasker.add(function() return v end) end
+            print(tasker.add{name = "key", run = function(ctx) return #ctx.idempotency_key end}:await())
+            for _, v in ipairs{1, 2, 1} do tasker.add(function() return v end) end
+            """])
+        defer { s.cleanup() }
+        let run = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(run.status == 1, "\(run.stderr)")
+        #expect(run.stdout == "16\n")
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        let tasks = try #require(json["tasks"] as? [[String: Any]])
+        let identities = tasks.sorted { ($0["id"] as? Int ?? 0) < ($1["id"] as? Int ?? 0) }.compactMap { $0["identity"] as? String }
+        #expect(identities.count == 12)
+        let suffixes = identities.map { $0.split(separator: "#").dropFirst().first.map(String.init) ?? "1" }
+        #expect(suffixes == ["1", "1", "2", "1", "3", "1", "1", "2", "1", "3", "2", "4"], "\(identities)")
+        let resumed = try await tasker(["run", "--no-progress", "--resume", "--var", "fixed=1", "p.lua"], in: s.dir)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("12 succeeded (11 reused)"), "\(resumed.stderr)")
+    }
+
     /// A lone integer result is kept in the task's outcome and written to
     /// the journal digit by digit: every width and sign comes back exact.
     @Test func loneIntegerResultsComeBackExactOnResume() async throws {

@@ -147,8 +147,6 @@ static inline FILE *tasker_stdout(void) { return stdout; }
 
 // ---- macro wrappers ----------------------------------------------------------
 static inline int tasker_registryindex(void) { return LUA_REGISTRYINDEX; }
-/* Asks for the cache line at p ahead of a write there. */
-static inline void tasker_prefetch(const void *p) { __builtin_prefetch(p, 1, 3); }
 static inline int tasker_upvalueindex(int i) { return lua_upvalueindex(i); }
 static inline void tasker_pop(lua_State *L, int n) { lua_pop(L, n); }
 static inline const char *tasker_tostring(lua_State *L, int i, size_t *len) { return lua_tolstring(L, i, len); }

@@ -1,4 +1,4 @@
-import CLuaShim
+import CTicks
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,7 +12,7 @@ import Glibc
 /// count stored anywhere, and the counts of identities seen again live in a
 /// small dictionary. The last identity counted is cached: a loop adding one
 /// body again and again touches neither.
-final class IdentityCounts {
+public final class IdentityCounts {
     /// Open addressing, linear probing; 0 marks an empty slot.
     private var keys: UnsafeMutablePointer<UInt64>
     private var capacity: Int
@@ -25,7 +25,7 @@ final class IdentityCounts {
     /// Hash 0 is the empty slot's marker: its count lives here.
     private var zeroCount = 0
 
-    init() {
+    public init() {
         capacity = 1024
         keys = Self.zeroed(capacity)
     }
@@ -40,7 +40,7 @@ final class IdentityCounts {
     }
 
     /// One more task with identity `h`; returns its count with this one.
-    func increment(_ h: UInt64) -> Int {
+    public func increment(_ h: UInt64) -> Int {
         guard h != 0 else {
             zeroCount += 1
             return zeroCount
@@ -58,7 +58,7 @@ final class IdentityCounts {
 
     /// Fetches the slot where `h` is looked for into the cache, ahead of
     /// its `increment`.
-    func prefetch(_ h: UInt64) {
+    public func prefetch(_ h: UInt64) {
         tasker_prefetch(keys + (Int(truncatingIfNeeded: h) & (capacity - 1)))
     }
 
@@ -90,4 +90,37 @@ final class IdentityCounts {
         }
         free(old)
     }
+}
+
+/// A derived identity as added, for whoever counts occurrences apart from
+/// the run's thread (the journal's writer): task ids in add order.
+public struct AddedIdentity: Sendable {
+    public var id: Int
+    public var hash: UInt64
+
+    public init(id: Int, hash: UInt64) {
+        self.id = id
+        self.hash = hash
+    }
+}
+
+/// Occurrences counted from identities in add order (`AddedIdentity`): the
+/// n-th task with an identity is occurrence n, as the run's thread would
+/// have counted it.
+public final class OccurrenceTable {
+    private let counts = IdentityCounts()
+    /// By task id (0: not added yet, or no derived identity).
+    private var byID: [Int32] = []
+
+    public init() {}
+
+    public func count(_ added: [AddedIdentity]) {
+        for a in added {
+            while byID.count <= a.id { byID.append(0) }
+            byID[a.id] = Int32(truncatingIfNeeded: counts.increment(a.hash))
+        }
+    }
+
+    /// Task `id`'s occurrence (0: it was not counted).
+    public subscript(id: Int) -> Int { id >= 0 && id < byID.count ? Int(byID[id]) : 0 }
 }

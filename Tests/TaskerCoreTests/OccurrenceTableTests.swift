@@ -1,0 +1,31 @@
+import Testing
+import TaskerCore
+
+/// Occurrences counted apart from the run's thread, from identities in add
+/// order: the n-th task with an identity is occurrence n.
+@Suite struct OccurrenceTableTests {
+    @Test func theNthTaskWithAnIdentityIsOccurrenceN() {
+        let t = OccurrenceTable()
+        t.count([AddedIdentity(id: 1, hash: 7), AddedIdentity(id: 2, hash: 9), AddedIdentity(id: 3, hash: 7)])
+        t.count([AddedIdentity(id: 5, hash: 0), AddedIdentity(id: 6, hash: 7), AddedIdentity(id: 8, hash: 0)])
+        #expect([1, 2, 3, 4, 5, 6, 7, 8].map { t[$0] } == [1, 1, 2, 0, 1, 3, 0, 2])
+        #expect(t[100] == 0 && t[-1] == 0)  // not counted
+    }
+
+    @Test func manyRandomIdentitiesCountLikeADictionary() {
+        let t = OccurrenceTable()
+        var expected: [UInt64: Int] = [:]
+        var added: [AddedIdentity] = []
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var want: [Int] = [0]
+        for id in 1...50_000 {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            let h = id % 7 == 0 ? 42 : state >> 20  // a few repeats among many new keys
+            expected[h, default: 0] += 1
+            want.append(expected[h]!)
+            added.append(AddedIdentity(id: id, hash: h))
+        }
+        t.count(added)
+        #expect((1...50_000).allSatisfy { t[$0] == want[$0] })
+    }
+}
