@@ -12,7 +12,7 @@ extension LuaRuntime {
     }
 
     /// Whether the task was given tags (cheaper than reading them).
-    public func hasTags(_ id: TaskID) -> Bool { flags.tagged[id] != nil }
+    public func hasTags(_ id: TaskID) -> Bool { refs.flags.tagged[id] != nil }
 
     /// The task's tags as they are now.
     public func tags(of id: TaskID) -> [String] {

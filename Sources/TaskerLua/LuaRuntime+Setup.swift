@@ -167,15 +167,15 @@ extension LuaRuntime {
 /// Engine events become Lua `h:on` handler calls, run from the drain loop.
 extension LuaRuntime: EngineObserver {
     public func taskStarted(_ id: TaskID, engine: Engine) {
-        if flags.handlerTasks[id] != nil { enqueue(.event(id, .start)) }
+        if refs.flags.handlerTasks[id] != nil { enqueue(.event(id, .start)) }
     }
 
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
-        if flags.handlerTasks[id] != nil { enqueue(.event(id, .progress(fraction, message))) }
+        if refs.flags.handlerTasks[id] != nil { enqueue(.event(id, .progress(fraction, message))) }
     }
 
     public func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
-        if flags.handlerTasks[id] != nil { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
+        if refs.flags.handlerTasks[id] != nil { enqueue(.event(id, .retry(failedAttempt, failure, delay))) }
         // A shard that passed on its second try is worth a line.
         logger.info("attempt \(failedAttempt) failed, retrying in \(Self.seconds(delay)): \(Self.firstLine(failure.description))",
                     metadata: ["task": "\(engine.name(id))", "attempt": "\(failedAttempt)"])
@@ -190,12 +190,12 @@ extension LuaRuntime: EngineObserver {
     }
 
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        if flags.handlerTasks[id] != nil { enqueue(.event(id, .finish)) }
+        if refs.flags.handlerTasks[id] != nil { enqueue(.event(id, .finish)) }
         // The body may still be needed by followers of shared work: drop the
         // Lua parts only once the work itself has ended.
         let work = workOf(id)
         if engine.isWorkFinished(work), !engine.isGroupOrSchedule(work) { dropParts(work) }
-        if engine === self.engine, engine.isEphemeral(id), outcome.state != .failed, flags.handlerTasks[id] == nil {
+        if engine === self.engine, engine.isEphemeral(id), outcome.state != .failed, refs.flags.handlerTasks[id] == nil {
             // A finished `every` instance: free it once this finish is delivered.
             enqueue(.call { [unowned self] in
                 self.dropAllParts(id)

@@ -112,9 +112,13 @@ extension LuaRuntime {
         return "[" + String(decoding: out, as: UTF8.self) + "]"
     }
 
-    /// Task `id`'s derived identity (occurrence 0: it has none; -1: it is
-    /// counted by whoever takes `takeAddedIdentities`).
-    public func derivedIdentity(of id: TaskID) -> (hash: UInt64, occurrence: Int) { identities.derivedAsCounted(id) }
+    /// Task `id`'s derived identity, if its journal entry can be plain (it
+    /// has one, and no tags): occurrence 0 otherwise; -1 when it is counted
+    /// by whoever takes `takeAddedIdentities`. One call per finished task.
+    public func plainIdentity(of id: TaskID) -> (hash: UInt64, occurrence: Int) {
+        guard refs.flags.tagged[id] == nil else { return (0, 0) }
+        return identities.derivedAsCounted(id)
+    }
 
     /// Lets the caller count derived identities' occurrences (a journal's
     /// writer thread, from `takeAddedIdentities`): the run's thread then

@@ -15,10 +15,10 @@ extension LuaRuntime {
         store(p.tags, in: refs.tags, id, L)
         store(p.predicate, in: refs.predicates, id, L)
         if p.predicate != 0 {
-            flags.hasPredicate[id] = true
+            refs.flags.hasPredicate[id] = true
             spec.retryWhen = predicate(for: id)
         }
-        if p.tags != 0 { flags.tagged[id] = true }
+        if p.tags != 0 { refs.flags.tagged[id] = true }
     }
 
     /// Copies the Lua parts of task `from` to task `to` (a schedule's
@@ -30,13 +30,13 @@ extension LuaRuntime {
             lua_rawseti(L, -2, lua_Integer(to))
             tasker_pop(L, 1)
         }
-        if flags.hasPredicate[from] != nil {
-            flags.hasPredicate[to] = true
+        if refs.flags.hasPredicate[from] != nil {
+            refs.flags.hasPredicate[to] = true
             spec.retryWhen = predicate(for: to)
         } else {
             spec.retryWhen = nil
         }
-        if flags.tagged[from] != nil { flags.tagged[to] = true }
+        if refs.flags.tagged[from] != nil { refs.flags.tagged[to] = true }
     }
 
     private func store(_ index: Int32, in table: Int32, _ id: TaskID, _ L: OpaquePointer) {
@@ -50,9 +50,9 @@ extension LuaRuntime {
     /// Forgets the Lua parts a finished task no longer needs.
     func dropParts(_ id: TaskID) {
         clear(refs.bodies, id)
-        if flags.hasPredicate[id] != nil {
+        if refs.flags.hasPredicate[id] != nil {
             clear(refs.predicates, id)
-            flags.hasPredicate[id] = nil
+            refs.flags.hasPredicate[id] = nil
         }
     }
 

@@ -97,11 +97,11 @@ public final class LuaRuntime {
     public var callbacks = RunCallbacks()
     /// Whether the main chunk raised (or the file did not load).
     public var mainChunkFailed: Bool { chunk.mainError != nil }
-    /// Which tasks have parts most have not (see `TaskFlags`).
-    var flags = TaskFlags()
     lazy var taskBody = LuaTaskBody(runtime: self)
-    /// Each task's identity across runs (kept by `tasker.add`'s module).
-    var identities: TaskIdentities { modules.tasker.identities }
+    /// Each task's identity across runs (see `TaskIdentities`). A `let`:
+    /// the journal reads it per task, and a computed path through the
+    /// module list cost a retain each time.
+    let identities = TaskIdentities()
     /// Modules that own their state (see `LuaModule`); kept as long as the
     /// state, since their functions hold them unretained.
     var modules = ModuleList()
@@ -136,6 +136,7 @@ public final class LuaRuntime {
             throw RuntimeError.setup(String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
         }
         lua = LuaStateHandle(L: L, record: crt)
+        identities.runtime = self
         tasker_runtime_set_owner(crt, Unmanaged.passUnretained(self).toOpaque(), LuaRuntime.onInterrupt)
         engine.observers.append(self)
         // A child that exits without reading what it is sent (a pipe to
@@ -411,6 +412,8 @@ struct Refs {
     var handleMeta: Int32 = 0
     var contextMeta: Int32 = 0
     var taskViewMeta: Int32 = 0
+    /// Which tasks have an entry in the rare tables (see `TaskFlags`).
+    var flags = TaskFlags()
 }
 
 /// Lets a signal handler on another thread stop runaway Lua code at once

@@ -5,8 +5,6 @@
 /// module at all: see `refs`).
 struct ModuleList {
     private(set) var all: [LuaModule] = []
-    /// `tasker.add` keeps each task's identity.
-    private(set) var tasker: TaskerModule!
     /// `tasker.exec`/`tasker.sh` keep the process groups and outputs.
     private(set) var exec: ExecModule!
     private(set) var hooks: HookModule!
@@ -18,7 +16,6 @@ struct ModuleList {
     mutating func add(_ m: LuaModule) {
         all.append(m)
         switch m {
-        case let m as TaskerModule: tasker = m
         case let m as ExecModule: exec = m
         case let m as HookModule: hooks = m
         case let m as HandleModule: handles = m

@@ -29,7 +29,7 @@ final class TaskIdentities {
     /// Tables whose content is bigger than this make a task unidentifiable.
     static let maxTableBytes = 64 << 10
 
-    /// Set once, by the module that owns this (`TaskerModule`).
+    /// Set once, by the runtime that owns this.
     unowned var runtime: LuaRuntime!
     /// Derived identities by task id (dense, like ids): the hash and the
     /// occurrence (0: none; `uncounted` while counted elsewhere); explicit

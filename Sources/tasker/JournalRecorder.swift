@@ -227,8 +227,8 @@ final class JournalRecorder: EngineObserver {
     private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64) -> PlainEntry? {
         guard case .succeeded(let value) = outcome, !f.hasExplicitName, !f.isReused, !f.isGroup,
               !f.isSchedule, !f.isEphemeral, !f.hasDependencies, extras.isEmpty || extras[id] == nil else { return nil }
-        let d = runtime.derivedIdentity(of: id)  // occurrence -1: the writer counts it
-        guard d.occurrence != 0, !runtime.hasTags(id) else { return nil }
+        let d = runtime.plainIdentity(of: id)  // occurrence -1: the writer counts it
+        guard d.occurrence != 0 else { return nil }
         var p = PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
                            occurrence: d.occurrence, added: f.added, started: f.started, ended: ended)
         switch value {

@@ -219,7 +219,7 @@ final class HandleModule: LuaModule {
         lua_pushvalue(L, function)
         lua_rawseti(L, -2, lua_Integer(s.rawLength(-2) + 1))
         s.pop(3)
-        rt.flags.handlerTasks[id] = true
+        rt.refs.flags.handlerTasks[id] = true
     }
 
     /// (state, value_or_err) for a finish handler.
@@ -277,7 +277,7 @@ final class HandleModule: LuaModule {
         if case .finish = event {
             lua_pushnil(L)
             lua_rawseti(L, base + 1, lua_Integer(id))
-            rt.flags.handlerTasks[id] = nil
+            rt.refs.flags.handlerTasks[id] = nil
         }
     }
 }

@@ -84,7 +84,7 @@ final class TaskViewModule: LuaModule {
             lua_rawgeti(L, tasker_registryindex(), lua_Integer(key == "args" ? rt.refs.args : rt.refs.tags))
             lua_pushvalue(L, 3)
             lua_rawseti(L, -2, lua_Integer(v.task))
-            if key == "tags" { rt.flags.tagged[v.task] = true }
+            if key == "tags" { rt.refs.flags.tagged[v.task] = true }
         default:
             return rt.usage(L, "t.\(key) cannot be set (a task has id, name, args, tags, priority, attempt)")
         }

@@ -13,13 +13,7 @@ final class TaskerModule: LuaModule {
     /// side table, and each retain of it then takes the slow path).
     unowned let runtime: LuaRuntime
 
-    /// Each task's identity across runs (see `TaskIdentities`).
-    let identities = TaskIdentities()
-
-    init(runtime: LuaRuntime) {
-        self.runtime = runtime
-        identities.runtime = runtime
-    }
+    init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let functions: [(String, tasker_SwiftFunction)] = [
         ("add", { L in TaskerModule.with(L!) { $0.add(L!, $0.runtime) } }),
@@ -65,7 +59,7 @@ final class TaskerModule: LuaModule {
             guard case .usage(let m) = error else { return TASKER_RAISE }
             return rt.usage(L, m)
         }
-        if let explicitID = parsed.explicitID, identities.isTaken(explicitID) {
+        if let explicitID = parsed.explicitID, rt.identities.isTaken(explicitID) {
             return rt.usage(L, "tasker.add: id '\(explicitID)' is already used by another task in this run (ids name tasks across runs, for --resume)")
         }
         let id = rt.engine.taskCount + 1
@@ -73,7 +67,7 @@ final class TaskerModule: LuaModule {
         if case .reaction? = rt.driver.current?.kind { spec.ownedByReaction = true }
         var reused: String?
         if rt.options.identify || parsed.explicitID != nil {
-            let entry = identities.record(id, explicitID: parsed.explicitID, name: parsed.spec.name,
+            let entry = rt.identities.record(id, explicitID: parsed.explicitID, name: parsed.spec.name,
                                              body: parsed.body, args: parsed.args, in: L,
                                              needOccurrence: !rt.options.reuse.isEmpty)
             if !rt.options.reuse.isEmpty, let text = entry.text { reused = rt.options.reuse[text] }
