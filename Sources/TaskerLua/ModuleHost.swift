@@ -6,8 +6,13 @@ import TaskerCore
 /// one way, the loop, waiting (suspend a caller, refuse where it cannot
 /// wait), the task engine, the task running now, the log, and the other
 /// modules. A module typed against this reaches nothing else of the
-/// runtime; `LogModule`, `SleepModule`, `JSONModule` and `FSModule` are,
-/// the others still hold the runtime itself.
+/// runtime: the libraries are (`LogModule`, `SleepModule`, `JSONModule`,
+/// `FSModule`). The modules that are the runtime's own machinery hold the
+/// runtime itself: the task API (`tasker`, handles, `ctx`, the task view,
+/// spec reading, which `http` shares), the hooks, `tasker.use` (reloads),
+/// `tasker.define` and the command's parameters and targets, which read
+/// the driver, the per-task tables and the main chunk's state. `exec` and
+/// `sh` still hold it too (they need little more than this surface).
 protocol ModuleHost: AnyObject {
     var loop: EventLoop { get }
     var engine: Engine { get }
