@@ -7,6 +7,9 @@ import TaskerCore
 struct RemoteTarget: Sendable {
     let destination: SSHDestination
     var acceptNewHostKeys = false
+    /// How `[task@host]` and an `ssh` error's `host` name it: a host
+    /// object's `name`, else the destination without its user.
+    var name: String
 }
 
 /// `tasker.exec`/`tasker.sh` with `host=`: the command runs through the
@@ -25,6 +28,7 @@ final class RemoteExecWait: FiberWait {
     private var answered = false
     private var timedOut = false
     private var stopping = false
+    private var holdsSession = false
     private var timer: LoopTimer?
     private var killTimer: LoopTimer?
     private var backstop: LoopTimer?
@@ -48,16 +52,34 @@ final class RemoteExecWait: FiberWait {
                 self.stopRemote()
             }
         }
-        ssh?.withMaster(target.destination, acceptNew: target.acceptNewHostKeys, loop: runtime.loop,
-                        groups: runtime.processGroups) { [weak self] failure in
+        ssh?.withMaster(target, loop: runtime.loop, groups: runtime.processGroups) { [weak self] failure in
             guard let self else { return }
-            if let failure { self.answer(.ssh(failure)) } else { self.runCommand() }
+            guard let failure else {
+                let dest = self.target.destination, ssh = self.ssh
+                ssh?.takeSession(dest) { [weak self, weak ssh] in
+                    // a session handed to a wait that is gone goes on to the next
+                    guard let self else { ssh?.releaseSession(dest); return }
+                    self.holdsSession = true
+                    self.runCommand()
+                }
+                return
+            }
+            // the master is shared: its failure named as this caller named the host
+            self.answer(.ssh(SSHFailure(code: failure.code, host: self.target.name, detail: failure.detail)))
         }
     }
 
-    /// The master is up: the command's own ssh, through it.
+    /// Gives the master's session back, once.
+    private func releaseSession() {
+        guard holdsSession else { return }
+        holdsSession = false
+        ssh?.releaseSession(target.destination)
+    }
+
+    /// The master is up and a session free: the command's own ssh, through it.
     private func runCommand() {
-        guard !answered, !stopping, let runtime, let ssh else { return }
+        guard !answered, !stopping, let runtime, let ssh else { return releaseSession() }
+        defer { if pid == 0 { releaseSession() } }
         let r = request, groups = runtime.processGroups
         let argv: [String]
         do {
@@ -95,6 +117,7 @@ final class RemoteExecWait: FiberWait {
 
     private func commandEnded(_ finished: ProcessReactor.Finished) {
         exited = true
+        releaseSession()
         killTimer?.cancel()
         backstop?.cancel()
         if timedOut { return answer(.local(.timedOut)) }
@@ -102,7 +125,7 @@ final class RemoteExecWait: FiberWait {
         let done = ExecOutcome.finished(code: finished.code, stdout: finished.stdout, stderr: finished.stderr)
         guard finished.code == 255, !answered, let runtime, let ssh else { return answer(.local(done)) }
         let dest = target.destination
-        if let failure = SSHFailure.classify(stderr: finished.stderr, host: dest.shown) {
+        if let failure = SSHFailure.classify(stderr: finished.stderr, host: target.name) {
             ssh.masterLost(dest)
             return answer(.ssh(failure))
         }
@@ -112,7 +135,7 @@ final class RemoteExecWait: FiberWait {
             guard let self else { return }
             if alive { return self.answer(.local(done)) }
             self.ssh?.masterLost(dest)
-            self.answer(.ssh(SSHFailure(code: .connect, host: dest.shown, detail: "the connection was lost while the command ran")))
+            self.answer(.ssh(SSHFailure(code: .connect, host: target.name, detail: "the connection was lost while the command ran")))
         }
     }
 
@@ -218,10 +241,13 @@ extension RemoteTarget {
         defer { s.pop() }
         let at = s.top
         var address = s.string(at)
+        var name: String?
         if s.type(at) == LUA_TTABLE {
             s.rawGet(at, "address")
             address = s.string(-1)
-            s.pop()
+            s.rawGet(at, "name")
+            name = s.string(-1)
+            s.pop(2)
         }
         guard s.type(at) != LUA_TNIL else {
             if s.boolean(acceptAt) { return .failure(SSHUsage(message: "option 'accept_new_host_keys' to '\(fn)' needs 'host'")) }
@@ -234,7 +260,7 @@ extension RemoteTarget {
             if let name = env.keys.sorted().first(where: { !RemoteCommand.isName($0) }) {
                 return .failure(SSHUsage(message: "bad option 'env' to '\(fn)' (on a host, '\(name)' is not a variable name a shell can set)"))
             }
-            return .success(RemoteTarget(destination: dest, acceptNewHostKeys: s.boolean(acceptAt)))
+            return .success(RemoteTarget(destination: dest, acceptNewHostKeys: s.boolean(acceptAt), name: name ?? dest.shown))
         }
     }
 }

@@ -126,7 +126,8 @@ final class ExecModule: LuaModule {
             }
         }
         if let remote {
-            r.label += "@" + remote.destination.shown
+            if let problem = runtime.module(SSHModule.self).configProblem() { return runtime.usage(L, problem) }
+            r.label += "@" + remote.name
             return runtime.suspend(L, .wait(RemoteExecWait(r, target: remote)))
         }
         return runtime.suspend(L, .wait(ExecWait(r)))

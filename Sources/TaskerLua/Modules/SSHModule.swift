@@ -57,6 +57,7 @@ final class SSHModule: LuaModule {
                 }
                 configFile = full
                 configured = true
+                envProblem = nil
             }
             if let accept = try o.read("accept_new_host_keys", "boolean", { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil }) {
                 acceptNewHostKeys = accept
@@ -90,11 +91,7 @@ final class SSHModule: LuaModule {
     /// its commands instead of hanging them.
     func options(acceptNew: Bool) throws(SSHSetupError) -> [String] {
         let dir = try runDirectory()
-        if !configured, let env = ProcessInfo.processInfo.environment["TASKER_SSH_CONFIG"], !env.isEmpty {
-            configured = true
-            configFile = resolve(env)
-            if configFile == nil { throw SSHSetupError(message: "TASKER_SSH_CONFIG names no regular file ('\(env)')") }
-        }
+        if let problem = configProblem() { throw SSHSetupError(message: problem) }
         if generatedConfig == nil || generatedConfig!.includes != configFile {
             let path = dir + "/config-\(UUID().uuidString.prefix(8))"
             let include = configFile.map { "Include \(Self.configWord($0))" } ?? "Include ~/.ssh/config /etc/ssh/ssh_config"
@@ -110,6 +107,20 @@ final class SSHModule: LuaModule {
                 "-o", "StrictHostKeyChecking=\(acceptNew || acceptNewHostKeys ? "accept-new" : "yes")",
                 "-o", "LogLevel=ERROR"]
     }
+
+    /// Why the config `TASKER_SSH_CONFIG` names cannot be used, read at the
+    /// first remote command unless `tasker.configure` named one (a usage
+    /// error at that command's line); nil when it is fine or not set.
+    func configProblem() -> String? {
+        if !configured, let env = ProcessInfo.processInfo.environment["TASKER_SSH_CONFIG"], !env.isEmpty {
+            configured = true
+            configFile = resolve(env)
+            envProblem = configFile == nil ? "TASKER_SSH_CONFIG names no regular file ('\(env)')" : nil
+        }
+        return envProblem
+    }
+
+    private var envProblem: String?
 
     /// A path as one word of ssh_config (quoted when it has blanks).
     private static func configWord(_ path: String) -> String {
@@ -135,8 +146,9 @@ final class SSHModule: LuaModule {
     /// it could not get one. The first caller opens it (`ssh -f -N`: its
     /// foreground part exits once logged in, or with ssh's reason); callers
     /// meanwhile wait for that outcome instead of racing to connect.
-    func withMaster(_ dest: SSHDestination, acceptNew: Bool, loop: EventLoop, groups: ProcessGroups,
+    func withMaster(_ target: RemoteTarget, loop: EventLoop, groups: ProcessGroups,
                     then: @escaping (SSHFailure?) -> Void) {
+        let dest = target.destination
         switch masters[dest] {
         case .open?:
             then(nil)
@@ -148,8 +160,8 @@ final class SSHModule: LuaModule {
             masters[dest] = .opening([then])
         }
         let argv: [String]
-        do { argv = try options(acceptNew: acceptNew) + ["-f", "-N"] + dest.arguments } catch {
-            opened(dest, SSHFailure(code: .connect, host: dest.shown, detail: error.message))
+        do { argv = try options(acceptNew: target.acceptNewHostKeys) + ["-f", "-N"] + dest.arguments } catch {
+            opened(dest, SSHFailure(code: .connect, host: target.name, detail: error.message))
             return
         }
         let me = LoopBound(self, loop: loop)
@@ -157,13 +169,13 @@ final class SSHModule: LuaModule {
             try SSHRun.start(argv, groups: groups, loop: loop) { finished in
                 me.loop.execute {
                     let failure = finished.code == 0 ? nil
-                        : SSHFailure.classify(stderr: finished.stderr, host: dest.shown)
-                          ?? SSHFailure(code: .connect, host: dest.shown, detail: SSHRun.lastLine(finished.stderr) ?? "ssh exited with \(finished.code)")
+                        : SSHFailure.classify(stderr: finished.stderr, host: target.name)
+                          ?? SSHFailure(code: .connect, host: target.name, detail: SSHRun.lastLine(finished.stderr) ?? "ssh exited with \(finished.code)")
                     me.value.opened(dest, failure)
                 }
             }
         } catch {
-            opened(dest, SSHFailure(code: .connect, host: dest.shown, detail: "cannot start ssh: \(error.message)"))
+            opened(dest, SSHFailure(code: .connect, host: target.name, detail: "cannot start ssh: \(error.message)"))
         }
     }
 
@@ -171,6 +183,38 @@ final class SSHModule: LuaModule {
         guard case .opening(let waiting)? = masters[dest] else { return }
         masters[dest] = failure == nil ? .open : nil
         for w in waiting { w(failure) }
+    }
+
+    /// Commands at once over one master: sshd's default `MaxSessions`;
+    /// past it a session is refused and ssh would open a connection of its
+    /// own (and say so on the command's stderr).
+    static let sessionsPerMaster = 10
+    private var sessions: [SSHDestination: (active: Int, waiting: [() -> Void])] = [:]
+
+    /// Calls `start` once a session of `dest`'s master is free; whoever is
+    /// started holds it until `releaseSession` (also if it does not run).
+    func takeSession(_ dest: SSHDestination, _ start: @escaping () -> Void) {
+        var entry = sessions[dest] ?? (0, [])
+        if entry.active < Self.sessionsPerMaster {
+            entry.active += 1
+            sessions[dest] = entry
+            start()
+        } else {
+            entry.waiting.append(start)
+            sessions[dest] = entry
+        }
+    }
+
+    func releaseSession(_ dest: SSHDestination) {
+        guard var entry = sessions[dest] else { return }
+        if entry.waiting.isEmpty {
+            entry.active -= 1
+            sessions[dest] = entry.active == 0 ? nil : entry
+        } else {
+            let next = entry.waiting.removeFirst()
+            sessions[dest] = entry
+            next()
+        }
     }
 
     /// The master of `dest` is gone (a command saw the connection drop):
@@ -193,8 +237,8 @@ final class SSHModule: LuaModule {
     /// Closes every master (`ssh -O exit`, waited for briefly) and removes
     /// the directory.
     func runEnded() {
-        for (dest, state) in masters {
-            guard case .open = state, let argv = try? options(acceptNew: false) + ["-O", "exit"] + dest.arguments else { continue }
+        for dest in masters.keys {
+            guard let argv = try? options(acceptNew: false) + ["-O", "exit"] + dest.arguments else { continue }
             SSHRun.runBriefly(argv)
         }
         masters = [:]
