@@ -176,8 +176,11 @@ public final class SSHTestHosts: Sendable {
 
     /// An ssh_config for these hosts, with `knownHosts` as the known hosts
     /// (a test may give a file of its own: a changed key, none at all) and
-    /// `identity` as the key.
-    public func configText(knownHosts: String, identity: String? = nil) -> String {
+    /// `identity` as the key. Keep-alives every `alive` seconds, the
+    /// connection given up after `aliveCount` unanswered (lenient by
+    /// default: a loaded machine must not drop a master; a test that takes
+    /// a host down asks for less).
+    public func configText(knownHosts: String, identity: String? = nil, alive: Int = 2, aliveCount: Int = 5) -> String {
         hosts.map { h in
             """
             Host \(h.name)
@@ -189,9 +192,9 @@ public final class SSHTestHosts: Sendable {
               UserKnownHostsFile \(knownHosts)
               GlobalKnownHostsFile /dev/null
               StrictHostKeyChecking yes
-              ConnectTimeout 3
-              ServerAliveInterval 1
-              ServerAliveCountMax 2
+              ConnectTimeout 5
+              ServerAliveInterval \(alive)
+              ServerAliveCountMax \(aliveCount)
 
             """
         }.joined()

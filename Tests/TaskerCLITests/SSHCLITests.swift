@@ -26,6 +26,36 @@ struct SSHCLITests {
         #expect(!r.stderr.contains("s3cr3t-over-ssh"))
     }
 
+    /// Ctrl-C cancels the running remote commands: once tasker has exited,
+    /// none of them (nor their children) runs on its host.
+    @Test func anInterruptedRunLeavesNoRemoteProcess() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let s = try Scratch([:])
+        defer { s.cleanup() }
+        let dir = s.dir.path
+        try """
+            for i, h in ipairs{"h2", "h3"} do
+              tasker.add{name = "long " .. h, run = function()
+                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 43" .. i .. " & sleep 44" .. i, {host = h})
+              end}
+            end
+            tasker.add(function()
+              while not (fs.exists("\(dir)/started-h2") and fs.exists("\(dir)/started-h3")) do tasker.sleep(0.02) end
+              print("both started"); io.stdout:flush()
+            end)
+            """.write(toFile: dir + "/p.lua", atomically: true, encoding: .utf8)
+        let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
+        #expect(await run.waitFor("both started"))
+        // the hosts share this machine's processes (namespaces of the network only)
+        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[34][12]$/) { n++ } END { print n + 0 }'"
+        let before = SSHTestHosts.run("/bin/sh", ["-c", count]).1
+        run.signal(SIGINT)
+        let r = await run.finish()
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(before == "4\n")
+        #expect(SSHTestHosts.run("/bin/sh", ["-c", count]).1 == "0\n")
+    }
+
     @Test func aMissingConfigNamedByTheEnvironmentIsAClearError() async throws {
         let s = try Scratch(["p.lua": "local ok, e = pcall(function() tasker.sh('true', {host = 'h1'}) end); print(e.kind, e.where, e.message)"])
         defer { s.cleanup() }

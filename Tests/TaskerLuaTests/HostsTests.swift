@@ -61,6 +61,20 @@ import Testing
         ])
     }
 
+    /// A FIFO or a directory named as the inventory is refused at once
+    /// (reading a FIFO would block the run).
+    @Test func anInventoryThatIsNotARegularFileIsRefused() async throws {
+        let r = try await runLua("""
+            local dir = debug.getinfo(1, "S").source:match("^@(.*)/")
+            tasker.exec{"mkfifo", dir .. "/fifo.ini"}
+            for _, p in ipairs{dir .. "/fifo.ini", dir} do
+              local ok, e = pcall(tasker.hosts, p)
+              print(e.kind, e.message:sub(-#"': not a regular file"))
+            end
+            """)
+        #expect(r.lines == ["usage\t': not a regular file", "usage\t': not a regular file"])
+    }
+
     @Test func aHostOptionThatIsNotAHostIsAUsageError() async throws {
         let r = try await runLua("""
             local function try(...) local ok, e = pcall(...); print(e.kind, e.message) end
