@@ -164,6 +164,11 @@ final class RemoteExecWait: FiberWait {
                 s.rawSet(-2, "code")
                 s.push(f.host)
                 s.rawSet(-2, "host")
+                // a refused key or host key stays refused: a task's retry skips it
+                if f.code == .auth || f.code == .hostkey {
+                    s.push(true)
+                    s.rawSet(-2, "permanent")
+                }
                 return 2
             })
         }

@@ -209,7 +209,11 @@ public final class SSHTestHosts: Sendable {
 
     /// Stops every sshd (and what runs under it) and removes the namespaces and files.
     public func destroy() {
-        for pid in pids where pid > 0 { kill(pid, SIGTERM) }
+        // only if it is still our sshd (a pid is reused once its process is gone)
+        for pid in pids where pid > 0 {
+            let cmdline = (try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)) ?? ""
+            if cmdline.contains(dir) { kill(pid, SIGTERM) }
+        }
         for ns in namespaceNames {
             // whatever a test left running on the host
             let (_, out) = Self.run("/usr/sbin/ip", ["netns", "pids", ns])
@@ -218,6 +222,23 @@ public final class SSHTestHosts: Sendable {
         }
         for h in hosts { if let link = h.link { _ = Self.run("/usr/sbin/ip", ["link", "del", link]) } }
         try? FileManager.default.removeItem(atPath: dir)
+        Self.removeStaleGroupFiles()
+    }
+
+    /// The hosts share this machine's /tmp: the files where remote commands
+    /// keep their process group (tasker removes them as a command ends) are
+    /// left by commands killed with their host. Those whose group is gone go.
+    private static func removeStaleGroupFiles() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/tmp") else { return }
+        for name in names where name.hasPrefix(".tasker-") && name.hasSuffix(".pgid") {
+            let path = "/tmp/" + name
+            let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+            // alive: its leader is there and not a zombie (nothing reaps orphans in some containers)
+            if let pgid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)),
+               let stat = try? String(contentsOfFile: "/proc/\(pgid)/stat", encoding: .utf8),
+               let close = stat.lastIndex(of: ")"), !stat[close...].hasPrefix(") Z") { continue }
+            try? FileManager.default.removeItem(atPath: path)
+        }
     }
 
     /// Namespaces and files of test processes that are gone (killed before

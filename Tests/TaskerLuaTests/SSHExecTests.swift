@@ -225,14 +225,14 @@ struct SSHExecTests {
             local function try(config, opts)
               tasker.configure{ssh_config = "\(dir)/" .. config}
               local ok, e = pcall(tasker.sh, "echo on-host", opts)
-              if ok then print("ok", e.stdout) else print(e.kind, e.code, e.host, e.message:match("^ssh: ") ~= nil) end
+              if ok then print("ok", e.stdout) else print(e.kind, e.code, e.host, e.message:match("^ssh: ") ~= nil, e.permanent) end
             end
             try("changed_config", {host = "h1"})
             try("empty_config", {host = "h1"})
             try("stranger_config", {host = "h2"})
             try("empty_config", {host = "h3", accept_new_host_keys = true})
             """)
-        #expect(r.lines == ["ssh\thostkey\th1\ttrue", "ssh\thostkey\th1\ttrue", "ssh\tauth\th2\ttrue", "ok\ton-host", ""],
+        #expect(r.lines == ["ssh\thostkey\th1\ttrue\ttrue", "ssh\thostkey\th1\ttrue\ttrue", "ssh\tauth\th2\ttrue\ttrue", "ok\ton-host", ""],
                 "\(r.diagnostics)")
         // trust on first use wrote the key it accepted
         let known = (try? String(contentsOfFile: dir + "/empty", encoding: .utf8)) ?? ""
