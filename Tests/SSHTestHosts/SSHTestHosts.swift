@@ -180,7 +180,8 @@ public final class SSHTestHosts: Sendable {
     /// connection given up after `aliveCount` unanswered (lenient by
     /// default: a loaded machine must not drop a master; a test that takes
     /// a host down asks for less).
-    public func configText(knownHosts: String, identity: String? = nil, alive: Int = 2, aliveCount: Int = 5) -> String {
+    public func configText(knownHosts: String, identity: String? = nil, alive: Int = 2, aliveCount: Int = 5,
+                           connectTimeout: Int = 5) -> String {
         hosts.map { h in
             """
             Host \(h.name)
@@ -192,7 +193,7 @@ public final class SSHTestHosts: Sendable {
               UserKnownHostsFile \(knownHosts)
               GlobalKnownHostsFile /dev/null
               StrictHostKeyChecking yes
-              ConnectTimeout 5
+              ConnectTimeout \(connectTimeout)
               ServerAliveInterval \(alive)
               ServerAliveCountMax \(aliveCount)
 

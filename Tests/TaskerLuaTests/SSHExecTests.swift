@@ -147,8 +147,8 @@ struct SSHExecTests {
         let config = own.dir + "/both_config"
         let known = own.dir + "/both_known"
         try (own.hosts[0].hostKeyLine + "\n" + fleet.hosts[0].hostKeyLine + "\n").write(toFile: known, atomically: true, encoding: .utf8)
-        let text = own.configText(knownHosts: known, alive: 1, aliveCount: 2).replacingOccurrences(of: "Host h1", with: "Host down")
-            + fleet.configText(knownHosts: known, alive: 1, aliveCount: 2).components(separatedBy: "\n\n").first! + "\n"
+        let text = own.configText(knownHosts: known, alive: 1, aliveCount: 2, connectTimeout: 2).replacingOccurrences(of: "Host h1", with: "Host down")
+            + fleet.configText(knownHosts: known, alive: 1, aliveCount: 2, connectTimeout: 2).components(separatedBy: "\n\n").first! + "\n"
         try text.write(toFile: config, atomically: true, encoding: .utf8)
         let marker = "/tmp/tk-ssh-down-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: marker) }

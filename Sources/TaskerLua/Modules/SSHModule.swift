@@ -95,7 +95,7 @@ final class SSHModule: LuaModule {
         if generatedConfig == nil || generatedConfig!.includes != configFile {
             let path = dir + "/config-\(UUID().uuidString.prefix(8))"
             let include = configFile.map { "Include \(Self.configWord($0))" } ?? "Include ~/.ssh/config /etc/ssh/ssh_config"
-            let text = "\(include)\nHost *\n  ConnectTimeout 10\n  ServerAliveInterval 5\n  ServerAliveCountMax 3\n"
+            let text = "\(include)\nHost *\n  ConnectTimeout 10\n  ServerAliveInterval 3\n  ServerAliveCountMax 3\n"
             guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
                 throw SSHSetupError(message: "cannot write ssh's config in '\(dir)'")
             }
