@@ -7,7 +7,7 @@
 ---@field message string
 ---@field where? string   # "file:line" of the call, for usage errors
 ---@field code? integer|string   # exec: the exit code; ssh: "connect"|"auth"|"hostkey"|"timeout"
----@field host? string    # ssh: the host that could not be reached
+---@field host? string    # ssh: the host that could not be reached; exec/timeout on a host: that host
 ---@field stderr? string  # exec: what the program wrote to stderr
 ---@field path? string    # fs: the path the operation failed on
 

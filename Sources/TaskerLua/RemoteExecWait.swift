@@ -154,7 +154,16 @@ final class RemoteExecWait: FiberWait {
         let exec = runtime.module(ExecModule.self)
         switch outcome {
         case .local(let o):
-            runtime.finishWait(fiber, .push { [unowned exec] co in exec.pushExec(o, r, onto: co) })
+            let host = target.name
+            runtime.finishWait(fiber, .push { [unowned exec] co in
+                let n = exec.pushExec(o, r, onto: co)
+                // an exec or timeout error says which host, as an ssh error does
+                if lua_toboolean(co, -2) == 0 && lua_type(co, -1) == LUA_TTABLE {
+                    LuaStack(co).push(host)
+                    LuaStack(co).rawSet(-2, "host")
+                }
+                return n
+            })
         case .ssh(let f):
             runtime.finishWait(fiber, .push { [unowned runtime] co in
                 lua_pushboolean(co, 0)

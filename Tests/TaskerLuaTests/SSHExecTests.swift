@@ -38,7 +38,7 @@ struct SSHExecTests {
             print(tasker.exec{"printf", "%s", hostile, host = "h1", cwd = "/"}.stdout == hostile,
                   tasker.sh("printf '%s' \\"$V\\"", {host = "h1", env = {V = hostile}}).stdout == hostile)
             local ok, e = pcall(tasker.sh, "echo broken >&2; exit 3", {host = "h2"})
-            print(ok, e.kind, e.code, e.stderr:match("broken\\n$"))
+            print(ok, e.kind, e.code, e.host, e.stderr:match("broken\\n$"))
             print(tasker.sh("exit 255", {host = "h2", check = false}).code)
             """)
         let expected = fleet.hosts.map { h in
@@ -47,7 +47,7 @@ struct SSHExecTests {
         if fleet.namespaces {
             #expect(Array(r.lines.prefix(fleet.hosts.count)) == expected)
         }
-        #expect(Array(r.lines.suffix(8)) == ["0\ttrue\ta b", "$HOME", "it's", "", "true\ttrue", "false\texec\t3\tbroken", "", "255"])
+        #expect(Array(r.lines.suffix(8)) == ["0\ttrue\ta b", "$HOME", "it's", "", "true\ttrue", "false\texec\t3\th2\tbroken", "", "255"])
         #expect(!FileManager.default.fileExists(atPath: "/tmp/tk-pwned"))
         #expect(r.exitCode == 0, "\(r.diagnostics)")
     }
@@ -109,7 +109,7 @@ struct SSHExecTests {
             print("control", seen)
             local t0 = tasker.now()
             local ok, e = pcall(tasker.sh, "sleep 417 & sleep 418; echo never", {host = "h3", timeout = 0.5})
-            print(ok, e.kind, tasker.now() - t0 < 8)
+            print(ok, e.kind, e.host, tasker.now() - t0 < 8)
             -- answered once the remote group is gone: nothing to wait for
             print(leftovers("h3", "sleep 417"), leftovers("h3", "sleep 418"))
             local h = tasker.add{name = "long", run = function()
@@ -128,7 +128,7 @@ struct SSHExecTests {
         #expect(r.lines.count == 5, "\(r.lines) \(r.diagnostics) \(r.result.mainError ?? "")")
         let lines = r.lines + Array(repeating: "", count: 5)
         #expect(lines[0] == "control\t1")
-        #expect(lines[1] == "false\ttimeout\ttrue")
+        #expect(lines[1] == "false\ttimeout\th3\ttrue")
         #expect(lines[2] == "0\t0")
         #expect(lines[3].hasPrefix("false\tcancelled") || lines[3].hasPrefix("false"), "\(lines[3])")
         #expect(lines[4] == "0")
