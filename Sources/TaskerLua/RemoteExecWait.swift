@@ -7,8 +7,8 @@ import TaskerCore
 struct RemoteTarget: Sendable {
     let destination: SSHDestination
     var acceptNewHostKeys = false
-    /// How `[task@host]` and an `ssh` error's `host` name it: a host
-    /// object's `name`, else the destination without its user.
+    /// How `[task@host]` and an error's `host` name it: a host object's
+    /// `name`, else the string as given.
     var name: String
 }
 
@@ -274,7 +274,7 @@ extension RemoteTarget {
             if let name = env.keys.sorted().first(where: { !RemoteCommand.isName($0) }) {
                 return .failure(SSHUsage(message: "bad option 'env' to '\(fn)' (on a host, '\(name)' is not a variable name a shell can set)"))
             }
-            return .success(RemoteTarget(destination: dest, acceptNewHostKeys: s.boolean(acceptAt), name: name ?? dest.shown))
+            return .success(RemoteTarget(destination: dest, acceptNewHostKeys: s.boolean(acceptAt), name: name ?? address))
         }
     }
 }
