@@ -56,6 +56,27 @@ struct SSHCLITests {
         #expect(SSHTestHosts.run("/bin/sh", ["-c", count]).1 == "0\n")
     }
 
+    /// examples/fleet_df.lua over an inventory of the test hosts and one that refuses connections.
+    @Test func theFleetDiskExampleNamesTheUnreachableHost() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let example = root.appendingPathComponent("examples/fleet_df.lua").path
+        let s = try Scratch(["inv.ini": "[web]\nh1\nh2\n[db]\nh3\ngone ansible_host=127.0.0.1 ansible_port=1\n"])
+        defer { s.cleanup() }
+        let env = "TASKER_SSH_CONFIG='\(fleet.configFile)'"
+        let all = try await shell("\(env) $TASKER run --no-progress --var inventory=inv.ini --var max_percent=101 '\(example)'", in: s.dir)
+        let lines = all.stdout.split(separator: "\n").map(String.init)
+        #expect(all.status == 1, "\(all.stderr)")
+        #expect(lines.count == 4)
+        for (i, name) in ["h1", "h2", "h3"].enumerated() where i < lines.count {
+            #expect(lines[i].range(of: "^\(name) +[0-9]+%$", options: .regularExpression) != nil, "\(lines[i])")
+        }
+        #expect(lines.last?.range(of: "^gone +unreachable \\(connect\\)$", options: .regularExpression) != nil, "\(all.stdout)")
+        let web = try await shell("\(env) $TASKER run --no-progress --var inventory=inv.ini --var group=web '\(example)'", in: s.dir)
+        #expect(web.status == 0, "\(web.stderr)")
+        #expect(web.stdout.split(separator: "\n").count == 2)
+    }
+
     @Test func aMissingConfigNamedByTheEnvironmentIsAClearError() async throws {
         let s = try Scratch(["p.lua": "local ok, e = pcall(function() tasker.sh('true', {host = 'h1'}) end); print(e.kind, e.where, e.message)"])
         defer { s.cleanup() }
