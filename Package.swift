@@ -86,14 +86,16 @@ let package = Package(
         .testTarget(name: "TaskerJournalTests", dependencies: ["TaskerJournal", "TaskerCore"]),
         // A real PostgreSQL for the tests (initdb in a temp dir).
         .target(name: "PostgresTestServer", path: "Tests/PostgresTestServer"),
+        // Real sshd hosts for the tests (network namespaces as root).
+        .target(name: "SSHTestHosts", path: "Tests/SSHTestHosts"),
         .testTarget(name: "TaskerQueueTests", dependencies: ["TaskerQueue", "TaskerCore", "PostgresTestServer"]),
-        .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore",
+        .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore", "SSHTestHosts",
                                                            .product(name: "Logging", package: "swift-log"),
                                                            .product(name: "NIOCore", package: "swift-nio"),
                                                            .product(name: "NIOPosix", package: "swift-nio"),
                                                            .product(name: "NIOHTTP1", package: "swift-nio"),
                                                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
-        .testTarget(name: "TaskerCLITests", dependencies: ["PostgresTestServer"]),
+        .testTarget(name: "TaskerCLITests", dependencies: ["PostgresTestServer", "SSHTestHosts"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -3,10 +3,11 @@
 -- Lua language server at this folder (see the README's .luarc.json).
 
 ---@class tasker.Error
----@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"fs"|"interceptor"|"reactor"|"usage"|"deadlock"|"lost"
+---@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"fs"|"ssh"|"interceptor"|"reactor"|"usage"|"deadlock"|"lost"
 ---@field message string
 ---@field where? string   # "file:line" of the call, for usage errors
----@field code? integer   # exec: the exit code
+---@field code? integer|string   # exec: the exit code; ssh: "connect"|"auth"|"hostkey"|"timeout"
+---@field host? string    # ssh: the host that could not be reached; exec/timeout on a host: that host
 ---@field stderr? string  # exec: what the program wrote to stderr
 ---@field path? string    # fs: the path the operation failed on
 
@@ -98,6 +99,15 @@ function Handle:on(event, fn) end
 ---@field stderr string
 ---@field ok boolean
 
+---@class tasker.Host  # from tasker.hosts; usable as host=
+---@field name string
+---@field address string  # [user@]host[:port]
+---@field vars table<string, string>
+---@field groups string[]  # sorted, without "all"
+
+---@class tasker.Inventory: tasker.Host[]
+---@field group fun(self: tasker.Inventory, name: string): tasker.Inventory
+
 ---@class tasker
 ---@field args string[]              # the words after the script on the command line
 ---@field vars table<string, string> # from --var key=value
@@ -165,13 +175,21 @@ function tasker.intercept(spec) end
 function tasker.react(spec) end
 ---@param path string  # relative to the pipeline's directory
 function tasker.use(path) end
----@param command (string|number)[]|{cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean, stream?: boolean}
+---@param command (string|number)[]|{cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean, stream?: boolean, host?: string|tasker.Host, accept_new_host_keys?: boolean}
 ---@return tasker.ExecResult
 function tasker.exec(command) end
 ---@param command string
----@param opts? {cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean, stream?: boolean}
+---@param opts? {cwd?: string, env?: table<string, string>, stdin?: string, timeout?: number, check?: boolean, stream?: boolean, host?: string|tasker.Host, accept_new_host_keys?: boolean}
 ---@return tasker.ExecResult
 function tasker.sh(command, opts) end
+---An inventory (Ansible INI file, beside the pipeline or from the current directory, or a table) as host objects; with `group`, that group's hosts.
+---@param source string|table
+---@param group? string|{group: string}
+---@return tasker.Inventory
+function tasker.hosts(source, group) end
+---Run-wide settings: `ssh_config` (passed as `ssh -F`; else TASKER_SSH_CONFIG, else the user's own), `accept_new_host_keys` (trust on first use).
+---@param opts {ssh_config?: string, accept_new_host_keys?: boolean}
+function tasker.configure(opts) end
 
 ---@class json
 ---@field null lightuserdata  # JSON null

@@ -29,7 +29,8 @@ extension LuaRuntime {
         for module: LuaModule in [ShellModule(runtime: self), LogModule(host: self), JSONModule(host: self),
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
                                   SleepModule(host: self), FSModule(host: self), DefineModule(runtime: self),
-                                  HookModule(runtime: self), CommandModule(runtime: self)] {
+                                  HookModule(runtime: self), CommandModule(runtime: self),
+                                  HostsModule(host: self), SSHModule(host: self)] {
             modules.add(module)
             module.install(in: self)
         }

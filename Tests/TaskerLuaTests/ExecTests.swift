@@ -133,7 +133,7 @@ import Testing
             "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})",
             "bad element #2 in 'tasker.exec' command (string expected, got table)",
             "bad option 'timeout' to 'tasker.exec' (positive number expected, got -1)",
-            "unknown option 'shell' to 'tasker.exec' (known: check, cwd, env, stdin, stream, timeout)",
+            "unknown option 'shell' to 'tasker.exec' (known: accept_new_host_keys, check, cwd, env, host, stdin, stream, timeout)",
             "bad argument #1 to 'tasker.sh' (string expected, got number)",
         ])
     }

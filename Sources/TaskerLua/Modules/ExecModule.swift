@@ -27,7 +27,7 @@ final class ExecModule: LuaModule {
     /// `tasker.exec` and `tasker.sh`, added to the `tasker` table.
     func install(in runtime: LuaRuntime) { addToTaskerTable(Self.functions, in: runtime.L) }
 
-    static let options: Set<String> = ["cwd", "env", "stdin", "timeout", "check", "stream"]
+    static let options: Set<String> = ["cwd", "env", "stdin", "timeout", "check", "stream", "host", "accept_new_host_keys"]
 
     func exec(_ L: OpaquePointer) -> Int32 {
         if lua_type(L, 1) == LUA_TSTRING, let line = LuaStack(L).string(1) {
@@ -80,6 +80,7 @@ final class ExecModule: LuaModule {
     /// Reads the options from the table at `options` (0: none) and waits.
     private func execute(_ L: OpaquePointer, argv: [String], options t: Int32, fn: String) -> Int32 {
         var r = ExecRequest(argv: argv)
+        var remote: RemoteTarget?
         if t != 0 {
             let s = LuaStack(L)
             let o = OptionReader(L: L, table: t, function: fn, known: ExecModule.options)
@@ -112,6 +113,10 @@ final class ExecModule: LuaModule {
             } catch {
                 return runtime.usage(L, error.text)
             }
+            switch RemoteTarget.read(L, options: t, fn: fn, env: r.env) {
+            case .success(let target): remote = target
+            case .failure(let bad): return runtime.usage(L, bad.message)
+            }
         }
         if let status = runtime.cannotWait(L, fn) { return status }
         r.task = runtime.driver.current?.taskID
@@ -124,6 +129,11 @@ final class ExecModule: LuaModule {
             r.streamSink = { line in
                 sink(TerminalText.escape(line.hasSuffix("\r") ? String(line.dropLast()) : line))
             }
+        }
+        if let remote {
+            if let problem = runtime.module(SSHModule.self).configProblem() { return runtime.usage(L, problem) }
+            r.label += "@" + remote.name
+            return runtime.suspend(L, .wait(RemoteExecWait(r, target: remote)))
         }
         return runtime.suspend(L, .wait(ExecWait(r)))
     }

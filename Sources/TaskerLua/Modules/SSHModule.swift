@@ -1,0 +1,253 @@
+import CLua
+import CLuaShim
+import Foundation
+import TaskerCore
+
+/// Hosts over SSH, through the system OpenSSH client (`host=` on
+/// `tasker.exec`/`tasker.sh`; see RemoteExecWait). Owns what a run shares
+/// across remote commands: `tasker.configure{ssh_config=, accept_new_host_keys=}`
+/// (or `TASKER_SSH_CONFIG`), the run's private 0700 directory of control
+/// sockets, and one master connection per destination, opened by the first
+/// command to it (the others wait for it) and closed with `ssh -O exit`
+/// when the run ends. Loop-confined.
+final class SSHModule: LuaModule {
+    unowned let host: any ModuleHost
+    private var scriptDirectory: () -> String = { "." }
+    /// The user's ssh_config (absolute), nil: their own ~/.ssh/config.
+    private(set) var configFile: String?
+    private var configured = false
+    var acceptNewHostKeys = false
+    /// The run's directory (0700): control sockets and the config tasker
+    /// passes with -F; made at the first remote command.
+    private var dir: String?
+    private var generatedConfig: (path: String, includes: String?)?
+    private var masters: [SSHDestination: Master] = [:]
+
+    /// A destination's master: being opened (with the commands waiting for
+    /// it) or open.
+    private enum Master {
+        case opening([(SSHFailure?) -> Void])
+        case open
+    }
+
+    /// Idle time after which a master left behind (tasker killed) exits.
+    static let persist = "60"
+
+    init(host: any ModuleHost) { self.host = host }
+
+    static let functions: [(String, tasker_SwiftFunction)] = [
+        ("configure", { L in SSHModule.this(L!).configure(L!) }),
+    ]
+
+    func install(in runtime: LuaRuntime) {
+        scriptDirectory = { [unowned runtime] in runtime.chunk.scriptDirectory }
+        addToTaskerTable(Self.functions, in: runtime.L)
+    }
+
+    /// `tasker.configure{ssh_config=PATH, accept_new_host_keys=bool}`.
+    func configure(_ L: OpaquePointer) -> Int32 {
+        guard lua_type(L, 1) == LUA_TTABLE else { return host.argError(L, "tasker.configure", 1, "table") }
+        let s = LuaStack(L)
+        let o = OptionReader(L: L, table: 1, function: "tasker.configure", known: ["ssh_config", "accept_new_host_keys"])
+        if let message = o.unknownOption() { return host.usage(L, message) }
+        do {
+            if let path = try o.read("ssh_config", "string", { s.string($0) }) {
+                guard let full = resolve(path) else {
+                    return host.usage(L, "bad option 'ssh_config' to 'tasker.configure' (no regular file '\(path)')")
+                }
+                configFile = full
+                configured = true
+                envProblem = nil
+            }
+            if let accept = try o.read("accept_new_host_keys", "boolean", { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil }) {
+                acceptNewHostKeys = accept
+            }
+        } catch {
+            return host.usage(L, error.text)
+        }
+        return 0
+    }
+
+    /// `path` as an absolute path to a regular file (a relative one beside
+    /// the pipeline first, then from the current directory), or nil.
+    private func resolve(_ path: String) -> String? {
+        let cwd = FileManager.default.currentDirectoryPath
+        let candidates = path.hasPrefix("/") ? [path] : [scriptDirectory() + "/" + path, cwd + "/" + path]
+        for c in candidates {
+            var st = stat()
+            if stat(c, &st) == 0, st.st_mode & S_IFMT == S_IFREG {
+                return c.hasPrefix("/") ? c : cwd + "/" + c
+            }
+        }
+        return nil
+    }
+
+    // MARK: ssh's command line
+
+    /// ssh's options for every command of the run. The -F file tasker
+    /// writes includes the user's config first (its values win: ssh keeps
+    /// the first it reads), then defaults for what a fleet needs: a connect
+    /// timeout, and keep-alives, so a host that vanishes mid-command fails
+    /// its commands instead of hanging them.
+    func options(acceptNew: Bool) throws(SSHSetupError) -> [String] {
+        let dir = try runDirectory()
+        if let problem = configProblem() { throw SSHSetupError(message: problem) }
+        if generatedConfig == nil || generatedConfig!.includes != configFile {
+            let path = dir + "/config-\(UUID().uuidString.prefix(8))"
+            let include = configFile.map { "Include \(Self.configWord($0))" } ?? "Include ~/.ssh/config /etc/ssh/ssh_config"
+            let text = "\(include)\nHost *\n  ConnectTimeout 10\n  ServerAliveInterval 3\n  ServerAliveCountMax 3\n"
+            guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600]) else {
+                throw SSHSetupError(message: "cannot write ssh's config in '\(dir)'")
+            }
+            generatedConfig = (path, configFile)
+        }
+        return ["ssh", "-F", generatedConfig!.path, "-T",
+                "-o", "BatchMode=yes",
+                "-o", "ControlMaster=auto", "-o", "ControlPath=\(dir)/%C", "-o", "ControlPersist=\(Self.persist)",
+                "-o", "StrictHostKeyChecking=\(acceptNew || acceptNewHostKeys ? "accept-new" : "yes")",
+                "-o", "LogLevel=ERROR"]
+    }
+
+    /// Why the config `TASKER_SSH_CONFIG` names cannot be used, read at the
+    /// first remote command unless `tasker.configure` named one (a usage
+    /// error at that command's line); nil when it is fine or not set.
+    func configProblem() -> String? {
+        if !configured, let env = ProcessInfo.processInfo.environment["TASKER_SSH_CONFIG"], !env.isEmpty {
+            configured = true
+            configFile = resolve(env)
+            envProblem = configFile == nil ? "TASKER_SSH_CONFIG names no regular file ('\(env)')" : nil
+        }
+        return envProblem
+    }
+
+    private var envProblem: String?
+
+    /// A path as one word of ssh_config (quoted when it has blanks).
+    private static func configWord(_ path: String) -> String {
+        path.contains(where: { $0 == " " || $0 == "\t" }) ? "\"\(path)\"" : path
+    }
+
+    /// The run's 0700 directory, short (a socket's path must fit in 108
+    /// bytes, and %C is 40 of them), so under /tmp whatever TMPDIR says.
+    private func runDirectory() throws(SSHSetupError) -> String {
+        if let dir { return dir }
+        var template = Array("/tmp/tasker-ssh-XXXXXX".utf8CString)
+        guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else {
+            throw SSHSetupError(message: "cannot make a directory for ssh's sockets: \(String(cString: strerror(errno)))")
+        }
+        let made = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        dir = made
+        return made
+    }
+
+    // MARK: masters
+
+    /// Calls `then` once `dest` has a master connection (nil) or with why
+    /// it could not get one. The first caller opens it (`ssh -f -N`: its
+    /// foreground part exits once logged in, or with ssh's reason); callers
+    /// meanwhile wait for that outcome instead of racing to connect.
+    func withMaster(_ target: RemoteTarget, loop: EventLoop, groups: ProcessGroups,
+                    then: @escaping (SSHFailure?) -> Void) {
+        let dest = target.destination
+        switch masters[dest] {
+        case .open?:
+            then(nil)
+            return
+        case .opening(let waiting)?:
+            masters[dest] = .opening(waiting + [then])
+            return
+        case nil:
+            masters[dest] = .opening([then])
+        }
+        let argv: [String]
+        do { argv = try options(acceptNew: target.acceptNewHostKeys) + ["-f", "-N"] + dest.arguments } catch {
+            opened(dest, SSHFailure(code: .connect, host: target.name, detail: error.message))
+            return
+        }
+        let me = LoopBound(self, loop: loop)
+        do {
+            try SSHRun.start(argv, groups: groups, loop: loop) { finished in
+                me.loop.execute {
+                    let failure = finished.code == 0 ? nil
+                        : SSHFailure.classify(stderr: finished.stderr, host: target.name)
+                          ?? SSHFailure(code: .connect, host: target.name, detail: SSHRun.lastLine(finished.stderr) ?? "ssh exited with \(finished.code)")
+                    me.value.opened(dest, failure)
+                }
+            }
+        } catch {
+            opened(dest, SSHFailure(code: .connect, host: target.name, detail: "cannot start ssh: \(error.message)"))
+        }
+    }
+
+    private func opened(_ dest: SSHDestination, _ failure: SSHFailure?) {
+        guard case .opening(let waiting)? = masters[dest] else { return }
+        masters[dest] = failure == nil ? .open : nil
+        for w in waiting { w(failure) }
+    }
+
+    /// Commands at once over one master: sshd's default `MaxSessions`;
+    /// past it a session is refused and ssh would open a connection of its
+    /// own (and say so on the command's stderr).
+    static let sessionsPerMaster = 10
+    private var sessions: [SSHDestination: (active: Int, waiting: [() -> Void])] = [:]
+
+    /// Calls `start` once a session of `dest`'s master is free; whoever is
+    /// started holds it until `releaseSession` (also if it does not run).
+    func takeSession(_ dest: SSHDestination, _ start: @escaping () -> Void) {
+        var entry = sessions[dest] ?? (0, [])
+        if entry.active < Self.sessionsPerMaster {
+            entry.active += 1
+            sessions[dest] = entry
+            start()
+        } else {
+            entry.waiting.append(start)
+            sessions[dest] = entry
+        }
+    }
+
+    func releaseSession(_ dest: SSHDestination) {
+        guard var entry = sessions[dest] else { return }
+        if entry.waiting.isEmpty {
+            entry.active -= 1
+            sessions[dest] = entry.active == 0 ? nil : entry
+        } else {
+            let next = entry.waiting.removeFirst()
+            sessions[dest] = entry
+            next()
+        }
+    }
+
+    /// The master of `dest` is gone (a command saw the connection drop):
+    /// the next command opens a new one.
+    func masterLost(_ dest: SSHDestination) {
+        if case .open? = masters[dest] { masters[dest] = nil }
+    }
+
+    /// Whether `dest`'s master still answers (`ssh -O check`), on the loop.
+    func checkMaster(_ dest: SSHDestination, loop: EventLoop, groups: ProcessGroups, then: @escaping (Bool) -> Void) {
+        guard let argv = try? options(acceptNew: false) + ["-O", "check"] + dest.arguments else { return then(false) }
+        let me = LoopBound(then, loop: loop)
+        do {
+            try SSHRun.start(argv, groups: groups, loop: loop) { finished in me.loop.execute { me.value(finished.code == 0) } }
+        } catch {
+            then(false)
+        }
+    }
+
+    /// Closes every master (`ssh -O exit`, waited for briefly) and removes
+    /// the directory.
+    func runEnded() {
+        for dest in masters.keys {
+            guard let argv = try? options(acceptNew: false) + ["-O", "exit"] + dest.arguments else { continue }
+            SSHRun.runBriefly(argv)
+        }
+        masters = [:]
+        if let dir { try? FileManager.default.removeItem(atPath: dir) }
+        dir = nil
+        generatedConfig = nil
+    }
+}
+
+struct SSHSetupError: Error {
+    let message: String
+}

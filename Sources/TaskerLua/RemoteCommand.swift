@@ -1,0 +1,65 @@
+import Foundation
+
+/// The command line ssh sends for `tasker.exec`/`tasker.sh` on a host, and
+/// the one that stops it. ssh hands a command to the user's login shell as
+/// one string, so every word is single-quoted (`'` as `'\''`) and the whole
+/// runs under `sh -c`, whatever that shell is.
+///
+/// sshd starts each session's command in a new session, so the shell it
+/// runs leads a process group holding the command and its children. The
+/// wrapper writes that group's id to a file named by a token of this run;
+/// a cancel or timeout runs `killScript` through the same master, which
+/// signals the whole group (TERM, then KILL after 2 s): a local ssh that
+/// dies leaves the remote side running, since no terminal hangs up.
+enum RemoteCommand {
+    static func quote(_ s: String) -> String {
+        "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+
+    /// Where the group id is kept on the host.
+    static func pidFile(_ token: String) -> String { "\"${TMPDIR:-/tmp}/.tasker-\(token).pgid\"" }
+
+    /// `argv` run on the host in `cwd` with `env` added.
+    static func line(argv: [String], cwd: String?, env: [String: String], token: String) -> String {
+        let f = pidFile(token)
+        var script = "echo $$ > \(f); "
+        if let cwd { script += "cd \(quote(cwd)) || { rm -f \(f); exit 1; }; " }
+        for (k, v) in env.sorted(by: { $0.key < $1.key }) { script += "export \(k)=\(quote(v)); " }
+        script += argv.map(quote).joined(separator: " ")
+        script += "; s=$?; rm -f \(f); exit $s"
+        return "exec sh -c " + quote(script)
+    }
+
+    /// Ends the command of `token` and its children: waits up to 1 s for
+    /// the group id (the cancel may come as the command starts), TERM (and
+    /// CONT, should it be stopped), KILL after 2 s if any is left. Zombies
+    /// do not count (where nothing reaps orphans, as in some containers,
+    /// they stay in the group): `ps` tells them apart where it exists.
+    static func killScript(token: String) -> String {
+        let f = pidFile(token)
+        let script = """
+            alive() { if command -v ps >/dev/null 2>&1; then \
+            ps -eo pgid=,stat= | awk -v p="$p" '$1 == p && $2 !~ /^Z/ { f = 1 } END { exit !f }'; \
+            else kill -0 -$p 2>/dev/null; fi; }; \
+            i=0; while [ ! -s \(f) ] && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; \
+            p=$(cat \(f) 2>/dev/null); rm -f \(f); \
+            case "$p" in ''|*[!0-9]*) exit 0;; esac; \
+            kill -s TERM -- -$p 2>/dev/null; kill -s CONT -- -$p 2>/dev/null; \
+            i=0; while alive && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; \
+            kill -s KILL -- -$p 2>/dev/null; exit 0
+            """
+        return "exec sh -c " + quote(script)
+    }
+
+    /// Sends `signal` (STOP, CONT) to the command's group, if it runs.
+    static func signalScript(token: String, signal: String) -> String {
+        let f = pidFile(token)
+        return "exec sh -c " + quote("p=$(cat \(f) 2>/dev/null); case \"$p\" in ''|*[!0-9]*) exit 0;; esac; kill -s \(signal) -- -$p 2>/dev/null; exit 0")
+    }
+
+    /// An environment variable name a shell can export.
+    static func isName(_ s: String) -> Bool {
+        guard let first = s.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic) else { return false }
+        return s.unicodeScalars.allSatisfy { $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0))) }
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import SSHTestHosts
+import Testing
+
+/// `host=` from the command line: TASKER_SSH_CONFIG, `[task@host]` stream
+/// lines and secrets masked in them, the run ending with its masters closed.
+@Suite(.enabled(if: SSHTestHosts.installed, "openssh-server is not installed (scripts/install-deps installs it)"))
+struct SSHCLITests {
+    @Test func streamedRemoteLinesArePrefixedAndMasked() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let s = try Scratch(["p.lua": """
+            local token = tasker.secret("TK_SSH_TOKEN")
+            for _, h in ipairs(tasker.hosts{"h1", "h2"}) do
+              tasker.add{name = "say", run = function()
+                tasker.sh('echo "token=$T"; echo done >&2', {host = h, env = {T = token}, stream = true})
+              end}
+            end
+            """])
+        defer { s.cleanup() }
+        let r = try await shell("TASKER_SSH_CONFIG='\(fleet.configFile)' TK_SSH_TOKEN=s3cr3t-over-ssh $TASKER run --no-progress p.lua", in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        for h in ["h1", "h2"] {
+            #expect(r.stderr.contains("[say@\(h)] token=***"), "\(r.stderr)")
+            #expect(r.stderr.contains("[say@\(h)] done"))
+        }
+        #expect(!r.stderr.contains("s3cr3t-over-ssh"))
+    }
+
+    /// Ctrl-C cancels the running remote commands: once tasker has exited,
+    /// none of them (nor their children) runs on its host.
+    @Test func anInterruptedRunLeavesNoRemoteProcess() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let s = try Scratch([:])
+        defer { s.cleanup() }
+        let dir = s.dir.path
+        try """
+            for i, h in ipairs{"h2", "h3"} do
+              tasker.add{name = "long " .. h, run = function()
+                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 43" .. i .. " & sleep 44" .. i, {host = h})
+              end}
+            end
+            tasker.add(function()
+              while not (fs.exists("\(dir)/started-h2") and fs.exists("\(dir)/started-h3")) do tasker.sleep(0.02) end
+              print("both started"); io.stdout:flush()
+            end)
+            """.write(toFile: dir + "/p.lua", atomically: true, encoding: .utf8)
+        let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
+        #expect(await run.waitFor("both started"))
+        // the hosts share this machine's processes (namespaces of the network only)
+        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[34][12]$/) { n++ } END { print n + 0 }'"
+        let before = SSHTestHosts.run("/bin/sh", ["-c", count]).1
+        run.signal(SIGINT)
+        let r = await run.finish()
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(before == "4\n")
+        #expect(SSHTestHosts.run("/bin/sh", ["-c", count]).1 == "0\n")
+    }
+
+    /// examples/fleet_df.lua over an inventory of the test hosts and one that refuses connections.
+    @Test func theFleetDiskExampleNamesTheUnreachableHost() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let example = root.appendingPathComponent("examples/fleet_df.lua").path
+        let s = try Scratch(["inv.ini": "[web]\nh1\nh2\n[db]\nh3\ngone ansible_host=127.0.0.1 ansible_port=1\n"])
+        defer { s.cleanup() }
+        let env = "TASKER_SSH_CONFIG='\(fleet.configFile)'"
+        let all = try await shell("\(env) $TASKER run --no-progress --var inventory=inv.ini --var max_percent=101 '\(example)'", in: s.dir)
+        let lines = all.stdout.split(separator: "\n").map(String.init)
+        #expect(all.status == 1, "\(all.stderr)")
+        #expect(lines.count == 4)
+        for (i, name) in ["h1", "h2", "h3"].enumerated() where i < lines.count {
+            #expect(lines[i].range(of: "^\(name) +[0-9]+%$", options: .regularExpression) != nil, "\(lines[i])")
+        }
+        #expect(lines.last?.range(of: "^gone +unreachable \\(connect\\)$", options: .regularExpression) != nil, "\(all.stdout)")
+        let web = try await shell("\(env) $TASKER run --no-progress --var inventory=inv.ini --var group=web '\(example)'", in: s.dir)
+        #expect(web.status == 0, "\(web.stderr)")
+        #expect(web.stdout.split(separator: "\n").count == 2)
+    }
+
+    @Test func aMissingConfigNamedByTheEnvironmentIsAClearError() async throws {
+        let s = try Scratch(["p.lua": "local ok, e = pcall(function() tasker.sh('true', {host = 'h1'}) end); print(e.kind, e.where, e.message)"])
+        defer { s.cleanup() }
+        let r = try await shell("TASKER_SSH_CONFIG=/nonexistent/ssh_config $TASKER run --no-progress p.lua", in: s.dir)
+        #expect(r.stdout == "usage\tp.lua:1\tTASKER_SSH_CONFIG names no regular file ('/nonexistent/ssh_config')\n")
+    }
+}
