@@ -56,6 +56,7 @@ public final class JournalWriter {
                 // Still waiting for the journal: give up after the store's
                 // `endWait` (at once when it can never be written).
                 if rows.hopeless || now - closedAt! >= rows.store?.endWait ?? JournalWriter.lockWait {
+                    if !rows.hopeless { rows.waitedAtEnd = now - closedAt! }
                     rows.giveUp()
                     break
                 }
@@ -140,12 +141,15 @@ struct Shortfall: CustomStringConvertible {
     var unrecorded: Int
     var endRecorded: Bool
     var reason: String
+    /// How long the end waited for the journal before giving up.
+    var waited: Double?
 
     var description: String {
         var parts: [String] = []
         if unrecorded > 0 { parts.append("\(unrecorded) journal entr\(unrecorded == 1 ? "y" : "ies") could not be recorded") }
         if !endRecorded { parts.append(parts.isEmpty ? "its end could not be recorded" : "nor its end") }
-        return (parts.isEmpty ? "the journal could not be written" : parts.joined(separator: ", ")) + " (\(reason))"
+        let waitedText = waited.map { String(format: "; waited %.1f s", $0) } ?? ""
+        return (parts.isEmpty ? "the journal could not be written" : parts.joined(separator: ", ")) + " (\(reason)\(waitedText))"
     }
 }
 
@@ -172,6 +176,8 @@ private struct PendingRows {
     /// waits a little: each try rewrites everything that waits.
     var nextTry = 0.0
     static let retryDelay = 1.0
+    /// How long the end waited before giving up (nil: it did not wait).
+    var waitedAtEnd: Double?
     /// Beyond this much waiting in memory, recording stops for good (a
     /// gap would break the dependency order of the log).
     static let maxBytes = 64 << 20
@@ -276,7 +282,8 @@ private struct PendingRows {
 
     mutating func shortfall() -> Shortfall? {
         guard dropped > 0 || !rows.isEmpty || (end != nil && !endRecorded) else { return nil }
-        return Shortfall(unrecorded: unrecorded(), endRecorded: endRecorded, reason: reason ?? "unknown")
+        return Shortfall(unrecorded: unrecorded(), endRecorded: endRecorded, reason: reason ?? "unknown",
+                         waited: waitedAtEnd)
     }
 
     static func isLock(_ error: Error) -> Bool { (error as? SQLiteError)?.isLock ?? false }

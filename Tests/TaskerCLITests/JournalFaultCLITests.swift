@@ -57,7 +57,12 @@ import Testing
         let locked = await run.finish()
         let took = Date().timeIntervalSince(launched)
         #expect(locked.status == 1, "\(locked.stderr)")  // the run's own code
-        #expect(took < 15, "the run took \(took) s")
+        // The run's own clock says how long its end waited; the test's
+        // clock only bounds it (on a loaded machine the test's threads
+        // starve: it saw 20-30 s there for a 5.6 s run).
+        let waited = locked.stderr.firstMatch(of: /waited ([0-9.]+) s\)/).flatMap { Double($0.1) }
+        #expect(waited.map { $0 >= 4.9 && $0 < 7 } == true, "\(locked.stderr)")
+        #expect(took < 60, "the run took \(took) s")
         #expect(took > 5, "gave up before waiting 5 s for the lock (\(took) s)")
         #expect(locked.stderr.range(of: #"warning: run [0-9a-z]+: [0-9]+ journal entries could not be recorded, nor its end \(the journal is locked"#,
                                     options: .regularExpression) != nil, "\(locked.stderr)")
@@ -343,7 +348,7 @@ import Testing
         defer { _ = umount2(full.path, Int32(MNT_DETACH)) }
         let r = try await tasker(["run", "--no-progress", "--state", "full", "big.lua"], in: s.dir)
         #expect(r.status == 0)
-        #expect(r.stderr.contains("journal entries could not be recorded (database or disk is full)"), "\(r.stderr)")
+        #expect(r.stderr.contains("journal entries could not be recorded (database or disk is full"), "\(r.stderr)")
         let runs = try await tasker(["runs", "--state", "full"], in: s.dir)
         #expect(runs.stdout.contains("300 succeeded (journal incomplete: "), "\(runs.stdout)")
         #expect(!runs.stdout.contains("died"))
