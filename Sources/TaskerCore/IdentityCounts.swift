@@ -115,7 +115,12 @@ public final class OccurrenceTable {
     public init() {}
 
     public func count(_ added: [AddedIdentity]) {
-        for a in added {
+        // Each new key is a miss in a table larger than the cache: ask for
+        // the slots a few keys ahead while counting this one.
+        let ahead = 8
+        for k in 0..<min(ahead, added.count) { counts.prefetch(added[k].hash) }
+        for (k, a) in added.enumerated() {
+            if k + ahead < added.count { counts.prefetch(added[k + ahead].hash) }
             while byID.count <= a.id { byID.append(0) }
             byID[a.id] = Int32(truncatingIfNeeded: counts.increment(a.hash))
         }
