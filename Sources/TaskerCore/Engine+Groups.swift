@@ -21,8 +21,8 @@ extension Engine {
             memberIDs.append(mr.id)
         }
         g.role = .group(GroupState(members: memberIDs, concurrency: concurrency, failFast: failFast))
-        for o in observers { o.taskAdded(g.id, engine: self) }
-        for m in memberIDs { for o in observers { o.taskAdded(m, engine: self) } }
+        for o in addObservers { o.taskAdded(g.id, engine: self) }
+        for m in memberIDs { for o in addObservers { o.taskAdded(m, engine: self) } }
         for (m, spec) in zip(memberIDs, members) where !spec.after.isEmpty {
             if let mr = record(m) { attachDependencies(mr, spec.after) }
         }
@@ -87,7 +87,7 @@ extension Engine {
         scheduleSpec.key = nil
         let s = newRecord(scheduleSpec)
         s.role = .schedule(ScheduleState(interval: interval, makeInstance: makeInstance))
-        for o in observers { o.taskAdded(s.id, engine: self) }
+        for o in addObservers { o.taskAdded(s.id, engine: self) }
         attachDependencies(s, spec.after)
         return s.id
     }

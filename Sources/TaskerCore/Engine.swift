@@ -17,7 +17,11 @@ public final class Engine {
     public var concurrency: Int {
         didSet { scheduleDispatch() }
     }
-    public var observers: [EngineObserver] = []
+    public var observers: [EngineObserver] = [] {
+        didSet { addObservers = observers.filter(\.observesAdds) }
+    }
+    /// The observers that want `taskAdded`.
+    private(set) var addObservers: [EngineObserver] = []
     /// Set by `keepTimes(_:)`: each task then keeps when it was added and
     /// first started (in its `facts`); the journal reads them at the
     /// finish, which is cheaper than an observer keeping a table of its own.
@@ -130,7 +134,7 @@ public final class Engine {
     }
 
     private func notifyAdded(_ id: TaskID) {
-        for o in observers { o.taskAdded(id, engine: self) }
+        for o in addObservers { o.taskAdded(id, engine: self) }
     }
 
     func attachDependencies(_ r: TaskRecord, _ after: [TaskID]) {

@@ -43,6 +43,9 @@ public protocol TaskWaiter: AnyObject {
 /// Lifecycle events, for the Lua runtime's `h:on`, the status line and the
 /// events file. All methods have empty defaults.
 public protocol EngineObserver: AnyObject {
+    /// False for an observer whose `taskAdded` does nothing: the engine then
+    /// does not call it for each of 200,000 tasks (default true).
+    var observesAdds: Bool { get }
     func taskAdded(_ id: TaskID, engine: Engine)
     func taskStarted(_ id: TaskID, engine: Engine)
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine)
@@ -78,6 +81,7 @@ public enum RunMark: Sendable, Equatable {
 }
 
 extension EngineObserver {
+    public var observesAdds: Bool { true }
     public func taskAdded(_ id: TaskID, engine: Engine) {}
     public func taskStarted(_ id: TaskID, engine: Engine) {}
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {}

@@ -167,6 +167,8 @@ extension LuaRuntime {
 
 /// Engine events become Lua `h:on` handler calls, run from the drain loop.
 extension LuaRuntime: EngineObserver {
+    public var observesAdds: Bool { false }
+
     public func taskStarted(_ id: TaskID, engine: Engine) {
         if refs.flags.handlerTasks[id] != nil { enqueue(.event(id, .start)) }
     }

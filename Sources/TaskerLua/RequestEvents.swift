@@ -21,6 +21,7 @@ public struct RequestEvent: Sendable {
 
 /// Turns the requests' engine's attempt ends into `RequestEvent`s.
 final class RequestEventSource: EngineObserver {
+    var observesAdds: Bool { false }
     unowned let runtime: LuaRuntime
     let sink: (RequestEvent) -> Void
 

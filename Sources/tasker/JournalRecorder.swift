@@ -80,6 +80,9 @@ final class JournalRecorder: EngineObserver {
         scheduleBeat(runtime.engine)
     }
 
+    /// Tasks are recorded from their start (or finish) on.
+    var observesAdds: Bool { false }
+
     /// Not keeping the loop alive: a run ends when its work does.
     private func scheduleBeat(_ engine: Engine) {
         engine.loop.schedule(after: Self.beatInterval, keepAlive: false) { [unowned engine] in

@@ -118,13 +118,15 @@ import TaskerCore
     @Test func heldTasksAreReleasedWhenTheRunIsOtherwiseIdle() async throws {
         let start = Monotonic.now()
         let r = try await runLua("""
-            tasker.intercept{name = "hold-all", max_hold = 100, fn = function() return "hold" end}
+            tasker.intercept{name = "hold-all", max_hold = 300, fn = function() return "hold" end}
             local hs = {}
             for i = 1, 3 do hs[i] = tasker.add{name = "t" .. i, run = function() return i end} end
             print(table.concat(tasker.all(hs), ","))
             """)
         #expect(r.lines == ["1,2,3"])
-        #expect(Double(Monotonic.now() - start) / 1e9 < 20)  // not the 100 s max_hold
+        // Not the 300 s max_hold (a loaded machine stretched this 15 ms
+        // test to 40 s: the bound tells the two apart, nothing finer).
+        #expect(Double(Monotonic.now() - start) / 1e9 < 150)
     }
 }
 
