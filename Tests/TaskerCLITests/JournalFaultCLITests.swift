@@ -62,7 +62,7 @@ import Testing
         // starve: it saw 20-30 s there for a 5.6 s run).
         let waited = locked.stderr.firstMatch(of: /waited ([0-9.]+) s\)/).flatMap { Double($0.1) }
         #expect(waited.map { $0 >= 4.9 && $0 < 7 } == true, "\(locked.stderr)")
-        #expect(took < 60, "the run took \(took) s")
+        #expect(took < 120, "the run took \(took) s")
         #expect(took > 5, "gave up before waiting 5 s for the lock (\(took) s)")
         #expect(locked.stderr.range(of: #"warning: run [0-9a-z]+: [0-9]+ journal entries could not be recorded, nor its end \(the journal is locked"#,
                                     options: .regularExpression) != nil, "\(locked.stderr)")
@@ -118,7 +118,7 @@ import Testing
         let r = try await tasker(["run", "--no-progress", "--resume", "p.lua"], in: s.dir)
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.isEmpty)  // reused, not run
-        #expect(Date().timeIntervalSince(start) < 30)
+        #expect(Date().timeIntervalSince(start) < 120)  // a hang, not a time: a loaded machine took 55 s
     }
 
     @Test func pruneNeverDeletesARunInProgress() async throws {
@@ -239,7 +239,7 @@ import Testing
         let junk = try await tasker(["run", "--no-progress", "--state", "junk", "p.lua"], in: s.dir)
         #expect(junk.status == 0)
         #expect(junk.stderr.contains("could not be recorded"), "\(junk.stderr)")
-        #expect(Date().timeIntervalSince(start) < 30)
+        #expect(Date().timeIntervalSince(start) < 120)  // a hang, not a time: a loaded machine took 55 s
         let runs = try await tasker(["runs", "--state", "junk"], in: s.dir)
         #expect(runs.status == 2 && runs.stderr.contains("error"), "\(runs.stderr)")
     }

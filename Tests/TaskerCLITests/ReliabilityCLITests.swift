@@ -349,7 +349,7 @@ func processAliveNow(_ pid: Int32) -> Bool {
                 io.write("start ", i, "\\n"); io.stdout:flush()
                 local t0 = tasker.now()
                 while i == 1 and not exists("go") do
-                  if tasker.now() - t0 > 60 then error("never told to go") end
+                  if tasker.now() - t0 > 300 then error("never told to go") end
                   tasker.sleep(0.01)
                 end
                 io.write("end ", i, "\\n"); io.stdout:flush()

@@ -176,7 +176,7 @@ import Testing
     @Test func aRunStillGoingHasAReport() async throws {
         let s = try Scratch(["live.lua": """
             tasker.add{name = "done", run = function() end}
-            tasker.add{name = "long", run = function() print("started"); tasker.sleep(60) end}
+            tasker.add{name = "long", run = function() print("started"); tasker.sleep(600) end}  -- killed by the test
             """])
         defer { s.cleanup() }
         let live = try Background(["run", "--no-progress", "live.lua"], in: s.dir)
