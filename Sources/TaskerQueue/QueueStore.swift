@@ -233,8 +233,12 @@ enum QueueStore {
         var stop: [Int64] = []
         if !running.isEmpty {
             let list = PGArray.integers(running)
-            let r = try c.query("SELECT id FROM tasker_jobs WHERE id = ANY($1::bigint[]) AND (state <> 'running' OR worker <> $2)",
-                                [list, worker])
+            // A row that is gone (its run ended and was swept, or pruned)
+            // is no longer this worker's either.
+            let r = try c.query("""
+                SELECT v.id FROM unnest($1::bigint[]) AS v(id) LEFT JOIN tasker_jobs j ON j.id = v.id
+                WHERE j.id IS NULL OR j.state <> 'running' OR j.worker <> $2
+                """, [list, worker])
             stop = try r.rows.map { r throws(PGError) in try r.int64(0) }
         }
         return (wasDead, stop)

@@ -29,10 +29,14 @@ public final class QueueWorker {
         /// The definitions this worker's FILE has, with a hash of each
         /// body (nil: none could be taken): it claims only jobs of these.
         public var versions: [String: String?]
-        public init(concurrency: Int, lease: Double, versions: [String: String?] = [:]) {
+        /// Seconds finished rows stay after their run ended (`Retention`).
+        public var retain: Double
+        public init(concurrency: Int, lease: Double, versions: [String: String?] = [:],
+                    retain: Double = Retention.defaultSeconds) {
             self.concurrency = concurrency
             self.lease = lease
             self.versions = versions
+            self.retain = retain
         }
     }
 
@@ -44,6 +48,7 @@ public final class QueueWorker {
     private unowned let runner: WorkerJobRunner
     private let db: PGThread
     private var listener: PGListener?
+    private var sweeper: QueueSweeper?
     private var running: [Int64: ClaimedJob] = [:]
     private var claiming = false
     private var claimAgain = false
@@ -120,6 +125,10 @@ public final class QueueWorker {
                 }
             },
             onTick: { bound.loop.execute { bound.value.claimMore() } })
+        sweeper = QueueSweeper(url: url, retain: settings.retain) { why in
+            bound.loop.execute { bound.value.log(why) }
+        }
+        sweeper?.sweep()
         scheduleHeartbeat()
         claimMore()
         // Jobs already waiting that this worker leaves to others are said
@@ -326,6 +335,7 @@ public final class QueueWorker {
         }
         lastHeartbeat = Monotonic.now()
         cannotHeartbeat = false
+        sweeper?.sweep()
         if result.wasDead {
             log("this worker was silent past its lease: its claims were given to others")
             let me = id, lease = settings.lease, host = host, versions = settings.versions
@@ -406,6 +416,8 @@ public final class QueueWorker {
     public func close() {
         listener?.stop()
         listener = nil
+        sweeper?.stop()
+        sweeper = nil
         db.stop()
     }
 }

@@ -35,8 +35,9 @@ import Testing
         end)
         """
 
+    /// Keeps finished jobs an hour: the tests read them after the run.
     func worker(_ s: Scratch, _ extra: [String] = []) throws -> Background {
-        try Background(["worker", "--store", url, "--lease", "1"] + extra + ["defs.lua"], in: s.dir)
+        try Background(["worker", "--store", url, "--retain", "1h", "--lease", "1"] + extra + ["defs.lua"], in: s.dir)
     }
 
     func sql(_ q: String) -> String { server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines) }
