@@ -98,7 +98,7 @@ enum QueueStore {
                        ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
                  k AS (SELECT nextval('tasker_claim_seq') AS claim)
             UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = k.claim, claimed_at = now(),
-              ran_version = (SELECT d.v FROM unnest($3::text[], $4::text[]) AS d(n, v) WHERE d.n = j.name)
+              ran_version = ($4::text[])[array_position($3::text[], j.name)]
             FROM c, k WHERE j.id = c.id
             RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout, j.attempt, j.idempotency_key, j.version
             """, [worker, String(limit), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
