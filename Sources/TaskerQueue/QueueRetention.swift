@@ -51,3 +51,28 @@ extension QueueStore {
             """, [String(retain)])
     }
 }
+
+extension QueueStore {
+    /// Dead row versions past which a sweeper vacuums the table itself: a
+    /// job leaves three (claim, completion, deletion) and autovacuum looks
+    /// at a table about once a minute, so a steady stream would pile up
+    /// hundreds of thousands meanwhile.
+    static let deadRowsToVacuum = 20000
+
+    /// Vacuums `tasker_jobs` when its dead rows outnumber both the bound
+    /// and its live rows, unless another process vacuums it now (one
+    /// sweeper at a time, by an advisory lock; autovacuum's lock is skipped,
+    /// not waited for). A role that does not own the table only gets a
+    /// warning, and autovacuum stays the only one. Returns whether it ran.
+    @discardableResult
+    static func vacuumIfDead(_ c: PGConnection) throws -> Bool {
+        let rows = try c.query("""
+            SELECT n_dead_tup > greatest($1::bigint, n_live_tup) AND pg_try_advisory_lock(7165422)
+            FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
+            """, [String(deadRowsToVacuum)])
+        guard try rows.first?.bool(0) == true else { return false }
+        defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
+        try c.execute("VACUUM (SKIP_LOCKED) tasker_jobs")
+        return true
+    }
+}

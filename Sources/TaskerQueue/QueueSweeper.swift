@@ -1,9 +1,10 @@
 import Synchronization
 
 /// A worker's upkeep of `tasker_jobs`: deletes the finished rows of runs
-/// that ended more than `retain` seconds ago, in batches, on a connection
-/// of its own (claims and completions never wait behind it). One sweep at
-/// a time; a sweep goes on until nothing is left or the worker stops.
+/// that ended more than `retain` seconds ago, in batches, and vacuums the
+/// table when dead rows pile up, on a connection of its own (claims and
+/// completions never wait behind it). One sweep at a time; a sweep goes on
+/// until nothing is left or the worker stops.
 final class QueueSweeper: Sendable {
     private let retain: Double
     private let db: PGThread
@@ -41,6 +42,7 @@ final class QueueSweeper: Sendable {
                 deleted.add(n, ordering: .relaxed)
                 if n < Retention.batch {
                     try QueueStore.forgetSweptRuns(retain: retain, c)
+                    try QueueStore.vacuumIfDead(c)
                     return
                 }
             }

@@ -97,3 +97,34 @@ import Testing
         for bad in ["", "d", "-1h", "7w", "1e3", "nan", "1 h"] { #expect(Retention.seconds(bad) == nil, "\(bad)") }
     }
 }
+
+/// Dead rows past the bound are vacuumed by a sweeper, not left for
+/// autovacuum's next round.
+@Suite struct QueueVacuumTests {
+    @Test func deadRowsPastTheBoundAreVacuumed() async throws {
+        let url = try await PostgresTestServer.freshDatabase().url
+        let db = PGThread(url: url, name: "test")
+        defer { db.stop() }
+        try db.sync { c in try QueueSchema.ensure(c) }
+        #expect(try db.sync { c in try QueueStore.vacuumIfDead(c) } == false)
+        let n = QueueStore.deadRowsToVacuum + 5000
+        try db.sync { c in
+            try c.query("""
+                INSERT INTO tasker_jobs (run, task, attempt, name, args) SELECT 'r', g, 1, 'work', '{}' FROM generate_series(1, $1::int) g
+                """, [String(n)])
+            try c.query("DELETE FROM tasker_jobs")
+        }
+        // the server's statistics lag by up to a second or so
+        var vacuumed = false
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while !vacuumed && Date() < deadline {
+            vacuumed = try db.sync { c in try QueueStore.vacuumIfDead(c) }
+            if !vacuumed { try await Task.sleep(nanoseconds: 100_000_000) }
+        }
+        #expect(vacuumed)
+        let dead = try db.sync { c in
+            try c.query("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'tasker_jobs'").first?.int(0)
+        }
+        #expect((dead ?? n) < QueueStore.deadRowsToVacuum)
+    }
+}
