@@ -53,7 +53,7 @@ public final class QueueWorker {
     /// Claimed and not started yet, in claim order (a backlog: see
     /// `ClaimPace`). They are this worker's claims like the running ones.
     private var ahead: [ClaimedJob] = []
-    private var pace: ClaimPace
+    private var pace = ClaimPace()
     private var claiming = false
     private var claimAgain = false
     private var draining = false
@@ -88,7 +88,6 @@ public final class QueueWorker {
         id = "\(hostName):\(getpid()):\(UInt32.random(in: 0...UInt32.max))"
         self.url = url
         self.settings = settings
-        pace = ClaimPace(slots: settings.concurrency)
         self.loop = loop
         self.runner = runner
         // A worker waits for the server for ever (its results are kept
@@ -201,7 +200,6 @@ public final class QueueWorker {
         guard n > 0 else { return }
         let jobs = ahead.prefix(n)
         ahead.removeFirst(n)
-        pace.didStart(n)
         for j in jobs { running[j.id] = j }
         for j in jobs {
             noteVersion(j)
@@ -251,6 +249,7 @@ public final class QueueWorker {
     public func finished(_ completion: JobCompletion) {
         loop.assertInLoop()
         guard let job = running.removeValue(forKey: completion.id) else { return }
+        pace.didFinish()
         if selfStopped.remove(completion.id) != nil && completion.state != .succeeded {
             // Stopped for want of a heartbeat, not by its own doing: the job
             // goes back to the queue for another try of the same attempt.

@@ -23,13 +23,9 @@ import Testing
     func sql(_ q: String) -> String { server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines) }
 
     /// Polls `q` until it gives `want` (a sweep runs at each heartbeat).
-    func waitFor(_ q: String, _ want: String, seconds: Double = 60) async -> Bool {
-        let deadline = Date(timeIntervalSinceNow: seconds)
-        while Date() < deadline {
-            if sql(q) == want { return true }
-            try? await Task.sleep(nanoseconds: 50_000_000)
-        }
-        return sql(q) == want
+    func waitFor(_ q: String, _ want: String) async -> Bool {
+        let server = server, url = url
+        return await poll { server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines) == want }
     }
 
     @Test func anEndedRunsJobsGoAndItStillReadsWhole() async throws {
