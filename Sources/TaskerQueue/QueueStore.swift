@@ -94,11 +94,11 @@ enum QueueStore {
     static func claim(worker: String, limit: Int, versions: [String: String?], _ c: PGConnection) throws -> [ClaimedJob] {
         let names = versions.keys.sorted()
         let rows = try c.query("""
-            WITH c AS (SELECT id FROM tasker_jobs WHERE state = 'queued' AND name = ANY($3::text[])
+            WITH c AS (SELECT id FROM tasker_jobs WHERE worker IS NULL AND state = 'queued' AND name = ANY($3::text[])
                        ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
                  k AS (SELECT nextval('tasker_claim_seq') AS claim)
             UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = k.claim, claimed_at = now(),
-              ran_version = (SELECT d.v FROM unnest($3::text[], $4::text[]) AS d(n, v) WHERE d.n = j.name)
+              ran_version = ($4::text[])[array_position($3::text[], j.name)]
             FROM c, k WHERE j.id = c.id
             RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout, j.attempt, j.idempotency_key, j.version
             """, [worker, String(limit), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
@@ -113,7 +113,7 @@ enum QueueStore {
     /// for a worker to say once which jobs it leaves to others).
     static func queuedNames(notIn names: [String], _ c: PGConnection) throws -> [String] {
         try c.query("""
-            SELECT DISTINCT name FROM (SELECT name FROM tasker_jobs WHERE state = 'queued' AND name <> ALL($1::text[])
+            SELECT DISTINCT name FROM (SELECT name FROM tasker_jobs WHERE worker IS NULL AND state = 'queued' AND name <> ALL($1::text[])
                                        LIMIT 1000) q
             """, [PGArray.text(names.sorted())]).firstColumn
     }
@@ -199,16 +199,17 @@ enum QueueStore {
     static func cancel(run: String, task: Int, attempt: Int, _ c: PGConnection) throws {
         let rows = try c.query("""
             UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
-              claim = NULL, finished_at = now() WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
+              claim = NULL, worker = coalesce(worker, ''), finished_at = now()
+            WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
             RETURNING id, worker
             """, [run, String(task), String(attempt)])
         try notifyCancelled(rows, c)
     }
 
     /// Tells the workers running the jobs in `rows` (`id, worker`) that
-    /// they were cancelled.
+    /// they were cancelled (a job cancelled while queued has the worker '').
     private static func notifyCancelled(_ rows: PGRows, _ c: PGConnection) throws {
-        for r in rows.rows where r.optionalText(1) != nil {
+        for r in rows.rows where !(r.optionalText(1) ?? "").isEmpty {
             try c.query("SELECT pg_notify('\(cancelChannel)', $1)", [try r.text(0)])
         }
     }
@@ -233,8 +234,12 @@ enum QueueStore {
         var stop: [Int64] = []
         if !running.isEmpty {
             let list = PGArray.integers(running)
-            let r = try c.query("SELECT id FROM tasker_jobs WHERE id = ANY($1::bigint[]) AND (state <> 'running' OR worker <> $2)",
-                                [list, worker])
+            // A row that is gone (its run ended and was swept, or pruned)
+            // is no longer this worker's either.
+            let r = try c.query("""
+                SELECT v.id FROM unnest($1::bigint[]) AS v(id) LEFT JOIN tasker_jobs j ON j.id = v.id
+                WHERE j.id IS NULL OR j.state <> 'running' OR j.worker <> $2
+                """, [list, worker])
             stop = try r.rows.map { r throws(PGError) in try r.int64(0) }
         }
         return (wasDead, stop)
@@ -291,7 +296,7 @@ enum QueueStore {
     static func cancel(runs: [String], why: String, _ c: PGConnection) throws {
         let rows = try c.query("""
             UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled: ' || $2, error_kind = 'cancelled',
-              claim = NULL, finished_at = now()
+              claim = NULL, worker = coalesce(worker, ''), finished_at = now()
             WHERE run = ANY($1::text[]) AND state IN ('queued', 'running')
             RETURNING id, worker
             """, [PGArray.text(runs), why])

@@ -29,10 +29,14 @@ public final class QueueWorker {
         /// The definitions this worker's FILE has, with a hash of each
         /// body (nil: none could be taken): it claims only jobs of these.
         public var versions: [String: String?]
-        public init(concurrency: Int, lease: Double, versions: [String: String?] = [:]) {
+        /// Seconds finished rows stay after their run ended (`Retention`).
+        public var retain: Double
+        public init(concurrency: Int, lease: Double, versions: [String: String?] = [:],
+                    retain: Double = Retention.defaultSeconds) {
             self.concurrency = concurrency
             self.lease = lease
             self.versions = versions
+            self.retain = retain
         }
     }
 
@@ -44,7 +48,12 @@ public final class QueueWorker {
     private unowned let runner: WorkerJobRunner
     private let db: PGThread
     private var listener: PGListener?
+    private var sweeper: QueueSweeper?
     private var running: [Int64: ClaimedJob] = [:]
+    /// Claimed and not started yet, in claim order (a backlog: see
+    /// `ClaimPace`). They are this worker's claims like the running ones.
+    private var ahead: [ClaimedJob] = []
+    private var pace = ClaimPace()
     private var claiming = false
     private var claimAgain = false
     private var draining = false
@@ -113,13 +122,17 @@ public final class QueueWorker {
                 bound.loop.execute {
                     let w = bound.value
                     if channel == QueueStore.cancelChannel {
-                        if let id = Int64(payload), w.running[id] != nil { w.runner.stop(id) }
+                        if let id = Int64(payload) { w.stop(id) }
                     } else {
                         w.claimMore()
                     }
                 }
             },
             onTick: { bound.loop.execute { bound.value.claimMore() } })
+        sweeper = QueueSweeper(url: url, retain: settings.retain) { why in
+            bound.loop.execute { bound.value.log(why) }
+        }
+        sweeper?.sweep()
         scheduleHeartbeat()
         claimMore()
         // Jobs already waiting that this worker leaves to others are said
@@ -137,7 +150,8 @@ public final class QueueWorker {
 
     private func claimMore() {
         let free = settings.concurrency - running.count
-        guard !draining, free > 0 else { return }
+        let limit = pace.toClaim(free: free, held: ahead.count)
+        guard !draining, limit > 0 else { return }
         guard !claiming else {
             // A wake-up during a claim: the claim may have looked before
             // the new job was committed, so look again after it.
@@ -150,27 +164,66 @@ public final class QueueWorker {
         let me = id, versions = settings.versions
         // What this worker holds or has results of, should the claim's
         // answer be lost with the connection (see `handBackUnknown`).
-        let known = Array(running.keys) + outbox.map(\.id) + returns.map(\.id) + Array(inFlight)
+        let known = Array(running.keys) + ahead.map(\.id) + outbox.map(\.id) + returns.map(\.id) + Array(inFlight)
         db.submit({ c, again in
             if again { try QueueStore.handBackUnknown(worker: me, known: known, c) }
-            let claimed = try QueueStore.claim(worker: me, limit: free, versions: versions, c)
-            bound.loop.execute { bound.value.claimed(claimed, free: free, failure: nil) }
+            let claimed = try QueueStore.claim(worker: me, limit: limit, versions: versions, c)
+            bound.loop.execute { bound.value.claimed(claimed, limit: limit, failure: nil) }
         }, failed: { error in
             let why = error.message
-            bound.loop.execute { bound.value.claimed([], free: free, failure: why) }
+            bound.loop.execute { bound.value.claimed([], limit: limit, failure: why) }
         })
     }
 
-    private func claimed(_ jobs: [ClaimedJob], free: Int, failure: String?) {
+    private func claimed(_ jobs: [ClaimedJob], limit: Int, failure: String?) {
         claiming = false
-        if let failure { log("cannot claim jobs: \(failure)") } else { lastClaimShort = jobs.count < free }
+        if let failure {
+            log("cannot claim jobs: \(failure)")
+        } else {
+            lastClaimShort = jobs.count < limit
+            pace.claimed(full: jobs.count == limit)
+        }
+        ahead += jobs
+        if draining {
+            // claimed as the worker began to stop: for others to run
+            handBackAhead()
+            flushCompletions()
+        }
+        startAhead()
+        // a full batch: there may be more waiting
+        if jobs.count == limit || claimAgain { claimMore() }
+    }
+
+    /// Starts jobs held ahead while there are free slots.
+    private func startAhead() {
+        let n = min(settings.concurrency - running.count, ahead.count)
+        guard n > 0 else { return }
+        let jobs = ahead.prefix(n)
+        ahead.removeFirst(n)
         for j in jobs { running[j.id] = j }
         for j in jobs {
             noteVersion(j)
             runner.start(j)
         }
-        // a full batch: there may be more waiting
-        if jobs.count == free || claimAgain { claimMore() }
+    }
+
+    /// A job this worker must not run or go on running (cancelled, or its
+    /// claim is gone): a running one is stopped (its result is then
+    /// refused), one held ahead is dropped (its row is no longer its own).
+    private func stop(_ id: Int64) {
+        if running[id] != nil {
+            runner.stop(id)
+        } else {
+            ahead.removeAll { $0.id == id }
+        }
+    }
+
+    /// Jobs held ahead go back to the queue for any worker (fenced by their
+    /// claim): this one stops, or cannot heartbeat.
+    private func handBackAhead() {
+        guard !ahead.isEmpty else { return }
+        returns += ahead.map { ($0.id, $0.claim) }
+        ahead = []
     }
 
     /// Says once per name when the coordinator's definition is not this
@@ -196,6 +249,7 @@ public final class QueueWorker {
     public func finished(_ completion: JobCompletion) {
         loop.assertInLoop()
         guard let job = running.removeValue(forKey: completion.id) else { return }
+        pace.didFinish()
         if selfStopped.remove(completion.id) != nil && completion.state != .succeeded {
             // Stopped for want of a heartbeat, not by its own doing: the job
             // goes back to the queue for another try of the same attempt.
@@ -205,10 +259,12 @@ public final class QueueWorker {
         }
         guard !turnEnding else { return }
         // Jobs that end in one turn of the loop go back in one statement,
-        // and their slots are claimed again in one (not one each).
+        // and their slots are filled from those held ahead, or claimed
+        // again in one (not one each).
         turnEnding = true
         loop.enqueue { [unowned self] in
             self.turnEnding = false
+            self.startAhead()
             self.flushCompletions()
             self.claimMore()
         }
@@ -298,7 +354,7 @@ public final class QueueWorker {
         heartbeating = true
         let bound = LoopBound(self, loop: loop)
         let me = id
-        let ids = Array(running.keys)
+        let ids = Array(running.keys) + ahead.map(\.id)
         let names = Array(settings.versions.keys)
         let lookForLacking = lastClaimShort
         db.submit({ c, _ in
@@ -326,12 +382,13 @@ public final class QueueWorker {
         }
         lastHeartbeat = Monotonic.now()
         cannotHeartbeat = false
+        sweeper?.sweep()
         if result.wasDead {
             log("this worker was silent past its lease: its claims were given to others")
             let me = id, lease = settings.lease, host = host, versions = settings.versions
             db.submit { c, _ in try QueueStore.register(worker: me, host: host, pid: getpid(), lease: lease, versions: versions, c) }
         }
-        for id in result.stop where running[id] != nil { runner.stop(id) }
+        for id in result.stop { stop(id) }
     }
 
     /// A worker that could not heartbeat for a whole lease (the server is
@@ -341,6 +398,10 @@ public final class QueueWorker {
     /// machine) stops nothing.
     private func checkLease() {
         guard cannotHeartbeat, Double(Monotonic.now() &- lastHeartbeat) / 1e9 > settings.lease else { return }
+        if !ahead.isEmpty {
+            handBackAhead()
+            flushCompletions()
+        }
         let stopping = running.keys.filter { !selfStopped.contains($0) }
         guard !stopping.isEmpty else { return }
         log("no heartbeat for the whole lease (\(settings.lease) s): stopping the \(stopping.count) attempts this worker holds")
@@ -374,7 +435,8 @@ public final class QueueWorker {
         loop.assertInLoop()
         draining = true
         onStopped = then
-        checkStopped()
+        handBackAhead()
+        flushCompletions()
     }
 
     /// Stops at once: what is still running goes back to the queue. Safe
@@ -394,7 +456,7 @@ public final class QueueWorker {
     }
 
     private func checkStopped() {
-        guard draining, running.isEmpty, outbox.isEmpty, !completing, let done = onStopped else { return }
+        guard draining, running.isEmpty, outbox.isEmpty, returns.isEmpty, !completing, let done = onStopped else { return }
         onStopped = nil
         heartbeatTimer?.cancel()
         let me = id
@@ -406,6 +468,8 @@ public final class QueueWorker {
     public func close() {
         listener?.stop()
         listener = nil
+        sweeper?.stop()
+        sweeper = nil
         db.stop()
     }
 }

@@ -24,6 +24,11 @@ extension Tasker {
         @Option(name: .long, help: "Seconds of silence after which others take this worker's claims (it heartbeats 6 times per lease).")
         var lease: Double = 30
 
+        @Option(name: .long, help: ArgumentHelp(
+            "How long finished jobs stay in the queue's table after their run ended (0, 90s, 30m, 12h, 7d); "
+                + "the run's journal keeps every result either way.", valueName: "duration"))
+        var retain: String = "0"
+
         @OptionGroup var script: ScriptOptions
 
         @Argument(help: "The file of definitions.")
@@ -35,6 +40,9 @@ extension Tasker {
         func validate() throws {
             guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1 (got \(concurrency))") }
             guard lease >= 0.5 else { throw ValidationError("--lease must be at least 0.5 seconds (got \(lease))") }
+            guard Retention.seconds(retain) != nil else {
+                throw ValidationError("--retain takes a duration such as 0, 90s, 30m, 12h or 7d (got '\(retain)')")
+            }
             try StoreURL.validate(store)
         }
 
@@ -47,7 +55,8 @@ extension Tasker {
             let signals = WorkerSignals()
             var failure: String?
             var worker: QueueWorker?
-            let settings = QueueWorker.Settings(concurrency: concurrency, lease: lease)
+            let settings = QueueWorker.Settings(concurrency: concurrency, lease: lease,
+                                                retain: Retention.seconds(retain) ?? Retention.defaultSeconds)
             let url = store
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 let jobs = WorkerJobs(runtime: runtime)

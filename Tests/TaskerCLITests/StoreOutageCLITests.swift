@@ -48,8 +48,8 @@ import Testing
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
         defer { s.cleanup() }
         // 200 jobs of 0.2 s on 2 x 4 slots: about 5 s, the restart 1 s in
-        let w1 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
-        let w2 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let w1 = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let w2 = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
         let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "200", "0.2"], in: s.dir)
         #expect(await w1.waitFor("start 9"))
         #expect(server.restart())
@@ -70,8 +70,8 @@ import Testing
         let url = server.url()
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
         defer { s.cleanup() }
-        let w1 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
-        let w2 = try Background(["worker", "--store", url, "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let w1 = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
+        let w2 = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
         let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "40", "0.2"], in: s.dir)
         #expect(await w1.waitFor("start "))
         #expect(server.stop())
@@ -98,7 +98,7 @@ import Testing
         var env = ProcessInfo.processInfo.environment
         env["TASKER_STORE_OUTAGE_LIMIT"] = "2"
         env["TASKER_STATE_DIR"] = s.dir.appendingPathComponent(".tasker-state").path
-        let w = try Background(["worker", "--store", url, "defs.lua"], in: s.dir, environment: env)
+        let w = try Background(["worker", "--store", url, "--retain", "1h", "defs.lua"], in: s.dir, environment: env)
         // jobs of 30 s: the stop comes while they run, however loaded the machine
         let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "4", "30"], in: s.dir, environment: env)
         #expect(await w.waitFor("start "))
@@ -128,7 +128,7 @@ import Testing
         let (server, url) = try await PostgresTestServer.freshDatabase()
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
         defer { s.cleanup() }
-        let w = try Background(["worker", "--store", url, "--concurrency", "1", "--lease", "1", "defs.lua"], in: s.dir)
+        let w = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "1", "--lease", "1", "defs.lua"], in: s.dir)
         let coordinator = try Background(["run", "--no-progress", "--store", url, "--lease", "1", "p.lua", "3", "60"], in: s.dir)
         #expect(await w.waitFor("start "))
         coordinator.signal(SIGKILL)
@@ -153,7 +153,7 @@ import Testing
         let (server, url) = try await PostgresTestServer.freshDatabase()
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
         defer { s.cleanup() }
-        let w = try Background(["worker", "--store", url, "--concurrency", "1", "defs.lua"], in: s.dir)
+        let w = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "1", "defs.lua"], in: s.dir)
         // the default lease (60 s): only the take-over can free the worker in time
         let coordinator = try Background(["run", "--no-progress", "--store", url, "p.lua", "2", "60"], in: s.dir)
         #expect(await w.waitFor("start "))

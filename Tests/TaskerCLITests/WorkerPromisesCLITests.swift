@@ -14,7 +14,7 @@ import Testing
     }
 
     func worker(_ s: Scratch, _ file: String = "defs.lua", _ extra: [String] = [], lease: String = "1") throws -> Background {
-        try Background(["worker", "--store", url, "--lease", lease] + extra + [file], in: s.dir)
+        try Background(["worker", "--store", url, "--retain", "1h", "--lease", lease] + extra + [file], in: s.dir)
     }
 
     func sql(_ q: String) -> String { server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines) }
@@ -79,7 +79,7 @@ import Testing
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let args = [taskerBinary().path, "worker", "--store", url, "--lease", "1", s.dir.appendingPathComponent("defs.lua").path]
+        let args = [taskerBinary().path, "worker", "--store", url, "--retain", "1h", "--lease", "1", s.dir.appendingPathComponent("defs.lua").path]
         var argv: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
         defer { for a in argv { free(a) } }
         var pid: pid_t = 0

@@ -99,12 +99,18 @@ import Testing
             try c.execute(Self.unversioned)
             try c.execute("""
                 INSERT INTO tasker_jobs (run, task, attempt, name, args) VALUES ('old-run', 1, 1, 'work', '{"n":1}');
+                INSERT INTO tasker_jobs (run, task, attempt, name, args, state) VALUES ('old-run', 2, 1, 'work', '{"n":2}', 'cancelled');
                 INSERT INTO tasker_runs (id, pipeline, args, vars, started, pid, host) VALUES ('old-run', '/p.lua', '[]', '{}', 1, 1, 'h');
                 """)
             #expect(throws: (any Error).self) { try QueueSchema.storedVersion(c) }
         }
         try db.sync { c in try QueueSchema.ensure(c) }
         #expect(try db.sync { c in try QueueSchema.storedVersion(c) } == QueueSchema.version)
+        // the queued index is by worker (version 2): a job the old release
+        // cancelled while queued is out of it, and never claimed
+        let index = try db.sync { c in try c.query("SELECT pg_get_indexdef('tasker_jobs_queued'::regclass)").first?.optionalText(0) }
+        #expect(index?.hasSuffix("WHERE (worker IS NULL)") == true, "\(index ?? "")")
+        #expect(try db.sync { c in try c.query("SELECT worker FROM tasker_jobs WHERE task = 2").first?.optionalText(0) } == "")
         // what the old release queued is still claimed and completed
         let claimed = try db.sync { c in try QueueStore.claim(worker: "w", limit: 5, versions: ["work": "v1"], c) }
         #expect(claimed.map(\.run) == ["old-run"] && claimed.first?.args == "{\"n\":1}")

@@ -68,6 +68,36 @@ import Testing
         #expect(try db.sync { c in try QueueStore.finished(ids: [j.id], c) }.map(\.result) == ["[2]"])
     }
 
+    /// A completion changes no indexed column: with room on the page it
+    /// is a HOT update (no new index entries), and a cancelled queued job
+    /// leaves the queued index.
+    @Test func completionsAreHOTUpdates() throws {
+        try db.sync { c in try QueueStore.enqueue(run: "r1", (1...50).map { job($0) }, c) }
+        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 50, versions: QueueStoreTests.work, c) }
+        let hotBefore = try hotUpdates()
+        #expect(try db.sync { c in
+            try QueueStore.complete(js.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[]") }, c)
+        }.isEmpty)
+        // (not all: a page the claims filled has no room until pruned)
+        let hot = try hotUpdates() - hotBefore
+        #expect(hot > 0, "\(hot) of 50 completions were HOT")
+        try db.sync { c in
+            try QueueStore.enqueue(run: "r2", [job(1)], c)
+            try QueueStore.cancel(run: "r2", task: 1, attempt: 1, c)
+        }
+        #expect(try db.sync { c in try c.query("SELECT worker FROM tasker_jobs WHERE run = 'r2'").first?.optionalText(0) } == "")
+        #expect(try db.sync { c in try QueueStore.claim(worker: "w", limit: 5, versions: QueueStoreTests.work, c) }.isEmpty)
+    }
+
+    /// HOT updates of `tasker_jobs` so far (this connection's flushed first).
+    func hotUpdates() throws -> Int {
+        try db.sync { c in
+            try c.query("SELECT pg_stat_force_next_flush()")
+            try c.query("SELECT 1")
+            return try c.query("SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'tasker_jobs'").first?.int(0) ?? -1
+        }
+    }
+
     @Test func arrayParametersKeepQuotesAndBackslashes() throws {
         let values = ["plain", "with \"quotes\"", "back\\slash", "comma, {brace}"]
         let rows = try db.sync { c in

@@ -1,0 +1,46 @@
+import TaskerCore
+
+/// How many jobs a worker claims beyond its free slots. While the queue is
+/// shallow, none: a claim takes the free slots only, so a job handed over
+/// to an idle worker starts at once and no job waits behind another on a
+/// worker that is busy. While claims come back full (a backlog), it keeps
+/// about `horizon` seconds of its own pace in hand (jobs finished per
+/// second: slow jobs get none ahead), at most `most`: fewer, larger claims
+/// (and so fewer statements per job), yet never more than a short while of
+/// work that other workers could have taken. (Paced by starts instead, the
+/// burst of starts after each claim made a worker of half-second jobs take
+/// the whole queue.)
+struct ClaimPace {
+    static let horizon = 0.025
+    static let most = 256
+
+    /// Jobs to hold claimed and not started yet.
+    private(set) var ahead = 0
+    /// Jobs finished per second, smoothed over claims.
+    private var rate = 0.0
+    private var finished = 0
+    private var since = Monotonic.now()
+
+    mutating func didFinish() { finished += 1 }
+
+    /// A claim came back: `full` when it got all it asked for.
+    mutating func claimed(full: Bool) {
+        let now = Monotonic.now()
+        let seconds = Double(now &- since) / 1e9
+        if seconds > 0 {
+            let recent = Double(finished) / seconds
+            rate = rate == 0 ? recent : 0.5 * rate + 0.5 * recent
+            finished = 0
+            since = now
+        }
+        ahead = full ? min(Self.most, Int(rate * Self.horizon)) : 0
+    }
+
+    /// How many to claim with `free` slots and `held` jobs claimed ahead
+    /// (0: not now). A backlog is refilled once half of what is held ahead
+    /// has started, not one job at a time.
+    func toClaim(free: Int, held: Int) -> Int {
+        guard held <= ahead / 2 else { return 0 }
+        return max(0, free + ahead - held)
+    }
+}

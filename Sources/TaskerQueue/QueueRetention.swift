@@ -1,0 +1,78 @@
+/// How long finished job rows stay in `tasker_jobs` after their run ended
+/// (`tasker worker --retain`). A run's coordinator records every result
+/// in the run's journal as it reads it (what `show`, `report`, `runs` and
+/// `--resume` read), so once the run has ended its rows are a copy: they
+/// are kept only for looking at with SQL (which worker ran what).
+public enum Retention {
+    /// The default: delete once the run has ended.
+    public static let defaultSeconds: Double = 0
+
+    /// Rows deleted per statement: short transactions, and the work is
+    /// shared with other workers sweeping at the same time (SKIP LOCKED).
+    static let batch = 5000
+
+    /// `0`, `90` or `90s`, `30m`, `12h`, `7d` (a decimal number and a unit)
+    /// in seconds; nil when it is not one of those.
+    public static func seconds(_ text: String) -> Double? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var number = Substring(text)
+        var unit = 1.0
+        if let last = number.last, let u = units[last] {
+            unit = u
+            number = number.dropLast()
+        }
+        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+              let n = Double(number), n.isFinite, n >= 0 else { return nil }
+        return n * unit
+    }
+}
+
+extension QueueStore {
+    /// Deletes up to `limit` finished rows (not queued, not running) of
+    /// runs whose coordinator stopped more than `retain` seconds ago (the
+    /// run ended, or its coordinator died and its jobs were cancelled);
+    /// returns how many. A run still going keeps its rows: its coordinator
+    /// reads them. Rows another sweeper holds are skipped, not waited for.
+    static func sweep(retain: Double, limit: Int = Retention.batch, _ c: PGConnection) throws -> Int {
+        try c.query("""
+            WITH r AS (SELECT run FROM tasker_coordinators WHERE stopped < now() - make_interval(secs => $1::float8)),
+                 d AS (SELECT j.id FROM tasker_jobs j JOIN r ON j.run = r.run
+                       WHERE j.state NOT IN ('queued', 'running') LIMIT $2::int FOR UPDATE OF j SKIP LOCKED)
+            DELETE FROM tasker_jobs j USING d WHERE j.id = d.id
+            """, [String(retain), String(limit)]).affected
+    }
+
+    /// Forgets the leases of ended runs that have no rows left (so the
+    /// next sweep does not look at them again).
+    static func forgetSweptRuns(retain: Double, _ c: PGConnection) throws {
+        try c.query("""
+            DELETE FROM tasker_coordinators k WHERE stopped < now() - make_interval(secs => $1::float8)
+              AND NOT EXISTS (SELECT 1 FROM tasker_jobs j WHERE j.run = k.run)
+            """, [String(retain)])
+    }
+}
+
+extension QueueStore {
+    /// Dead row versions past which a sweeper vacuums the table itself: a
+    /// job leaves three (claim, completion, deletion) and autovacuum looks
+    /// at a table about once a minute, so a steady stream would pile up
+    /// hundreds of thousands meanwhile.
+    static let deadRowsToVacuum = 20000
+
+    /// Vacuums `tasker_jobs` when its dead rows outnumber both the bound
+    /// and its live rows, unless another process vacuums it now (one
+    /// sweeper at a time, by an advisory lock; autovacuum's lock is skipped,
+    /// not waited for). A role that does not own the table only gets a
+    /// warning, and autovacuum stays the only one. Returns whether it ran.
+    @discardableResult
+    static func vacuumIfDead(_ c: PGConnection) throws -> Bool {
+        let rows = try c.query("""
+            SELECT n_dead_tup > greatest($1::bigint, n_live_tup) AND pg_try_advisory_lock(7165422)
+            FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
+            """, [String(deadRowsToVacuum)])
+        guard try rows.first?.bool(0) == true else { return false }
+        defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
+        try c.execute("VACUUM (SKIP_LOCKED) tasker_jobs")
+        return true
+    }
+}

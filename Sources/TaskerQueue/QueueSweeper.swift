@@ -1,0 +1,60 @@
+import Synchronization
+
+/// A worker's upkeep of `tasker_jobs`: deletes the finished rows of runs
+/// that ended more than `retain` seconds ago, in batches, and vacuums the
+/// table when dead rows pile up, on a connection of its own (claims and
+/// completions never wait behind it). One sweep at a time; a sweep goes on
+/// until nothing is left or the worker stops.
+final class QueueSweeper: Sendable {
+    private let retain: Double
+    private let db: PGThread
+    private struct State {
+        var sweeping = false
+        var stopping = false
+    }
+    private let state = Mutex(State())
+    /// Rows deleted so far (tests, logs).
+    let deleted = Atomic<Int>(0)
+    /// Hears why a sweep failed (not an outage: that waits).
+    private let report: @Sendable (String) -> Void
+
+    init(url: String, retain: Double, report: @escaping @Sendable (String) -> Void) {
+        self.retain = retain
+        self.report = report
+        // It waits for the server for ever, as the worker does; an outage
+        // is the worker's to report.
+        db = PGThread(url: url, name: "tasker.sweep")
+    }
+
+    /// Starts a sweep unless one is going on.
+    func sweep() {
+        let start = state.withLock { s in
+            guard !s.sweeping, !s.stopping else { return false }
+            s.sweeping = true
+            return true
+        }
+        guard start else { return }
+        let retain = self.retain
+        db.submit({ [self] c, _ in
+            defer { state.withLock { $0.sweeping = false } }
+            while !state.withLock({ $0.stopping }) {
+                let n = try QueueStore.sweep(retain: retain, c)
+                deleted.add(n, ordering: .relaxed)
+                if n < Retention.batch {
+                    try QueueStore.forgetSweptRuns(retain: retain, c)
+                    try QueueStore.vacuumIfDead(c)
+                    return
+                }
+            }
+        }, failed: { [self] error in
+            state.withLock { $0.sweeping = false }
+            report("cannot delete the finished jobs of ended runs: \(error.message)")
+        })
+    }
+
+    /// Ends the sweep going on after its current batch, and the connection.
+    func stop() {
+        state.withLock { $0.stopping = true }
+        db.stop()
+    }
+}

@@ -1,0 +1,33 @@
+import Testing
+@testable import TaskerQueue
+
+/// A worker claims its free slots only until claims come back full; then
+/// it holds a short while of its own pace ahead, and lets go at once when
+/// the queue runs short.
+@Suite struct ClaimPaceTests {
+    @Test func idleClaimsOnlyTheFreeSlots() {
+        var p = ClaimPace()
+        #expect(p.toClaim(free: 16, held: 0) == 16)
+        #expect(p.toClaim(free: 3, held: 0) == 3)
+        #expect(p.toClaim(free: 0, held: 0) == 0)
+        p.claimed(full: false)
+        #expect(p.ahead == 0 && p.toClaim(free: 1, held: 0) == 1)
+    }
+
+    @Test func aBacklogIsClaimedAheadUpToTheCapAndLetGoWhenShort() {
+        var p = ClaimPace()
+        // full, but nothing finished yet (slow jobs): nothing ahead
+        p.claimed(full: true)
+        #expect(p.ahead == 0 && p.toClaim(free: 0, held: 0) == 0)
+        // a pace of a million jobs a second is capped
+        for _ in 0..<1_000_000 { p.didFinish() }
+        p.claimed(full: true)
+        #expect(p.ahead == ClaimPace.most)
+        #expect(p.toClaim(free: 0, held: 0) == p.ahead)
+        // refilled once half of what is held has started, not job by job
+        #expect(p.toClaim(free: 0, held: p.ahead) == 0)
+        #expect(p.toClaim(free: 2, held: p.ahead / 2) == 2 + p.ahead - p.ahead / 2)
+        p.claimed(full: false)
+        #expect(p.ahead == 0 && p.toClaim(free: 0, held: 0) == 0)
+    }
+}

@@ -1,0 +1,130 @@
+import Foundation
+import PostgresTestServer
+import TaskerCore
+import Testing
+@testable import TaskerQueue
+
+/// Finished rows go once their run has ended (or ended long enough ago);
+/// a run still going keeps them, and so does any job not finished.
+@Suite struct RetentionTests {
+    let url: String
+    let db: PGThread
+    static let work: [String: String?] = ["work": "v1"]
+
+    init() async throws {
+        url = try await PostgresTestServer.freshDatabase().url
+        db = PGThread(url: url, name: "test")
+        try db.sync { c in try QueueSchema.ensure(c) }
+    }
+
+    /// Registers `run`'s coordinator and queues `n` jobs of it; `finish`
+    /// of them are claimed and completed.
+    func run(_ run: String, jobs n: Int, finish: Int) throws {
+        try db.sync { c in
+            try QueueStore.register(run: run, host: "h", pid: 1, lease: 60, c)
+            try QueueStore.enqueue(run: run, (1...n).map {
+                RemoteAttempt(task: $0, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil)
+            }, c)
+            let claimed = try c.query("""
+                UPDATE tasker_jobs SET state = 'running', worker = 'w', claim = id WHERE id IN (
+                  SELECT id FROM tasker_jobs WHERE run = $1 ORDER BY task LIMIT $2::int) RETURNING id
+                """, [run, String(finish)]).rows.map { r throws(PGError) in try r.int64(0) }
+            let refused = try QueueStore.complete(claimed.map { JobCompletion(id: $0, claim: $0, state: .succeeded, result: "[]") }, c)
+            #expect(refused.isEmpty)
+        }
+    }
+
+    func count(_ run: String) throws -> Int {
+        try db.sync { c in try c.query("SELECT count(*) FROM tasker_jobs WHERE run = $1", [run]).first?.int(0) ?? -1 }
+    }
+
+    @Test func anEndedRunsFinishedRowsGoAndARunningRunsStay() throws {
+        try run("ended", jobs: 10, finish: 8)
+        try run("going", jobs: 10, finish: 10)
+        try db.sync { c in try QueueStore.coordinatorStopped(run: "ended", c) }
+        #expect(try db.sync { c in try QueueStore.sweep(retain: 0, c) } == 8)
+        // the two jobs the ended run left unfinished stay (queued): nobody
+        // deletes what may still be claimed; the running run keeps all
+        #expect(try count("ended") == 2)
+        #expect(try count("going") == 10)
+        // the lease of a run with rows left is kept, then forgotten with them
+        try db.sync { c in try QueueStore.forgetSweptRuns(retain: 0, c) }
+        #expect(try db.sync { c in try c.query("SELECT count(*) FROM tasker_coordinators").first?.int(0) } == 2)
+        try db.sync { c in try QueueStore.cancel(runs: ["ended"], why: "test", c) }
+        #expect(try db.sync { c in try QueueStore.sweep(retain: 0, c) } == 2)
+        try db.sync { c in try QueueStore.forgetSweptRuns(retain: 0, c) }
+        #expect(try db.sync { c in try c.query("SELECT run FROM tasker_coordinators").firstColumn } == ["going"])
+    }
+
+    @Test func rowsStayForTheRetentionAfterTheirRunEnded() throws {
+        try run("r", jobs: 4, finish: 4)
+        try db.sync { c in try QueueStore.coordinatorStopped(run: "r", c) }
+        #expect(try db.sync { c in try QueueStore.sweep(retain: 3600, c) } == 0)
+        #expect(try count("r") == 4)
+        _ = try db.sync { c in try c.query("UPDATE tasker_coordinators SET stopped = now() - interval '61 minutes'") }
+        #expect(try db.sync { c in try QueueStore.sweep(retain: 3600, c) } == 4)
+        #expect(try count("r") == 0)
+    }
+
+    @Test func aSweepDeletesInBatches() throws {
+        try run("r", jobs: 10, finish: 10)
+        try db.sync { c in try QueueStore.coordinatorStopped(run: "r", c) }
+        #expect(try db.sync { c in try QueueStore.sweep(retain: 0, limit: 4, c) } == 4)
+        #expect(try db.sync { c in try QueueStore.sweep(retain: 0, limit: 4, c) } == 4)
+        #expect(try db.sync { c in try QueueStore.sweep(retain: 0, limit: 4, c) } == 2)
+    }
+
+    /// A worker still running a job whose row went (its run was pruned)
+    /// hears at its heartbeat that it must stop it.
+    @Test func aJobWhoseRowIsGoneIsStoppedAtTheHeartbeat() throws {
+        try db.sync { c in
+            try QueueStore.register(worker: "w", host: "h", pid: 1, lease: 60, versions: Self.work, c)
+            try QueueStore.enqueue(run: "r", [RemoteAttempt(task: 1, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil)], c)
+        }
+        let j = try #require(try db.sync { c in try QueueStore.claim(worker: "w", limit: 1, versions: Self.work, c) }.first)
+        #expect(try db.sync { c in try QueueStore.heartbeat(worker: "w", running: [j.id], c) }.stop.isEmpty)
+        _ = try db.sync { c in try c.query("DELETE FROM tasker_jobs") }
+        #expect(try db.sync { c in try QueueStore.heartbeat(worker: "w", running: [j.id], c) }.stop == [j.id])
+    }
+
+    @Test func durationsAreReadWithTheirUnit() {
+        #expect(Retention.seconds("0") == 0)
+        #expect(Retention.seconds("90") == 90)
+        #expect(Retention.seconds("90s") == 90)
+        #expect(Retention.seconds("1.5h") == 5400)
+        #expect(Retention.seconds("7d") == 604_800)
+        #expect(Retention.seconds("30m") == 1800)
+        for bad in ["", "d", "-1h", "7w", "1e3", "nan", "1 h"] { #expect(Retention.seconds(bad) == nil, "\(bad)") }
+    }
+}
+
+/// Dead rows past the bound are vacuumed by a sweeper, not left for
+/// autovacuum's next round.
+@Suite struct QueueVacuumTests {
+    @Test func deadRowsPastTheBoundAreVacuumed() async throws {
+        let url = try await PostgresTestServer.freshDatabase().url
+        let db = PGThread(url: url, name: "test")
+        defer { db.stop() }
+        try db.sync { c in try QueueSchema.ensure(c) }
+        #expect(try db.sync { c in try QueueStore.vacuumIfDead(c) } == false)
+        let n = QueueStore.deadRowsToVacuum + 5000
+        try db.sync { c in
+            try c.query("""
+                INSERT INTO tasker_jobs (run, task, attempt, name, args) SELECT 'r', g, 1, 'work', '{}' FROM generate_series(1, $1::int) g
+                """, [String(n)])
+            try c.query("DELETE FROM tasker_jobs")
+        }
+        // the server's statistics lag by up to a second or so
+        var vacuumed = false
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while !vacuumed && Date() < deadline {
+            vacuumed = try db.sync { c in try QueueStore.vacuumIfDead(c) }
+            if !vacuumed { try await Task.sleep(nanoseconds: 100_000_000) }
+        }
+        #expect(vacuumed)
+        let dead = try db.sync { c in
+            try c.query("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'tasker_jobs'").first?.int(0)
+        }
+        #expect((dead ?? n) < QueueStore.deadRowsToVacuum)
+    }
+}
