@@ -6,7 +6,7 @@
 ---@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"fs"|"ssh"|"interceptor"|"reactor"|"usage"|"deadlock"|"lost"
 ---@field message string
 ---@field where? string   # "file:line" of the call, for usage errors
----@field code? integer|string   # exec: the exit code; ssh: "connect"|"auth"|"hostkey"|"timeout"
+---@field code? integer|string   # exec: the exit code; ssh: "connect"|"auth"|"hostkey"|"timeout"|"copy"
 ---@field host? string    # ssh: the host that could not be reached; exec/timeout on a host: that host
 ---@field stderr? string  # exec: what the program wrote to stderr
 ---@field path? string    # fs: the path the operation failed on
@@ -322,3 +322,20 @@ function fs.copy(from, to) end
 ---@param opts? {keep?: boolean}
 ---@return string
 function fs.tempdir(opts) end
+
+---Files to and from a host over its master connection: the receiving side writes a temp
+---name in the target's directory and renames it once its SHA-256 matches the sender's,
+---so the old file stays whole until then. Failures raise kind "ssh" with `host`
+---(`code` "copy" when the host was reached but the copy failed).
+ssh = {}
+---@param host string|tasker.Host
+---@param localPath string
+---@param remotePath string  # relative: to the login directory
+---@param opts? {mode?: integer|string}  # permission bits (420, "644", "0644"); default the local file's
+---@return true
+function ssh.put(host, localPath, remotePath, opts) end
+---@param host string|tasker.Host
+---@param remotePath string
+---@param localPath string  # made with the umask's mode
+---@return true
+function ssh.get(host, remotePath, localPath) end

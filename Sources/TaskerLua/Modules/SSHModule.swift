@@ -39,9 +39,66 @@ final class SSHModule: LuaModule {
         ("configure", { L in SSHModule.this(L!).configure(L!) }),
     ]
 
+    /// The `ssh` global.
+    static let library: [(String, tasker_SwiftFunction)] = [
+        ("get", { L in SSHModule.this(L!).copy(L!, put: false) }),
+        ("put", { L in SSHModule.this(L!).copy(L!, put: true) }),
+    ]
+
     func install(in runtime: LuaRuntime) {
         scriptDirectory = { [unowned runtime] in runtime.chunk.scriptDirectory }
         addToTaskerTable(Self.functions, in: runtime.L)
+        pushTable(Self.library, in: runtime.L)
+        setGlobal("ssh", in: runtime.L)
+    }
+
+    /// `ssh.put(host, local, remote [, {mode=}])`, `ssh.get(host, remote, local)`:
+    /// true, or raises kind `ssh` (see SSHCopyWait).
+    func copy(_ L: OpaquePointer, put: Bool) -> Int32 {
+        let fn = put ? "ssh.put" : "ssh.get"
+        let s = LuaStack(L)
+        let target: RemoteTarget
+        switch RemoteTarget.read(L, at: 1, fn: fn) {
+        case .failure(let why): return host.usage(L, why.message)
+        case .success(nil): return host.argError(L, fn, 1, "address string or host object")
+        case .success(let t?): target = t
+        }
+        for i: Int32 in 2...3 {
+            guard lua_type(L, i) == LUA_TSTRING, let path = s.string(i), !path.isEmpty, !path.utf8.contains(0) else {
+                return host.argError(L, fn, i, "non-empty path")
+            }
+        }
+        var mode: Int?
+        if put, !s.isNoneOrNil(4) {
+            guard lua_type(L, 4) == LUA_TTABLE else { return host.argError(L, fn, 4, "table") }
+            let o = OptionReader(L: L, table: 4, function: fn, known: ["mode"])
+            if let message = o.unknownOption() { return host.usage(L, message) }
+            s.rawGet(4, "mode")
+            if !s.isNoneOrNil(-1) {
+                guard let m = Self.mode(L, -1) else {
+                    s.pop()
+                    return host.usage(L, "bad option 'mode' to '\(fn)' (permission bits expected, as 420, \"644\" or \"0644\")")
+                }
+                mode = m
+            }
+            s.pop()
+        } else if !put, !s.isNoneOrNil(4) {
+            return host.usage(L, "ssh.get takes no options (host, remote, local)")
+        }
+        if let problem = configProblem() { return host.usage(L, problem) }
+        if let status = host.cannotWait(L, fn) { return status }
+        let (local, remote) = put ? (s.string(2)!, s.string(3)!) : (s.string(3)!, s.string(2)!)
+        return host.suspend(L, .wait(SSHCopyWait(target: target, direction: put ? .put(mode: mode) : .get, local: local, remote: remote)))
+    }
+
+    /// Permission bits: an integer, or an octal string.
+    private static func mode(_ L: OpaquePointer, _ i: Int32) -> Int? {
+        let m: Int?
+        if lua_type(L, i) == LUA_TNUMBER { m = LuaStack(L).integer(i) }
+        else if lua_type(L, i) == LUA_TSTRING, let text = LuaStack(L).string(i) { m = Int(text, radix: 8) }
+        else { m = nil }
+        guard let m, (0...0o7777).contains(m) else { return nil }
+        return m
     }
 
     /// `tasker.configure{ssh_config=PATH, accept_new_host_keys=bool}`.
