@@ -133,6 +133,16 @@ function tasker.parallel(specs, opts) end
 ---@param opts? {name?: string}
 ---@return tasker.Handle
 function tasker.serial(specs, opts) end
+---A group with one member per host (named after it) running `run(ctx, host)`: batches start in
+---order, each once the previous one ended (plus `pause` s); once more than `max_failures` members
+---failed, no further batch starts and the hosts not started are cancelled ("rolling: too many
+---failures (3 > 2)"), and the group fails with that reason. Within the budget it succeeds with the
+---members' values. `batch` (default 1) and `max_failures` (default 0) are counts or percentages of
+---the hosts ("25%", rounded down; a batch is at least 1); `per_host` (default 1) caps the tasks of
+---one host running at once across every rolling group of the run.
+---@param opts {hosts: (string|tasker.Host)[], run: fun(ctx: tasker.Context, host: string|tasker.Host): any, batch?: integer|string, max_failures?: integer|string, pause?: number, per_host?: integer, name?: string}
+---@return tasker.Handle
+function tasker.rolling(opts) end
 ---@param seconds number
 function tasker.sleep(seconds) end
 ---A named task function whose args and values are JSON; returns a function that adds a task running it.
@@ -187,8 +197,9 @@ function tasker.sh(command, opts) end
 ---@param group? string|{group: string}
 ---@return tasker.Inventory
 function tasker.hosts(source, group) end
----Run-wide settings: `ssh_config` (passed as `ssh -F`; else TASKER_SSH_CONFIG, else the user's own), `accept_new_host_keys` (trust on first use).
----@param opts {ssh_config?: string, accept_new_host_keys?: boolean}
+---Run-wide settings: `ssh_config` (passed as `ssh -F`; else TASKER_SSH_CONFIG, else the user's own), `accept_new_host_keys` (trust on first use),
+---`ssh_connections` (master connections open at once, default 64: past it an idle one is closed, or the command waits for one).
+---@param opts {ssh_config?: string, accept_new_host_keys?: boolean, ssh_connections?: integer}
 function tasker.configure(opts) end
 
 ---@class json
