@@ -117,6 +117,12 @@ final class SSHCopyWait: FiberWait {
         hashLocal(temp) { [weak self] sum in
             guard let self, !self.answered, let temp = self.localTemp else { return }
             guard sum == sent else { return self.fail("the copy's SHA-256 differs from the remote file's (it changed or the copy was cut short)") }
+            // past its deadline or cancelled, its wait not yet closed: nothing is replaced
+            if let runtime = self.runtime, let fiber = self.fiber, let reason = runtime.stopReason(for: fiber) {
+                self.removeLocalTemp()
+                self.answered = true
+                return runtime.finishWait(fiber, .failure(reason))
+            }
             guard rename(temp, self.local) == 0 else {
                 return self.fail("cannot rename '\(temp)' to '\(self.local)': \(String(cString: strerror(errno)))")
             }
@@ -152,6 +158,8 @@ final class SSHCopyWait: FiberWait {
         guard !answered, let runtime, let ssh else { return }
         if finished.code == 0 { return then() }
         let dest = target.destination
+        let signal = finished.status & 0x7f
+        if signal != 0 && signal != 0x7f { return fail("the local ssh was killed (signal \(signal))") }
         guard finished.code == 255 else { return fail(RemoteCopy.reason(finished.stderr) ?? "the remote side exited with \(finished.code)") }
         if let failure = SSHFailure.classify(stderr: finished.stderr, host: target.name) {
             ssh.masterLost(dest)

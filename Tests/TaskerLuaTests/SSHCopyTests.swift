@@ -53,7 +53,12 @@ struct SSHCopyTests {
               local ok, e = pcall(bad)
               print(ok, e.kind, e.where)
             end
-            """)
+            -- a secret in a path stays masked in the error
+            local here = debug.getinfo(1, "S").source:match("^@(.*)/")
+            local token = tasker.secret("TOKEN", {file = here .. "/token.txt"})
+            ok, e = pcall(ssh.put, "h4", dir .. "/src", dir .. "/" .. token .. "/f")
+            print(e.kind, e.message:find(token, 1, true) == nil, e.message:find("***", 1, true) ~= nil)
+            """, files: ["token.txt": "s3cr3t-t0ken-value\n"])
         #expect(r.exitCode == 0, "\(r.diagnostics) \(r.result.mainError ?? "")")
         #expect(r.lines == [
             "true", "true\t640", "true", "true",
@@ -64,11 +69,13 @@ struct SSHCopyTests {
             "0\t0\ttrue",
             "false\tusage\tpipeline.lua:28", "false\tusage\tpipeline.lua:29", "false\tusage\tpipeline.lua:30",
             "false\tusage\tpipeline.lua:31", "false\tusage\tpipeline.lua:32",
+            "ssh\ttrue\ttrue",
         ], "\(r.lines)")
     }
 
     /// A put cancelled mid-copy leaves the old remote file and, once the
-    /// remote side has gone, no temp file.
+    /// remote side has gone, no temp file; a cancelled get leaves the old
+    /// local file and no temp file; so does a local ssh killed mid-put.
     @Test(.timeLimit(.minutes(3)))
     func aCancelledPutLeavesTheOldFile() async throws {
         let fleet = try await SSHTestHosts.get()
@@ -91,11 +98,39 @@ struct SSHCopyTests {
             deadline = tasker.now() + 20
             while temps(dir .. "/to") > 0 and tasker.now() < deadline do tasker.sleep(0.05) end
             print(temps(dir .. "/to"), fs.read(dir .. "/to/file"))
+            -- the same for a get: the local temp file goes as the task's wait is closed
+            fs.write(dir .. "/got", "old")
+            h = tasker.add{name = "get", run = function() ssh.get("h5", dir .. "/big", dir .. "/got") end}
+            deadline = tasker.now() + 150
+            while temps(dir) == 0 and tasker.now() < deadline do tasker.sleep(0.02) end
+            print("copying", temps(dir))
+            h:cancel()
+            print(h:result())
+            deadline = tasker.now() + 20
+            while temps(dir) > 0 and tasker.now() < deadline do tasker.sleep(0.05) end
+            print(temps(dir), fs.read(dir .. "/got"))
+            -- the local ssh killed mid-put: the remote side sees its input end early
+            fs.mkdir(dir .. "/kill")
+            fs.write(dir .. "/kill/file", "old")
+            h = tasker.add{name = "killed", run = function() ssh.put("h5", dir .. "/big", dir .. "/kill/file") end}
+            deadline = tasker.now() + 150
+            while temps(dir .. "/kill") == 0 and tasker.now() < deadline do tasker.sleep(0.02) end
+            tasker.exec{"pkill", "-KILL", "-f", "^ssh -F .*" .. dir .. "/kill/file"}
+            local ok, e = h:result()
+            print(ok, e.kind, e.host, e.code, e.message:match("killed %(signal 9%)$") ~= nil)
+            deadline = tasker.now() + 20
+            while temps(dir .. "/kill") > 0 and tasker.now() < deadline do tasker.sleep(0.05) end
+            print(temps(dir .. "/kill"), fs.read(dir .. "/kill/file"))
             """)
-        #expect(r.lines.count == 3, "\(r.lines) \(r.diagnostics) \(r.result.mainError ?? "")")
-        let lines = r.lines + Array(repeating: "", count: 3)
+        #expect(r.lines.count == 8, "\(r.lines) \(r.diagnostics) \(r.result.mainError ?? "")")
+        let lines = r.lines + Array(repeating: "", count: 8)
         #expect(lines[0] == "copying\t1", "\(r.lines) \(r.diagnostics)")
         #expect(lines[1].hasPrefix("false"), "\(lines[1])")
         #expect(lines[2] == "0\told")
+        #expect(lines[3] == "copying\t1")
+        #expect(lines[4].hasPrefix("false"), "\(lines[4])")
+        #expect(lines[5] == "0\told")
+        #expect(lines[6] == "false\tssh\th5\tcopy\ttrue", "\(lines[6])")
+        #expect(lines[7] == "0\told")
     }
 }
