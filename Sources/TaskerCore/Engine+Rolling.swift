@@ -22,24 +22,39 @@ extension Engine {
         startPending(r, g, rs)
     }
 
-    /// Starts the current batch's members whose host has room.
+    /// Starts the current batch's members whose host has room. A member
+    /// may end within `start` (reused on resume): `starting` keeps that
+    /// from ending the batch under this loop, which looks once it is done.
     func startPending(_ r: TaskRecord, _ g: GroupState, _ rs: RollingState) {
-        var waiting: [Int] = []
-        let pending = rs.pending
-        rs.pending = []
-        for k in pending {
-            guard !r.state.isFinal, !rs.stopped else { break }
-            guard let mr = record(g.members[k]), mr.finalState == nil else { continue }
-            if hostSlots.take(rs.hosts[k], limit: rs.policy.perHost) {
+        rs.starting = true
+        var started = true
+        // again after a start: a member that ended within it freed its host
+        while started {
+            started = false
+            var i = 0
+            while i < rs.pending.count, !r.state.isFinal, !rs.stopped {
+                let k = rs.pending[i]
+                guard let mr = record(g.members[k]), mr.finalState == nil else {
+                    rs.pending.remove(at: i)
+                    continue
+                }
+                guard hostSlots.take(rs.hosts[k], limit: rs.policy.perHost) else {
+                    i += 1
+                    continue
+                }
+                rs.pending.remove(at: i)
                 g.running += 1
+                started = true
                 start(g.members[k])
-            } else {
-                waiting.append(k)
             }
         }
+        rs.starting = false
         guard !r.state.isFinal, !rs.stopped else { return }
-        rs.pending = waiting + rs.pending
-        if !rs.pending.isEmpty && !hostSlots.waiting.contains(r.id) { hostSlots.waiting.append(r.id) }
+        if !rs.pending.isEmpty {
+            if !hostSlots.waiting.contains(r.id) { hostSlots.waiting.append(r.id) }
+        } else if g.running == 0 {
+            batchEnded(r, g, rs)
+        }
     }
 
     /// A member ended: its host is free again, failures are counted, and
@@ -68,8 +83,13 @@ extension Engine {
             }
             return
         }
-        guard !rs.stopped, g.running == 0, rs.pending.isEmpty else { return }
-        // the batch is over
+        guard !rs.starting, !rs.stopped, g.running == 0, rs.pending.isEmpty else { return }
+        batchEnded(r, g, rs)
+    }
+
+    /// Every member of the batch is final: the next one starts after the pause.
+    private func batchEnded(_ r: TaskRecord, _ g: GroupState, _ rs: RollingState) {
+        guard g.nextToStart < g.members.count else { return }
         if rs.policy.pause > 0 {
             r.timer = loop.schedule(after: rs.policy.pause) { [unowned self] in
                 r.timer = nil
@@ -103,6 +123,8 @@ extension Engine {
         hostSlots.waiting = []
         for id in groups {
             guard let r = record(id), !r.state.isFinal, case .group(let g) = r.role, let rs = g.rolling else { continue }
+            // a group inside its own loop looks again there
+            if rs.starting { continue }
             startPending(r, g, rs)
         }
     }

@@ -26,6 +26,8 @@ final class RollingState {
     var pending: [Int] = []
     var failures = 0
     var stopped = false
+    /// Inside `startPending`'s loop.
+    var starting = false
     /// Why it stopped, as its cancelled members and the group say.
     var stopMessage: String?
 
