@@ -6,7 +6,7 @@
 ---@field kind "timeout"|"cancelled"|"discarded"|"dependency"|"http"|"exec"|"json"|"fs"|"ssh"|"interceptor"|"reactor"|"usage"|"deadlock"|"lost"
 ---@field message string
 ---@field where? string   # "file:line" of the call, for usage errors
----@field code? integer|string   # exec: the exit code; ssh: "connect"|"auth"|"hostkey"|"timeout"
+---@field code? integer|string   # exec: the exit code; ssh: "connect"|"auth"|"hostkey"|"timeout"|"copy"
 ---@field host? string    # ssh: the host that could not be reached; exec/timeout on a host: that host
 ---@field stderr? string  # exec: what the program wrote to stderr
 ---@field path? string    # fs: the path the operation failed on
@@ -133,6 +133,16 @@ function tasker.parallel(specs, opts) end
 ---@param opts? {name?: string}
 ---@return tasker.Handle
 function tasker.serial(specs, opts) end
+---A group with one member per host (named after it) running `run(ctx, host)`: batches start in
+---order, each once the previous one ended (plus `pause` s); once more than `max_failures` members
+---failed, no further batch starts and the hosts not started are cancelled ("rolling: too many
+---failures (3 > 2)"), and the group fails with that reason. Within the budget it succeeds with the
+---members' values. `batch` (default 1) and `max_failures` (default 0) are counts or percentages of
+---the hosts ("25%", rounded down; a batch is at least 1); `per_host` (default 1) caps the tasks of
+---one host running at once across every rolling group of the run.
+---@param opts {hosts: (string|tasker.Host)[], run: fun(ctx: tasker.Context, host: string|tasker.Host): any, batch?: integer|string, max_failures?: integer|string, pause?: number, per_host?: integer, name?: string}
+---@return tasker.Handle
+function tasker.rolling(opts) end
 ---@param seconds number
 function tasker.sleep(seconds) end
 ---A named task function whose args and values are JSON; returns a function that adds a task running it.
@@ -187,8 +197,9 @@ function tasker.sh(command, opts) end
 ---@param group? string|{group: string}
 ---@return tasker.Inventory
 function tasker.hosts(source, group) end
----Run-wide settings: `ssh_config` (passed as `ssh -F`; else TASKER_SSH_CONFIG, else the user's own), `accept_new_host_keys` (trust on first use).
----@param opts {ssh_config?: string, accept_new_host_keys?: boolean}
+---Run-wide settings: `ssh_config` (passed as `ssh -F`; else TASKER_SSH_CONFIG, else the user's own), `accept_new_host_keys` (trust on first use),
+---`ssh_connections` (master connections open at once, default 64: past it an idle one is closed, or the command waits for one).
+---@param opts {ssh_config?: string, accept_new_host_keys?: boolean, ssh_connections?: integer}
 function tasker.configure(opts) end
 
 ---@class json
@@ -322,3 +333,20 @@ function fs.copy(from, to) end
 ---@param opts? {keep?: boolean}
 ---@return string
 function fs.tempdir(opts) end
+
+---Files to and from a host over its master connection: the receiving side writes a temp
+---name in the target's directory and renames it once its SHA-256 matches the sender's,
+---so the old file stays whole until then. Failures raise kind "ssh" with `host`
+---(`code` "copy" when the host was reached but the copy failed).
+ssh = {}
+---@param host string|tasker.Host
+---@param localPath string
+---@param remotePath string  # relative: to the login directory
+---@param opts? {mode?: integer|string}  # permission bits (420, "644", "0644"); default the local file's
+---@return true
+function ssh.put(host, localPath, remotePath, opts) end
+---@param host string|tasker.Host
+---@param remotePath string
+---@param localPath string  # made with the umask's mode
+---@return true
+function ssh.get(host, remotePath, localPath) end

@@ -7,6 +7,10 @@ extension Engine {
     /// input order, if any. Its value is a `GroupValue`.
     @discardableResult
     public func addGroup(_ spec: TaskSpec, members: [TaskSpec], concurrency: Int, failFast: Bool) -> TaskID {
+        addGroup(spec, members: members, concurrency: concurrency, failFast: failFast, rolling: nil)
+    }
+
+    func addGroup(_ spec: TaskSpec, members: [TaskSpec], concurrency: Int, failFast: Bool, rolling: RollingState?) -> TaskID {
         var groupSpec = spec
         groupSpec.body = nil
         groupSpec.key = nil
@@ -20,7 +24,9 @@ extension Engine {
             mr.parent = g.id
             memberIDs.append(mr.id)
         }
-        g.role = .group(GroupState(members: memberIDs, concurrency: concurrency, failFast: failFast))
+        let state = GroupState(members: memberIDs, concurrency: concurrency, failFast: failFast)
+        state.rolling = rolling
+        g.role = .group(state)
         for o in addObservers { o.taskAdded(g.id, engine: self) }
         for m in memberIDs { for o in addObservers { o.taskAdded(m, engine: self) } }
         for (m, spec) in zip(memberIDs, members) where !spec.after.isEmpty {
@@ -37,6 +43,7 @@ extension Engine {
             finishWork(r, .succeeded(.group([])))
             return
         }
+        if let rs = g.rolling { return startBatch(r, g, rs) }
         startMembers(r, g)
     }
 
@@ -52,6 +59,7 @@ extension Engine {
 
     func groupMemberFinished(_ r: TaskRecord, _ member: TaskRecord) {
         guard case .group(let g) = r.role else { return }
+        if let rs = g.rolling { return rollingMemberFinished(r, g, rs, member) }
         g.finished += 1
         if member.lifecycle.startRequested { g.running -= 1 }
         guard !r.state.isFinal else { return }

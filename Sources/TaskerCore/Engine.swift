@@ -52,6 +52,8 @@ public final class Engine {
     /// After an interrupt or `tasker.exit`: nothing starts any more.
     public private(set) var closed = false
     var keyIndex: [String: TaskID] = [:]
+    /// Rolling members running per host, across the run.
+    let hostSlots = HostSlots()
     private var dispatchScheduled = false
     private var nextToken: UInt64 = 0
     /// Handles not yet final.

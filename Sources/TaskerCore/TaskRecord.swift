@@ -143,6 +143,8 @@ final class GroupState {
     var finished = 0
     var running = 0
     var firstFailure: (index: Int, failure: TaskFailure)?
+    /// A rolling group's batches (nil: parallel or serial).
+    var rolling: RollingState?
 
     init(members: [TaskID], concurrency: Int, failFast: Bool) {
         self.members = members

@@ -30,7 +30,7 @@ extension LuaRuntime {
                                   UseModule(runtime: self), ExecModule(runtime: self), HTTPModule(runtime: self),
                                   SleepModule(host: self), FSModule(host: self), DefineModule(runtime: self),
                                   HookModule(runtime: self), CommandModule(runtime: self),
-                                  HostsModule(host: self), SSHModule(host: self)] {
+                                  HostsModule(host: self), SSHModule(host: self), RollingModule(runtime: self)] {
             modules.add(module)
             module.install(in: self)
         }

@@ -167,17 +167,7 @@ final class RemoteExecWait: FiberWait {
         case .ssh(let f):
             runtime.finishWait(fiber, .push { [unowned runtime] co in
                 lua_pushboolean(co, 0)
-                runtime.pushErrorTable(co, kind: TaskFailure.Kind.ssh.rawValue, message: f.message, where: nil)
-                let s = LuaStack(co)
-                s.push(f.code.rawValue)
-                s.rawSet(-2, "code")
-                s.push(f.host)
-                s.rawSet(-2, "host")
-                // a refused key or host key stays refused: a task's retry skips it
-                if f.code == .auth || f.code == .hostkey {
-                    s.push(true)
-                    s.rawSet(-2, "permanent")
-                }
+                f.push(onto: co, runtime: runtime)
                 return 2
             })
         }
@@ -233,11 +223,34 @@ final class RemoteExecWait: FiberWait {
         guard pid != 0, !exited, !stopping, let runtime, let ssh,
               let argv = try? ssh.options(acceptNew: target.acceptNewHostKeys) + target.destination.arguments
                 + [RemoteCommand.signalScript(token: token, signal: signal)] else { return }
-        try? SSHRun.start(argv, groups: runtime.processGroups, loop: runtime.loop) { _ in }
+        _ = try? SSHRun.start(argv, groups: runtime.processGroups, loop: runtime.loop) { _ in }
     }
 }
 
 extension RemoteTarget {
+    /// The host named by the value at `i` (an address string or a host
+    /// object); nil when it is nil.
+    static func read(_ L: OpaquePointer, at i: Int32, fn: String) -> Result<RemoteTarget?, SSHUsage> {
+        let s = LuaStack(L)
+        var address = lua_type(L, i) == LUA_TSTRING ? s.string(i) : nil
+        var name: String?
+        if s.type(i) == LUA_TTABLE {
+            s.rawGet(i, "address")
+            address = s.string(-1)
+            s.rawGet(i, "name")
+            name = s.string(-1)
+            s.pop(2)
+        }
+        guard s.type(i) != LUA_TNIL, s.type(i) != LUA_TNONE else { return .success(nil) }
+        guard let address else {
+            return .failure(SSHUsage(message: "bad argument #\(i) to '\(fn)' (address string or host object expected, got \(s.got(i, expected: "string")))"))
+        }
+        switch SSHDestination.parse(address) {
+        case .failure(let why): return .failure(SSHUsage(message: "bad argument #\(i) to '\(fn)': \(why.message)"))
+        case .success(let dest): return .success(RemoteTarget(destination: dest, name: name ?? address))
+        }
+    }
+
     /// `host=` (an address string, or a host object from `tasker.hosts`:
     /// a table whose `address` is one) and `accept_new_host_keys=` of the
     /// options table at `t`; nil without `host`. On a host the names of

@@ -7,10 +7,12 @@ extension TaskFailure.Kind {
 
 /// Why ssh could not run a command on a host (kind `ssh`): `code` is
 /// `connect`, `auth`, `hostkey` or `timeout`. Read from ssh's exit status
-/// 255 and the last lines it wrote, which are its own messages.
+/// 255 and the last lines it wrote, which are its own messages. `copy`:
+/// `ssh.put`/`ssh.get` reached the host but the copy failed (its detail
+/// says what and why).
 struct SSHFailure: Error, Sendable {
     enum Code: String, Sendable {
-        case connect, auth, hostkey, timeout
+        case connect, auth, hostkey, timeout, copy
     }
 
     let code: Code
@@ -24,6 +26,22 @@ struct SSHFailure: Error, Sendable {
         case .auth: "ssh: '\(host)' refused the login: \(detail)"
         case .hostkey: "ssh: the host key of '\(host)' is not the known one: \(detail)"
         case .timeout: "ssh: '\(host)' did not answer in time: \(detail)"
+        case .copy: detail
+        }
+    }
+
+    /// Pushes the error table (kind `ssh`, `code`, `host`; a refused key or
+    /// host key stays refused, so it is `permanent` and a retry skips it).
+    func push(onto co: OpaquePointer, runtime: LuaRuntime) {
+        runtime.pushErrorTable(co, kind: TaskFailure.Kind.ssh.rawValue, message: message, where: nil)
+        let s = LuaStack(co)
+        s.push(code.rawValue)
+        s.rawSet(-2, "code")
+        s.push(host)
+        s.rawSet(-2, "host")
+        if code == .auth || code == .hostkey {
+            s.push(true)
+            s.rawSet(-2, "permanent")
         }
     }
 

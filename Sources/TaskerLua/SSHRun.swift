@@ -5,12 +5,16 @@ import TaskerCore
 /// closing one, stopping a remote command): spawned like `exec`'s children
 /// and reaped by the process reactor, the loop kept busy meanwhile.
 enum SSHRun {
-    /// Starts `argv` (stdin /dev/null, output captured); `done` comes on
+    /// Starts `argv` (stdin /dev/null unless given, output captured unless
+    /// stdout is given a descriptor) and returns its pid; `done` comes on
     /// the reactor's thread.
-    static func start(_ argv: [String], groups: ProcessGroups, loop: EventLoop,
-                      done: @escaping @Sendable (ProcessReactor.Finished) -> Void) throws(ProcessSpawner.SpawnError) {
+    @discardableResult
+    static func start(_ argv: [String], stdin: ProcessSpawner.Stream = .null, stdout: ProcessSpawner.Stream = .pipe,
+                      groups: ProcessGroups, loop: EventLoop,
+                      done: @escaping @Sendable (ProcessReactor.Finished) -> Void) throws(ProcessSpawner.SpawnError) -> pid_t {
         let child = try groups.spawning { () throws(ProcessSpawner.SpawnError) in
-            try ProcessSpawner.spawn(argv: argv, env: ProcessSpawner.environment([:]), cwd: nil, stdin: nil)
+            try ProcessSpawner.spawn(argv: argv, env: ProcessSpawner.environment([:]), cwd: nil,
+                                     stdin: stdin, stdout: stdout, stderr: .pipe)
         }
         groups.started(child.pid)
         loop.beginActivity()
@@ -19,6 +23,7 @@ enum SSHRun {
             done(finished)
             loop.execute { loop.endActivity() }
         }
+        return child.pid
     }
 
     /// Runs `argv` with no output and waits for it, at most 2 s (then it is

@@ -13,7 +13,7 @@ import Testing
         })
         let r = try await runLua("""
             local names = {}
-            for _, m in ipairs({"tasker", "json", "log", "http", "fs"}) do
+            for _, m in ipairs({"tasker", "json", "log", "http", "fs", "ssh"}) do
               for k, v in pairs(_G[m]) do
                 if type(v) == "function" then names[#names + 1] = m .. "." .. k end
               end

@@ -89,7 +89,7 @@ import Testing
             "usage\tbad option 'host' to 'tasker.exec' (address string or host object expected, got number)",
             "usage\tbad option 'env' to 'tasker.sh' (on a host, 'A-B' is not a variable name a shell can set)",
             "usage\tbad option 'ssh_config' to 'tasker.configure' (no regular file '/nonexistent/config')",
-            "usage\tunknown option 'bogus' to 'tasker.configure' (known: accept_new_host_keys, ssh_config)",
+            "usage\tunknown option 'bogus' to 'tasker.configure' (known: accept_new_host_keys, ssh_config, ssh_connections)",
         ])
     }
 }

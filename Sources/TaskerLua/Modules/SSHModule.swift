@@ -39,16 +39,73 @@ final class SSHModule: LuaModule {
         ("configure", { L in SSHModule.this(L!).configure(L!) }),
     ]
 
+    /// The `ssh` global.
+    static let library: [(String, tasker_SwiftFunction)] = [
+        ("get", { L in SSHModule.this(L!).copy(L!, put: false) }),
+        ("put", { L in SSHModule.this(L!).copy(L!, put: true) }),
+    ]
+
     func install(in runtime: LuaRuntime) {
         scriptDirectory = { [unowned runtime] in runtime.chunk.scriptDirectory }
         addToTaskerTable(Self.functions, in: runtime.L)
+        pushTable(Self.library, in: runtime.L)
+        setGlobal("ssh", in: runtime.L)
+    }
+
+    /// `ssh.put(host, local, remote [, {mode=}])`, `ssh.get(host, remote, local)`:
+    /// true, or raises kind `ssh` (see SSHCopyWait).
+    func copy(_ L: OpaquePointer, put: Bool) -> Int32 {
+        let fn = put ? "ssh.put" : "ssh.get"
+        let s = LuaStack(L)
+        let target: RemoteTarget
+        switch RemoteTarget.read(L, at: 1, fn: fn) {
+        case .failure(let why): return host.usage(L, why.message)
+        case .success(nil): return host.argError(L, fn, 1, "address string or host object")
+        case .success(let t?): target = t
+        }
+        for i: Int32 in 2...3 {
+            guard lua_type(L, i) == LUA_TSTRING, let path = s.string(i), !path.isEmpty, !path.utf8.contains(0) else {
+                return host.argError(L, fn, i, "non-empty path")
+            }
+        }
+        var mode: Int?
+        if put, !s.isNoneOrNil(4) {
+            guard lua_type(L, 4) == LUA_TTABLE else { return host.argError(L, fn, 4, "table") }
+            let o = OptionReader(L: L, table: 4, function: fn, known: ["mode"])
+            if let message = o.unknownOption() { return host.usage(L, message) }
+            s.rawGet(4, "mode")
+            if !s.isNoneOrNil(-1) {
+                guard let m = Self.mode(L, -1) else {
+                    s.pop()
+                    return host.usage(L, "bad option 'mode' to '\(fn)' (permission bits expected, as 420, \"644\" or \"0644\")")
+                }
+                mode = m
+            }
+            s.pop()
+        } else if !put, !s.isNoneOrNil(4) {
+            return host.usage(L, "ssh.get takes no options (host, remote, local)")
+        }
+        if let problem = configProblem() { return host.usage(L, problem) }
+        if let status = host.cannotWait(L, fn) { return status }
+        let (local, remote) = put ? (s.string(2)!, s.string(3)!) : (s.string(3)!, s.string(2)!)
+        return host.suspend(L, .wait(SSHCopyWait(target: target, direction: put ? .put(mode: mode) : .get, local: local, remote: remote)))
+    }
+
+    /// Permission bits: an integer, or an octal string.
+    private static func mode(_ L: OpaquePointer, _ i: Int32) -> Int? {
+        let m: Int?
+        if lua_type(L, i) == LUA_TNUMBER { m = LuaStack(L).integer(i) }
+        else if lua_type(L, i) == LUA_TSTRING, let text = LuaStack(L).string(i) { m = Int(text, radix: 8) }
+        else { m = nil }
+        guard let m, (0...0o7777).contains(m) else { return nil }
+        return m
     }
 
     /// `tasker.configure{ssh_config=PATH, accept_new_host_keys=bool}`.
     func configure(_ L: OpaquePointer) -> Int32 {
         guard lua_type(L, 1) == LUA_TTABLE else { return host.argError(L, "tasker.configure", 1, "table") }
         let s = LuaStack(L)
-        let o = OptionReader(L: L, table: 1, function: "tasker.configure", known: ["ssh_config", "accept_new_host_keys"])
+        let o = OptionReader(L: L, table: 1, function: "tasker.configure", known: ["ssh_config", "accept_new_host_keys", "ssh_connections"])
         if let message = o.unknownOption() { return host.usage(L, message) }
         do {
             if let path = try o.read("ssh_config", "string", { s.string($0) }) {
@@ -61,6 +118,9 @@ final class SSHModule: LuaModule {
             }
             if let accept = try o.read("accept_new_host_keys", "boolean", { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil }) {
                 acceptNewHostKeys = accept
+            }
+            if let cap = try o.read("ssh_connections", "integer >= 1", { s.integer($0).flatMap { $0 >= 1 ? $0 : nil } }) {
+                maxMasters = cap
             }
         } catch {
             return host.usage(L, error.text)
@@ -157,6 +217,10 @@ final class SSHModule: LuaModule {
             masters[dest] = .opening(waiting + [then])
             return
         case nil:
+            guard makeRoom(loop: loop, groups: groups) else {
+                waitingForRoom.append((target, loop, groups, then))
+                return
+            }
             masters[dest] = .opening([then])
         }
         let argv: [String]
@@ -183,6 +247,44 @@ final class SSHModule: LuaModule {
         guard case .opening(let waiting)? = masters[dest] else { return }
         masters[dest] = failure == nil ? .open : nil
         for w in waiting { w(failure) }
+        if failure != nil { admitWaiting() }
+    }
+
+    // MARK: the cap on masters
+
+    /// Masters open at once (`tasker.configure{ssh_connections=}`).
+    private(set) var maxMasters = 64
+    /// Commands to a new host while every master is busy, in arrival order.
+    private var waitingForRoom: [(RemoteTarget, EventLoop, ProcessGroups, (SSHFailure?) -> Void)] = []
+
+    /// Whether another master may open: under the cap, or once an idle
+    /// one (no command running through it) is closed to make room.
+    private func makeRoom(loop: EventLoop, groups: ProcessGroups) -> Bool {
+        guard masters.count >= maxMasters else { return true }
+        guard let idle = masters.first(where: { if case .open = $0.value { sessions[$0.key] == nil } else { false } })?.key else {
+            return false
+        }
+        close(idle, groups: groups, loop: loop)
+        return true
+    }
+
+    /// `ssh -O exit` for `dest`'s master, in the background; it counts as
+    /// gone at once.
+    private func close(_ dest: SSHDestination, groups: ProcessGroups, loop: EventLoop) {
+        masters[dest] = nil
+        guard let argv = try? options(acceptNew: false) + ["-O", "exit"] + dest.arguments else { return }
+        _ = try? SSHRun.start(argv, groups: groups, loop: loop) { _ in }
+    }
+
+    /// A master went idle or away: the first command waiting for room goes.
+    private func admitWaiting() {
+        guard !waitingForRoom.isEmpty else { return }
+        let (target, loop, groups, then) = waitingForRoom[0]
+        guard masters[target.destination] != nil || masters.count < maxMasters
+                || masters.contains(where: { if case .open = $0.value { sessions[$0.key] == nil } else { false } }) else { return }
+        waitingForRoom.removeFirst()
+        withMaster(target, loop: loop, groups: groups, then: then)
+        admitWaiting()
     }
 
     /// Commands at once over one master: sshd's default `MaxSessions`;
@@ -210,6 +312,7 @@ final class SSHModule: LuaModule {
         if entry.waiting.isEmpty {
             entry.active -= 1
             sessions[dest] = entry.active == 0 ? nil : entry
+            if entry.active == 0 { admitWaiting() }
         } else {
             let next = entry.waiting.removeFirst()
             sessions[dest] = entry
@@ -221,6 +324,7 @@ final class SSHModule: LuaModule {
     /// the next command opens a new one.
     func masterLost(_ dest: SSHDestination) {
         if case .open? = masters[dest] { masters[dest] = nil }
+        admitWaiting()
     }
 
     /// Whether `dest`'s master still answers (`ssh -O check`), on the loop.
