@@ -229,8 +229,9 @@ final class RemoteExecWait: FiberWait {
 
 extension RemoteTarget {
     /// The host named by the value at `i` (an address string or a host
-    /// object); nil when it is nil.
-    static func read(_ L: OpaquePointer, at i: Int32, fn: String) -> Result<RemoteTarget?, SSHUsage> {
+    /// object); nil when it is nil. A failure's message is what follows the
+    /// caller's own words ("bad argument #1 to 'ssh.put'" + message).
+    static func read(_ L: OpaquePointer, at i: Int32) -> Result<RemoteTarget?, SSHUsage> {
         let s = LuaStack(L)
         var address = lua_type(L, i) == LUA_TSTRING ? s.string(i) : nil
         var name: String?
@@ -243,10 +244,10 @@ extension RemoteTarget {
         }
         guard s.type(i) != LUA_TNIL, s.type(i) != LUA_TNONE else { return .success(nil) }
         guard let address else {
-            return .failure(SSHUsage(message: "bad argument #\(i) to '\(fn)' (address string or host object expected, got \(s.got(i, expected: "string")))"))
+            return .failure(SSHUsage(message: " (address string or host object expected, got \(s.got(i, expected: "string")))"))
         }
         switch SSHDestination.parse(address) {
-        case .failure(let why): return .failure(SSHUsage(message: "bad argument #\(i) to '\(fn)': \(why.message)"))
+        case .failure(let why): return .failure(SSHUsage(message: ": " + why.message))
         case .success(let dest): return .success(RemoteTarget(destination: dest, name: name ?? address))
         }
     }

@@ -77,9 +77,15 @@ import Testing
               local ok, e = pcall(bad)
               print(ok, e.kind, e.where)
             end
+            print(select(2, pcall(tasker.rolling, {hosts = {"a", 3}, run = run})).message)
+            print(select(2, pcall(tasker.rolling, {hosts = {"a", "b c"}, run = run})).message)
             """)
         #expect(r.lines.first == "true\t4\ttrue\ta,c\t0", "\(r.lines) \(r.diagnostics)")
         #expect(r.lines.dropFirst().first?.hasPrefix("true\ttable") == true, "\(r.lines)")
-        #expect(Array(r.lines.dropFirst(2)) == (19...28).map { "false\tusage\tpipeline.lua:\($0)" }, "\(r.lines)")
+        #expect(Array(r.lines.dropFirst(2).prefix(10)) == (19...28).map { "false\tusage\tpipeline.lua:\($0)" }, "\(r.lines)")
+        #expect(Array(r.lines.suffix(2)) == [
+            "bad element #2 in 'tasker.rolling' hosts (address string or host object expected, got number)",
+            "bad element #2 in 'tasker.rolling' hosts: bad host 'b c' (blanks or control characters; expected [user@]host[:port])",
+        ], "\(r.lines)")
     }
 }

@@ -47,10 +47,10 @@ final class RollingModule: LuaModule {
         var hosts: [(name: String, address: String)] = []
         for k in stride(from: 1, through: s.rawLength(3), by: 1) {
             s.rawGet(3, k)
-            switch RemoteTarget.read(L, at: lua_gettop(L), fn: fn) {
+            switch RemoteTarget.read(L, at: lua_gettop(L)) {
             case .success(let t?): hosts.append((t.name, t.destination.shown))
             case .success(nil): return rt.usage(L, "bad element #\(k) in '\(fn)' hosts (address string or host object expected, got nil)")
-            case .failure(let why): return rt.usage(L, "bad element #\(k) in '\(fn)' hosts: \(why.message)")
+            case .failure(let why): return rt.usage(L, "bad element #\(k) in '\(fn)' hosts" + why.message)
             }
             s.pop()
         }

@@ -58,8 +58,8 @@ final class SSHModule: LuaModule {
         let fn = put ? "ssh.put" : "ssh.get"
         let s = LuaStack(L)
         let target: RemoteTarget
-        switch RemoteTarget.read(L, at: 1, fn: fn) {
-        case .failure(let why): return host.usage(L, why.message)
+        switch RemoteTarget.read(L, at: 1) {
+        case .failure(let why): return host.usage(L, "bad argument #1 to '\(fn)'" + why.message)
         case .success(nil): return host.argError(L, fn, 1, "address string or host object")
         case .success(let t?): target = t
         }
