@@ -1,10 +1,10 @@
 import Synchronization
 
-/// A worker's upkeep of `tasker_jobs`: deletes the finished rows of runs
-/// that ended more than `retain` seconds ago, in batches, and vacuums the
-/// table when dead rows pile up, on a connection of its own (claims and
-/// completions never wait behind it). One sweep at a time; a sweep goes on
-/// until nothing is left or the worker stops.
+/// A worker's upkeep of `tasker_jobs`, every second: deletes the finished
+/// rows of runs that ended more than `retain` seconds ago, in batches, and
+/// vacuums the table when dead rows pile up, on a connection of its own
+/// (claims and completions never wait behind it). One sweep at a time; a
+/// sweep goes on until nothing is left or the worker stops.
 final class QueueSweeper: Sendable {
     private let retain: Double
     private let db: PGThread

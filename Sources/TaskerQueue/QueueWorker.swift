@@ -116,6 +116,13 @@ public final class QueueWorker {
     public func start() {
         loop.assertInLoop()
         let bound = LoopBound(self, loop: loop)
+        // Every second (the listener's tick): a stream of jobs leaves
+        // dead rows at tens of thousands a second, so the sweeper looks
+        // that often whether the table needs a vacuum.
+        let sweeper = QueueSweeper(url: url, retain: settings.retain) { why in
+            bound.loop.execute { bound.value.log(why) }
+        }
+        self.sweeper = sweeper
         listener = PGListener(
             url: url, channels: [QueueStore.jobsChannel, QueueStore.cancelChannel], tick: 1,
             onNotify: { channel, payload in
@@ -128,11 +135,11 @@ public final class QueueWorker {
                     }
                 }
             },
-            onTick: { bound.loop.execute { bound.value.claimMore() } })
-        sweeper = QueueSweeper(url: url, retain: settings.retain) { why in
-            bound.loop.execute { bound.value.log(why) }
-        }
-        sweeper?.sweep()
+            onTick: {
+                sweeper.sweep()
+                bound.loop.execute { bound.value.claimMore() }
+            })
+        sweeper.sweep()
         scheduleHeartbeat()
         claimMore()
         // Jobs already waiting that this worker leaves to others are said
@@ -382,7 +389,6 @@ public final class QueueWorker {
         }
         lastHeartbeat = Monotonic.now()
         cannotHeartbeat = false
-        sweeper?.sweep()
         if result.wasDead {
             log("this worker was silent past its lease: its claims were given to others")
             let me = id, lease = settings.lease, host = host, versions = settings.versions
