@@ -184,28 +184,13 @@ final class RemoteExecWait: FiberWait {
             return
         }
         guard !exited else { return }
-        guard let argv = try? ssh.options(acceptNew: target.acceptNewHostKeys) + target.destination.arguments
-                + [RemoteCommand.killScript(token: token)] else { return terminateLocal() }
-        let me = LoopBound(self, loop: runtime.loop)
-        do {
-            try SSHRun.start(argv, groups: runtime.processGroups, loop: runtime.loop) { _ in
-                me.loop.execute { me.value.terminateLocal() }
-            }
-        } catch {
-            terminateLocal()
-        }
-        // the host may not answer at all: the local ssh goes after 10 s
-        backstop = runtime.loop.schedule(after: 10) { [weak self] in self?.terminateLocal() }
+        backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) { [weak self] in self?.terminateLocal() }
     }
 
-    /// SIGTERM to the local ssh, SIGKILL 2 s later.
+    /// SIGTERM to the local ssh, SIGKILL 2 s later (`ProcessStop`).
     private func terminateLocal() {
         guard pid != 0, !exited, killTimer == nil, let runtime else { return }
-        killpg(pid, SIGTERM)
-        let group = pid
-        killTimer = runtime.loop.schedule(after: 2) { [weak self] in
-            if self?.exited != true { killpg(group, SIGKILL) }
-        }
+        killTimer = ProcessStop.terminate(group: pid, on: runtime.loop) { [weak self] in self?.exited == true }
     }
 
     func cancel() {
@@ -228,20 +213,44 @@ final class RemoteExecWait: FiberWait {
 }
 
 extension RemoteTarget {
+    /// Stops the remote process group of the command run under `token`,
+    /// through the host's master; `then` (the local ssh's stop) runs on the
+    /// loop once that is done, or at once if it cannot start. Returns the
+    /// backstop that runs `then` after 10 s: the host may not answer.
+    func stopRemoteGroup(token: String, ssh: SSHModule, runtime: LuaRuntime,
+                         then local: @escaping () -> Void) -> LoopTimer? {
+        guard let argv = try? ssh.options(acceptNew: acceptNewHostKeys) + destination.arguments
+                + [RemoteCommand.killScript(token: token)] else {
+            local()
+            return nil
+        }
+        let then = LoopBound(local, loop: runtime.loop)
+        do {
+            try SSHRun.start(argv, groups: runtime.processGroups, loop: runtime.loop) { _ in
+                then.loop.execute { then.value() }
+            }
+        } catch {
+            local()
+        }
+        return runtime.loop.schedule(after: 10, local)
+    }
+
+    /// A host given as an address string or as a host object (a table
+    /// whose `address` is one, and its `name`).
+    private static func addressAndName(_ s: LuaStack, at i: Int32) -> (address: String?, name: String?) {
+        guard s.type(i) == LUA_TTABLE else { return (s.string(i), nil) }
+        s.rawGet(i, "address")
+        s.rawGet(i, "name")
+        defer { s.pop(2) }
+        return (s.string(-2), s.string(-1))
+    }
+
     /// The host named by the value at `i` (an address string or a host
     /// object); nil when it is nil. A failure's message is what follows the
     /// caller's own words ("bad argument #1 to 'ssh.put'" + message).
     static func read(_ L: OpaquePointer, at i: Int32) -> Result<RemoteTarget?, SSHUsage> {
         let s = LuaStack(L)
-        var address = lua_type(L, i) == LUA_TSTRING ? s.string(i) : nil
-        var name: String?
-        if s.type(i) == LUA_TTABLE {
-            s.rawGet(i, "address")
-            address = s.string(-1)
-            s.rawGet(i, "name")
-            name = s.string(-1)
-            s.pop(2)
-        }
+        let (address, name) = addressAndName(s, at: i)
         guard s.type(i) != LUA_TNIL, s.type(i) != LUA_TNONE else { return .success(nil) }
         guard let address else {
             return .failure(SSHUsage(message: " (address string or host object expected, got \(s.got(i, expected: "string")))"))
@@ -268,15 +277,7 @@ extension RemoteTarget {
         s.rawGet(t, "host")
         defer { s.pop() }
         let at = s.top
-        var address = s.string(at)
-        var name: String?
-        if s.type(at) == LUA_TTABLE {
-            s.rawGet(at, "address")
-            address = s.string(-1)
-            s.rawGet(at, "name")
-            name = s.string(-1)
-            s.pop(2)
-        }
+        let (address, name) = addressAndName(s, at: at)
         guard s.type(at) != LUA_TNIL else {
             if s.boolean(acceptAt) { return .failure(SSHUsage(message: "option 'accept_new_host_keys' to '\(fn)' needs 'host'")) }
             return .success(nil)

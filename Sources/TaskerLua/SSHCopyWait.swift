@@ -226,28 +226,14 @@ final class SSHCopyWait: FiberWait {
         answered = true
         removeLocalTemp()
         guard pid != 0, !exited, let runtime, let ssh else { return releaseSession() }
-        guard case .put = direction,
-              let argv = try? ssh.options(acceptNew: target.acceptNewHostKeys) + target.destination.arguments
-                + [RemoteCommand.killScript(token: token)] else { return terminateLocal() }
-        let me = LoopBound(self, loop: runtime.loop)
-        do {
-            try SSHRun.start(argv, groups: runtime.processGroups, loop: runtime.loop) { _ in
-                me.loop.execute { me.value.terminateLocal() }
-            }
-        } catch {
-            terminateLocal()
-        }
-        backstop = runtime.loop.schedule(after: 10) { [weak self] in self?.terminateLocal() }
+        guard case .put = direction else { return terminateLocal() }
+        backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) { [weak self] in self?.terminateLocal() }
     }
 
-    /// SIGTERM to the local ssh, SIGKILL 2 s later.
+    /// SIGTERM to the local ssh, SIGKILL 2 s later (`ProcessStop`).
     private func terminateLocal() {
         guard pid != 0, !exited, killTimer == nil, let runtime else { return }
-        killpg(pid, SIGTERM)
-        let group = pid
-        killTimer = runtime.loop.schedule(after: 2) { [weak self] in
-            if self?.exited != true { killpg(group, SIGKILL) }
-        }
+        killTimer = ProcessStop.terminate(group: pid, on: runtime.loop) { [weak self] in self?.exited == true }
     }
 
     /// A path's directory and last component.

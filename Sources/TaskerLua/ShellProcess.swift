@@ -63,14 +63,8 @@ final class ShellProcess {
     /// SIGKILL 2 s later if the command has not exited by then.
     func cancel() {
         guard !exited, killTimer == nil else { return }
-        killpg(pid, SIGTERM)
-        killpg(pid, SIGCONT)
-        let group = pid
         // The reactor's callback holds this object until the exit, so a
         // process that is gone here has exited.
-        killTimer = loop.schedule(after: 2) { [weak self] in
-            guard let self, !self.exited else { return }
-            killpg(group, SIGKILL)
-        }
+        killTimer = ProcessStop.terminate(group: pid, on: loop) { [weak self] in self?.exited ?? true }
     }
 }

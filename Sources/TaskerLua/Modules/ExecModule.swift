@@ -297,12 +297,7 @@ final class ExecWait: FiberWait {
     /// SIGKILL 2 s later if it is still there.
     private func terminate() {
         guard pid != 0, !exited, killTimer == nil, let runtime else { return }
-        killpg(pid, SIGTERM)
-        killpg(pid, SIGCONT)
-        let group = pid
-        killTimer = runtime.loop.schedule(after: 2) { [weak self] in
-            if self?.exited != true { killpg(group, SIGKILL) }
-        }
+        killTimer = ProcessStop.terminate(group: pid, on: runtime.loop) { [weak self] in self?.exited == true }
     }
 
     func cancel() {
