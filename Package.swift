@@ -81,21 +81,24 @@ let package = Package(
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: hotPath
         ),
-        .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore"]),
-        .testTarget(name: "TaskerHTTPTests", dependencies: ["TaskerHTTP"]),
-        .testTarget(name: "TaskerJournalTests", dependencies: ["TaskerJournal", "TaskerCore"]),
+        // Ends a test process that hangs, printing where (every test target
+        // links it: whichever binary runs, the watchdog runs).
+        .target(name: "TestWatchdog", path: "Tests/TestWatchdog"),
+        .testTarget(name: "TaskerCoreTests", dependencies: ["TaskerCore", "TestWatchdog"]),
+        .testTarget(name: "TaskerHTTPTests", dependencies: ["TaskerHTTP", "TestWatchdog"]),
+        .testTarget(name: "TaskerJournalTests", dependencies: ["TaskerJournal", "TaskerCore", "TestWatchdog"]),
         // A real PostgreSQL for the tests (initdb in a temp dir).
         .target(name: "PostgresTestServer", path: "Tests/PostgresTestServer"),
         // Real sshd hosts for the tests (network namespaces as root).
         .target(name: "SSHTestHosts", path: "Tests/SSHTestHosts"),
-        .testTarget(name: "TaskerQueueTests", dependencies: ["TaskerQueue", "TaskerCore", "PostgresTestServer"]),
-        .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore", "SSHTestHosts",
+        .testTarget(name: "TaskerQueueTests", dependencies: ["TaskerQueue", "TaskerCore", "PostgresTestServer", "TestWatchdog"]),
+        .testTarget(name: "TaskerLuaTests", dependencies: ["TaskerLua", "TaskerCore", "SSHTestHosts", "TestWatchdog",
                                                            .product(name: "Logging", package: "swift-log"),
                                                            .product(name: "NIOCore", package: "swift-nio"),
                                                            .product(name: "NIOPosix", package: "swift-nio"),
                                                            .product(name: "NIOHTTP1", package: "swift-nio"),
                                                            .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
-        .testTarget(name: "TaskerCLITests", dependencies: ["PostgresTestServer", "SSHTestHosts"]),
+        .testTarget(name: "TaskerCLITests", dependencies: ["PostgresTestServer", "SSHTestHosts", "TestWatchdog"]),
     ],
     swiftLanguageModes: [.v6]
 )

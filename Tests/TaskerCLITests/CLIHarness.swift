@@ -84,7 +84,7 @@ func collect(_ started: (Process, out: Pipe, err: Pipe)) async -> CLIResult {
 /// read already. Both pipes are read at once (a child that fills one while
 /// the other is read would wait forever), and they get 30 s after the exit:
 /// a descendant still holding them fails the test instead of hanging the
-/// suite.
+/// suite. A child still running after `exitLimit` is killed (`exitBounded`).
 func drain(_ p: Process, out: Pipe, err: Pipe, seen: String = "") -> CLIResult {
     let texts = PipeTexts()
     let ended = DispatchGroup()
@@ -95,12 +95,32 @@ func drain(_ p: Process, out: Pipe, err: Pipe, seen: String = "") -> CLIResult {
             ended.leave()
         }.start()
     }
-    p.waitUntilExit()
+    let killed = !exitBounded(p)
     let late = ended.wait(timeout: .now() + 30) == .timedOut
     let (o, e) = texts.get()
     return CLIResult(status: p.terminationStatus, stdout: seen + o,
-                     stderr: e + (late ? pipesStillOpen : ""))
+                     stderr: e + (late ? pipesStillOpen : "") + (killed ? killedAtTheLimit : ""))
 }
+
+/// How long any program a test starts may run: far beyond what the
+/// slowest needs on a loaded machine, far below CI's budget.
+let exitLimit = 300.0
+
+/// Waits for `p` to exit, at most `seconds`; then kills it (SIGKILL) and
+/// returns false. Every wait for a child goes through here: a child that
+/// hangs fails its test instead of hanging the suite.
+@discardableResult
+func exitBounded(_ p: Process, seconds: Double = exitLimit) -> Bool {
+    let deadline = Date(timeIntervalSinceNow: seconds)
+    while p.isRunning && Date() < deadline { usleep(20_000) }
+    guard p.isRunning else { p.waitUntilExit(); return true }
+    kill(p.processIdentifier, SIGKILL)
+    p.waitUntilExit()
+    return false
+}
+
+/// Added to stderr when a child was killed at `exitLimit`.
+let killedAtTheLimit = "\n[test harness: killed after \(Int(exitLimit)) s]"
 
 /// Added to stderr when a child's pipes outlive it (`drain`, `Background.finish`).
 let pipesStillOpen = "\n[test harness: stdout or stderr still open 30 s after the exit]"
@@ -222,12 +242,12 @@ final class Background: @unchecked Sendable {
     func finish() async -> CLIResult {
         await withCheckedContinuation { continuation in
             Thread { [self] in
-                process.waitUntilExit()
+                let killed = !exitBounded(process)
                 let exited = Date()
                 let deadline = Date(timeIntervalSinceNow: 30)
                 lock.lock()
                 while open > 0, lock.wait(until: deadline) {}
-                let late = open > 0 ? pipesStillOpen : ""
+                let late = (open > 0 ? pipesStillOpen : "") + (killed ? killedAtTheLimit : "")
                 let result = CLIResult(status: process.terminationStatus, stdout: out, stderr: err + late, exited: exited)
                 lock.unlock()
                 continuation.resume(returning: result)
@@ -255,7 +275,7 @@ func inPseudoTerminal(_ command: String, in dir: URL, noColor: Bool = false) asy
     return await withCheckedContinuation { continuation in
         Thread {
             let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
+            exitBounded(p)
             continuation.resume(returning: String(decoding: data, as: UTF8.self))
         }.start()
     }
