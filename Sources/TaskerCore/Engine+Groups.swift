@@ -6,26 +6,36 @@ extension Engine {
     /// otherwise the group waits for all and fails with the first failure in
     /// input order, if any. Its value is a `GroupValue`.
     @discardableResult
-    public func addGroup(_ spec: TaskSpec, members: [TaskSpec], concurrency: Int, failFast: Bool) -> TaskID {
-        addGroup(spec, members: members, concurrency: concurrency, failFast: failFast, rolling: nil)
+    /// `reused`: members (by index) a resumed run reuses, with their stored
+    /// values; they succeed as the group starts (see `finishReusedMembers`).
+    public func addGroup(_ spec: TaskSpec, members: [TaskSpec], concurrency: Int, failFast: Bool,
+                         reused: [Int: TaskValue] = [:]) -> TaskID {
+        addGroup(spec, members: members, concurrency: concurrency, failFast: failFast, rolling: nil, reused: reused)
     }
 
-    func addGroup(_ spec: TaskSpec, members: [TaskSpec], concurrency: Int, failFast: Bool, rolling: RollingState?) -> TaskID {
+    func addGroup(_ spec: TaskSpec, members: [TaskSpec], concurrency: Int, failFast: Bool, rolling: RollingState?,
+                  reused: [Int: TaskValue]) -> TaskID {
         var groupSpec = spec
         groupSpec.body = nil
         groupSpec.key = nil
         let g = newRecord(groupSpec)
         var memberIDs: [TaskID] = []
         memberIDs.reserveCapacity(members.count)
-        for var m in members {
+        var reusedByID: [TaskID: TaskValue] = [:]
+        for (k, var m) in members.enumerated() {
             m.start = false
             m.key = nil
             let mr = newRecord(m)
             mr.parent = g.id
+            if let value = reused[k] {
+                mr.reused = true
+                reusedByID[mr.id] = value
+            }
             memberIDs.append(mr.id)
         }
         let state = GroupState(members: memberIDs, concurrency: concurrency, failFast: failFast)
         state.rolling = rolling
+        state.reused = reusedByID
         g.role = .group(state)
         for o in addObservers { o.taskAdded(g.id, engine: self) }
         for m in memberIDs { for o in addObservers { o.taskAdded(m, engine: self) } }
@@ -43,8 +53,27 @@ extension Engine {
             finishWork(r, .succeeded(.group([])))
             return
         }
+        finishReusedMembers(r, g)
+        guard !r.state.isFinal else { return }
         if let rs = g.rolling { return startBatch(r, g, rs) }
         startMembers(r, g)
+    }
+
+    /// The members a resumed run reuses succeed with their stored values,
+    /// in order, before any other starts (a rolling group's batches are
+    /// then made of the others). Interceptors and reactors never see them.
+    private func finishReusedMembers(_ r: TaskRecord, _ g: GroupState) {
+        guard !g.reused.isEmpty else { return }
+        let values = g.reused
+        g.reused = [:]
+        // no member starts from within these finishes: the group starts them after
+        g.startingReused = true
+        for m in g.members {
+            guard let value = values[m], let mr = record(m), mr.finalState == nil else { continue }
+            for o in observers { o.taskReused(m, engine: self) }
+            finishWork(mr, .succeeded(value))
+        }
+        g.startingReused = false
     }
 
     private func startMembers(_ r: TaskRecord, _ g: GroupState) {
@@ -63,6 +92,10 @@ extension Engine {
         g.finished += 1
         if member.lifecycle.startRequested { g.running -= 1 }
         guard !r.state.isFinal else { return }
+        if g.startingReused {
+            if g.finished == g.members.count { finishWork(r, .succeeded(.group(g.members))) }
+            return
+        }
         // A skipped member (its condition not met) is an outcome, not a failure.
         if let failure = member.outcome?.failure, member.outcome?.state != .skipped {
             let index = g.members.firstIndex(of: member.id) ?? Int.max

@@ -6,19 +6,28 @@
 /// ones have ended.
 extension Engine {
     /// Adds a rolling group over `members`, `hosts[k]` being member k's host.
+    /// `reused`: members (by index) a resumed run reuses (their hosts are
+    /// left out of the batches).
     @discardableResult
-    public func addRolling(_ spec: TaskSpec, members: [TaskSpec], hosts: [String], policy: RollingPolicy) -> TaskID {
+    public func addRolling(_ spec: TaskSpec, members: [TaskSpec], hosts: [String], policy: RollingPolicy,
+                           reused: [Int: TaskValue] = [:]) -> TaskID {
         precondition(members.count == hosts.count, "one host per member")
         return addGroup(spec, members: members, concurrency: Int.max, failFast: false,
-                        rolling: RollingState(policy: policy, hosts: hosts))
+                        rolling: RollingState(policy: policy, hosts: hosts), reused: reused)
     }
 
-    /// Starts the next batch (the group has begun, nothing of it runs).
+    /// Starts the next batch (the group has begun, nothing of it runs): the
+    /// next `batch` members not already final (reused on resume, cancelled).
     func startBatch(_ r: TaskRecord, _ g: GroupState, _ rs: RollingState) {
-        guard !r.state.isFinal, !rs.stopped, g.nextToStart < g.members.count else { return }
-        let end = min(g.nextToStart + rs.policy.batch, g.members.count)
-        rs.pending = Array(g.nextToStart..<end)
-        g.nextToStart = end
+        guard !r.state.isFinal, !rs.stopped else { return }
+        var batch: [Int] = []
+        while batch.count < rs.policy.batch, g.nextToStart < g.members.count {
+            let k = g.nextToStart
+            g.nextToStart += 1
+            if let mr = record(g.members[k]), mr.finalState == nil { batch.append(k) }
+        }
+        guard !batch.isEmpty else { return }
+        rs.pending = batch
         startPending(r, g, rs)
     }
 
@@ -62,6 +71,10 @@ extension Engine {
     func rollingMemberFinished(_ r: TaskRecord, _ g: GroupState, _ rs: RollingState, _ member: TaskRecord) {
         g.finished += 1
         let started = member.lifecycle.startRequested
+        if g.startingReused {
+            if g.finished == g.members.count { finishWork(r, .succeeded(.group(g.members))) }
+            return
+        }
         if started {
             g.running -= 1
             if let k = g.members.firstIndex(of: member.id) { hostSlots.release(rs.hosts[k]) }

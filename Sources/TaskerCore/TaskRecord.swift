@@ -145,6 +145,11 @@ final class GroupState {
     var firstFailure: (index: Int, failure: TaskFailure)?
     /// A rolling group's batches (nil: parallel or serial).
     var rolling: RollingState?
+    /// Members a resumed run reuses, with their stored values: they
+    /// succeed as the group starts, and are never started.
+    var reused: [TaskID: TaskValue] = [:]
+    /// Inside `finishReusedMembers`.
+    var startingReused = false
 
     init(members: [TaskID], concurrency: Int, failFast: Bool) {
         self.members = members

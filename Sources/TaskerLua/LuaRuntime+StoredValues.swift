@@ -156,6 +156,18 @@ extension LuaRuntime {
 
     /// Decodes stored values (a JSON array) into the values table under
     /// `slot`; nil if they do not decode (the task then runs again).
+    /// Records task `id`'s identity (when the run identifies tasks or the
+    /// spec names an `id`) and, on resume, returns the values it succeeded
+    /// with in the earlier run, stored under `id` (nil: it runs). For every
+    /// task that can be reused: added, a group's member, a rolling host's.
+    func identify(_ p: ParsedSpec, as id: TaskID, in L: OpaquePointer) -> TaskValue? {
+        guard options.identify || p.explicitID != nil else { return nil }
+        let entry = identities.record(id, explicitID: p.explicitID, name: p.spec.name, body: p.body, args: p.args,
+                                      in: L, needOccurrence: !options.reuse.isEmpty)
+        guard !options.reuse.isEmpty, let text = entry.text, let stored = options.reuse[text] else { return nil }
+        return storedValues(stored, slot: id, in: L)
+    }
+
     func storedValues(_ text: String, slot: TaskID, in L: OpaquePointer) -> TaskValue? {
         let top = lua_gettop(L)
         let n = pushJSONValues(text, onto: L)

@@ -77,6 +77,56 @@ import Testing
     /// is hashed once): what they capture still tells them apart. Code made
     /// with `load` (a prototype each, more than are cached) is told apart
     /// by its bytecode and captures too.
+    /// A rolling restart that stopped on a failure, resumed: the hosts done
+    /// are not done again, the batches are made of the others; a group's
+    /// members likewise.
+    @Test func aResumedRollingRunAndGroupRedoOnlyWhatDidNotSucceed() async throws {
+        let s = try Scratch(["p.lua": """
+            local dir = tasker.args[1]
+            local function mark(name) local f = assert(io.open(dir .. "/" .. name, "a")); f:write("x"); f:close() end
+            local roll = tasker.rolling{name = "restart", hosts = {"a", "b", "c", "d", "e"}, batch = 2, max_failures = 0,
+              run = function(ctx, host)
+                mark(host)
+                if host == "c" and tasker.vars.fail then error("c did not come back") end
+                return host .. "-ok"
+              end}
+            local group = tasker.parallel({
+              {name = "g1", run = function() mark("g1"); return 1 end},
+              {name = "g2", run = function() mark("g2"); if tasker.vars.fail then error("g2 failed") end; return 2 end},
+              {name = "g3", run = function() mark("g3"); return 3 end},
+            }, {fail_fast = false})
+            tasker.add{name = "report", run = function()
+              local ok = pcall(function() return roll:await() end)
+              print("rolling", ok and "ok" or "failed")
+            end}
+            """])
+        defer { s.cleanup() }
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("out"), withIntermediateDirectories: true)
+        let first = try await tasker(["run", "--no-progress", "--var", "fail=1", "p.lua", "out"], in: s.dir)
+        #expect(first.status == 1)
+        // batch 1 (a, b), batch 2 (c fails, d runs): e is never started
+        #expect(["a", "b", "c", "d", "e"].map { runs(s, $0) } == [1, 1, 1, 1, 0], "\(first.stderr)")
+        #expect(first.stderr.contains("rolling: too many failures (1 > 0)"), "\(first.stderr)")
+
+        let plan = try await tasker(["run", "--resume", "--plan", "p.lua", "out"], in: s.dir)
+        #expect(plan.stdout.contains("reuse  a"), "\(plan.stdout)")
+        #expect(plan.stdout.contains("run    c  (failed)"), "\(plan.stdout)")
+        #expect(plan.stdout.contains("reuse  g1"), "\(plan.stdout)")
+
+        let second = try await tasker(["run", "--no-progress", "--resume", "p.lua", "out"], in: s.dir)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(["a", "b", "c", "d", "e"].map { runs(s, $0) } == [1, 1, 2, 1, 1], "\(second.stderr)")
+        #expect(["g1", "g2", "g3"].map { runs(s, $0) } == [1, 2, 1], "\(second.stderr)")
+        #expect(second.stdout.contains("rolling\tok"), "\(second.stdout)")
+        // a, b, d, g1 and g3 reused
+        #expect(second.stderr.contains("(5 reused)"), "\(second.stderr)")
+
+        // everything done: a third resume runs no host again
+        let third = try await tasker(["run", "--no-progress", "--resume", "p.lua", "out"], in: s.dir)
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(["a", "b", "c", "d", "e", "g1", "g2", "g3"].map { runs(s, $0) } == [1, 1, 2, 1, 1, 1, 2, 1])
+    }
+
     @Test func closuresOfOnePrototypeAreToldApartByWhatTheyCapture() async throws {
         let s = try Scratch(["p.lua": """
             local dir = tasker.args[1]

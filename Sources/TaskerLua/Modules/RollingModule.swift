@@ -77,6 +77,7 @@ final class RollingModule: LuaModule {
         s.pop()
         let groupID = rt.engine.taskCount + 1
         var members: [TaskSpec] = []
+        var reused: [Int: TaskValue] = [:]
         members.reserveCapacity(n)
         for (k, h) in hosts.enumerated() {
             let top = lua_gettop(L)
@@ -87,12 +88,15 @@ final class RollingModule: LuaModule {
             var p = ParsedSpec(spec: TaskSpec(name: h.name, body: rt.taskBody))
             p.body = lua_gettop(L)
             var spec = p.spec
+            // a host done in the run resumed is not done again
+            reused[k] = rt.identify(p, as: groupID + k + 1, in: L)
             rt.commit(p, as: groupID + k + 1, into: &spec, in: L)
             members.append(spec)
             lua_settop(L, top)
         }
         let policy = RollingPolicy(batch: batch, maxFailures: maxFailures, pause: pause, perHost: perHost)
-        let id = rt.engine.addRolling(TaskSpec(name: name, body: nil), members: members, hosts: hosts.map(\.address), policy: policy)
+        let id = rt.engine.addRolling(TaskSpec(name: name, body: nil), members: members, hosts: hosts.map(\.address),
+                                      policy: policy, reused: reused)
         precondition(id == groupID, "group ids are assigned in add order")
         HandleModule.push(L, id, metatable: rt.refs.handleMeta)
         return 1

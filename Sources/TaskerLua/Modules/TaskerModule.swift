@@ -65,20 +65,9 @@ final class TaskerModule: LuaModule {
         let id = rt.engine.taskCount + 1
         var spec = parsed.spec
         if case .reaction? = rt.driver.current?.kind { spec.ownedByReaction = true }
-        var reused: String?
-        if rt.options.identify || parsed.explicitID != nil {
-            let entry = rt.identities.record(id, explicitID: parsed.explicitID, name: parsed.spec.name,
-                                             body: parsed.body, args: parsed.args, in: L,
-                                             needOccurrence: !rt.options.reuse.isEmpty)
-            if !rt.options.reuse.isEmpty, let text = entry.text { reused = rt.options.reuse[text] }
-        }
+        let reused = rt.identify(parsed, as: id, in: L)
         rt.commit(parsed, as: id, into: &spec, in: L)
-        let added: TaskID
-        if let reused, let value = rt.storedValues(reused, slot: id, in: L) {
-            added = rt.engine.addReused(spec, value: value)
-        } else {
-            added = rt.engine.add(spec)
-        }
+        let added = reused.map { rt.engine.addReused(spec, value: $0) } ?? rt.engine.add(spec)
         precondition(added == id, "task ids are assigned in add order")
         if rt.engine.leader(of: id) != nil { rt.dropParts(id) }
         lua_settop(L, top)
@@ -181,6 +170,7 @@ final class TaskerModule: LuaModule {
         let count = s.rawLength(1)
         let groupID = rt.engine.taskCount + 1
         var members: [TaskSpec] = []
+        var reused: [Int: TaskValue] = [:]
         members.reserveCapacity(count)
         let reader = SpecReader(runtime: rt, L: L, function: fn)
         for k in stride(from: 1, through: count, by: 1) {
@@ -188,7 +178,11 @@ final class TaskerModule: LuaModule {
             s.rawGet(1, k)
             do {
                 let parsed = try reader.read(-1, argument: 1)
+                if let explicitID = parsed.explicitID, rt.identities.isTaken(explicitID) {
+                    return rt.usage(L, "\(fn): id '\(explicitID)' is already used by another task in this run (member #\(k))")
+                }
                 var spec = parsed.spec
+                reused[k - 1] = rt.identify(parsed, as: groupID + k, in: L)
                 rt.commit(parsed, as: groupID + k, into: &spec, in: L)
                 members.append(spec)
             } catch {
@@ -198,7 +192,7 @@ final class TaskerModule: LuaModule {
             lua_settop(L, top)
         }
         let spec = TaskSpec(name: name, body: nil)
-        let id = rt.engine.addGroup(spec, members: members, concurrency: concurrency, failFast: failFast)
+        let id = rt.engine.addGroup(spec, members: members, concurrency: concurrency, failFast: failFast, reused: reused)
         precondition(id == groupID, "group ids are assigned in add order")
         HandleModule.push(L, id, metatable: rt.refs.handleMeta)
         return 1
