@@ -43,12 +43,36 @@ public final class ProcessGroups: Sendable {
     }
 
     /// The second signal: no group may outlive the process, also one the
-    /// loop thread starts while this runs.
+    /// loop thread starts while this runs; and every remote command still
+    /// running is sent its stop.
     public func killAllForExit() {
         groups.withLock { _ in closed.store(true, ordering: .relaxed) }
         killAll(grace: 0)
         // a child spawned while the first pass scanned /proc
         killAll(grace: 0)
+        sendRemoteStops()
+    }
+
+    /// Remote commands running, by token: the command line (`ssh … kill
+    /// script`) that stops each on its host. Killing the local ssh does not
+    /// end a remote command (no terminal hangs up), and a stop the first
+    /// signal sent may have been killed with the local groups before it
+    /// reached the host.
+    private let remoteStops = Mutex([String: [String]]())
+
+    func remoteStarted(_ token: String, stop: [String]) { remoteStops.withLock { $0[token] = stop } }
+    func remoteEnded(_ token: String) { _ = remoteStops.withLock { $0.removeValue(forKey: token) } }
+
+    /// Starts every remote stop, not waited for and in no group of the run:
+    /// they outlive tasker for the few seconds they take (a stop the host
+    /// already got finds nothing left to stop).
+    private func sendRemoteStops() {
+        let stops = remoteStops.withLock { s in defer { s.removeAll() }; return Array(s.values) }
+        for argv in stops {
+            guard let child = try? ProcessSpawner.spawn(argv: argv, env: ProcessSpawner.environment([:]), cwd: nil,
+                                                        stdin: .null, stdout: .null, stderr: .null) else { continue }
+            if child.pidfd >= 0 { close(child.pidfd) }
+        }
     }
 
     /// The leader exited: forget the group unless members are left.

@@ -103,6 +103,7 @@ final class RemoteExecWait: FiberWait {
         }
         pid = child.pid
         groups.started(child.pid)
+        if let stop = target.stopCommand(token: token, ssh: ssh) { groups.remoteStarted(token, stop: stop) }
         runtime.loop.beginActivity()
         let me = LoopBound(self, loop: runtime.loop)
         ProcessReactor.shared.add(child, prefix: "[\(r.label)] ", lineSink: r.stream ? r.streamSink : nil) { finished in
@@ -117,6 +118,7 @@ final class RemoteExecWait: FiberWait {
 
     private func commandEnded(_ finished: ProcessReactor.Finished) {
         exited = true
+        runtime?.processGroups.remoteEnded(token)
         releaseSession()
         killTimer?.cancel()
         backstop?.cancel()
@@ -219,8 +221,7 @@ extension RemoteTarget {
     /// backstop that runs `then` after 10 s: the host may not answer.
     func stopRemoteGroup(token: String, ssh: SSHModule, runtime: LuaRuntime,
                          then local: @escaping () -> Void) -> LoopTimer? {
-        guard let argv = try? ssh.options(acceptNew: acceptNewHostKeys) + destination.arguments
-                + [RemoteCommand.killScript(token: token)] else {
+        guard let argv = stopCommand(token: token, ssh: ssh) else {
             local()
             return nil
         }
@@ -233,6 +234,12 @@ extension RemoteTarget {
             local()
         }
         return runtime.loop.schedule(after: 10, local)
+    }
+
+    /// The ssh command line that stops the remote process group of `token`.
+    func stopCommand(token: String, ssh: SSHModule) -> [String]? {
+        guard let options = try? ssh.options(acceptNew: acceptNewHostKeys) else { return nil }
+        return options + destination.arguments + [RemoteCommand.killScript(token: token)]
     }
 
     /// A host given as an address string or as a host object (a table

@@ -56,6 +56,49 @@ struct SSHCLITests {
         #expect(SSHTestHosts.run("/bin/sh", ["-c", count]).1 == "0\n")
     }
 
+    /// Ctrl-C twice, at once: tasker exits without waiting, and the remote
+    /// commands are still stopped on their hosts (the stops are sent as it
+    /// exits, and finish after it).
+    @Test func aSecondSignalStillStopsTheRemoteCommands() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let s = try Scratch([:])
+        defer { s.cleanup() }
+        let dir = s.dir.path
+        try """
+            for i, h in ipairs{"h4", "h5"} do
+              tasker.add{name = "long " .. h, run = function()
+                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 45" .. i .. " & sleep 46" .. i, {host = h})
+              end}
+            end
+            tasker.add(function()
+              while not (fs.exists("\(dir)/started-h4") and fs.exists("\(dir)/started-h5")) do tasker.sleep(0.02) end
+              print("both started"); io.stdout:flush()
+            end)
+            """.write(toFile: dir + "/p.lua", atomically: true, encoding: .utf8)
+        let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
+        #expect(await run.waitFor("both started"))
+        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[56][12]$/) { n++ } END { print n + 0 }'"
+        // the remote commands run (the marker file comes first: wait for the sleeps too)
+        var running = ""
+        for _ in 0..<500 where running != "4\n" {
+            running = SSHTestHosts.run("/bin/sh", ["-c", count]).1
+            if running != "4\n" { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        #expect(running == "4\n")
+        run.signal(SIGINT)
+        usleep(1000)
+        run.signal(SIGINT)
+        let r = await run.finish()
+        #expect(r.status == 130, "\(r.stderr)")
+        var left = SSHTestHosts.run("/bin/sh", ["-c", count]).1
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while left != "0\n" && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            left = SSHTestHosts.run("/bin/sh", ["-c", count]).1
+        }
+        #expect(left == "0\n", "remote commands left running after a second signal")
+    }
+
     /// examples/fleet_df.lua over an inventory of the test hosts and one that refuses connections.
     @Test func theFleetDiskExampleNamesTheUnreachableHost() async throws {
         let fleet = try await SSHTestHosts.get()
