@@ -56,7 +56,7 @@ func launch(_ args: [String], in cwd: URL?, executable: URL = taskerBinary(),
     let out = Pipe.closedOnExec(), err = Pipe.closedOnExec()
     p.standardOutput = out
     p.standardError = err
-    try p.run()
+    try startChild(p)
     return (p, out, err)
 }
 
@@ -84,7 +84,7 @@ func collect(_ started: (Process, out: Pipe, err: Pipe)) async -> CLIResult {
 /// read already. Both pipes are read at once (a child that fills one while
 /// the other is read would wait forever), and they get 30 s after the exit:
 /// a descendant still holding them fails the test instead of hanging the
-/// suite. A child still running after `exitLimit` is killed (`exitBounded`).
+/// suite. A child still running after `exitLimit` is killed (`waitForExit`).
 func drain(_ p: Process, out: Pipe, err: Pipe, seen: String = "") -> CLIResult {
     let texts = PipeTexts()
     let ended = DispatchGroup()
@@ -95,32 +95,12 @@ func drain(_ p: Process, out: Pipe, err: Pipe, seen: String = "") -> CLIResult {
             ended.leave()
         }.start()
     }
-    let killed = !exitBounded(p)
+    let (status, killed) = waitForExit(p)
     let late = ended.wait(timeout: .now() + 30) == .timedOut
     let (o, e) = texts.get()
-    return CLIResult(status: p.terminationStatus, stdout: seen + o,
+    return CLIResult(status: status, stdout: seen + o,
                      stderr: e + (late ? pipesStillOpen : "") + (killed ? killedAtTheLimit : ""))
 }
-
-/// How long any program a test starts may run: far beyond what the
-/// slowest needs on a loaded machine, far below CI's budget.
-let exitLimit = 300.0
-
-/// Waits for `p` to exit, at most `seconds`; then kills it (SIGKILL) and
-/// returns false. Every wait for a child goes through here: a child that
-/// hangs fails its test instead of hanging the suite.
-@discardableResult
-func exitBounded(_ p: Process, seconds: Double = exitLimit) -> Bool {
-    let deadline = Date(timeIntervalSinceNow: seconds)
-    while p.isRunning && Date() < deadline { usleep(20_000) }
-    guard p.isRunning else { p.waitUntilExit(); return true }
-    kill(p.processIdentifier, SIGKILL)
-    p.waitUntilExit()
-    return false
-}
-
-/// Added to stderr when a child was killed at `exitLimit`.
-let killedAtTheLimit = "\n[test harness: killed after \(Int(exitLimit)) s]"
 
 /// Added to stderr when a child's pipes outlive it (`drain`, `Background.finish`).
 let pipesStillOpen = "\n[test harness: stdout or stderr still open 30 s after the exit]"
@@ -227,8 +207,8 @@ final class Background: @unchecked Sendable {
         let exited = await withCheckedContinuation { continuation in
             Thread { [self] in
                 let deadline = Date(timeIntervalSinceNow: seconds)
-                while process.isRunning && Date() < deadline { usleep(20_000) }
-                continuation.resume(returning: !process.isRunning)
+                while exitStatus(process) == nil && Date() < deadline { usleep(20_000) }
+                continuation.resume(returning: exitStatus(process) != nil)
             }.start()
         }
         if !exited { signal(SIGKILL) }
@@ -242,13 +222,13 @@ final class Background: @unchecked Sendable {
     func finish() async -> CLIResult {
         await withCheckedContinuation { continuation in
             Thread { [self] in
-                let killed = !exitBounded(process)
+                let (status, killed) = waitForExit(process)
                 let exited = Date()
                 let deadline = Date(timeIntervalSinceNow: 30)
                 lock.lock()
                 while open > 0, lock.wait(until: deadline) {}
                 let late = (open > 0 ? pipesStillOpen : "") + (killed ? killedAtTheLimit : "")
-                let result = CLIResult(status: process.terminationStatus, stdout: out, stderr: err + late, exited: exited)
+                let result = CLIResult(status: status, stdout: out, stderr: err + late, exited: exited)
                 lock.unlock()
                 continuation.resume(returning: result)
             }.start()
@@ -271,11 +251,11 @@ func inPseudoTerminal(_ command: String, in dir: URL, noColor: Bool = false) asy
     let out = Pipe.closedOnExec()
     p.standardOutput = out
     p.standardInput = FileHandle.nullDevice
-    try p.run()
+    try startChild(p)
     return await withCheckedContinuation { continuation in
         Thread {
             let data = out.fileHandleForReading.readDataToEndOfFile()
-            exitBounded(p)
+            waitForExit(p)
             continuation.resume(returning: String(decoding: data, as: UTF8.self))
         }.start()
     }

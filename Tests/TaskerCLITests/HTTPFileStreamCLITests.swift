@@ -67,7 +67,7 @@ import Testing
             .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 
         let server = try Background(["server.py"], in: s.dir, executable: URL(fileURLWithPath: "/usr/bin/python3"))
-        defer { server.signal(SIGTERM) }
+        defer { server.signal(SIGKILL) }
         #expect(await server.waitFor("\n"))
         let port = try #require(server.output.split(separator: "\n").first.flatMap { Int($0) })
         let r = try await tasker(["run", "--no-progress", "--no-journal", "p.lua", "http://127.0.0.1:\(port)"], in: s.dir)

@@ -22,7 +22,7 @@ import Testing
                 """, db.path]
             let out = Pipe.closedOnExec()
             process.standardOutput = out
-            try process.run()
+            try startChild(process)
             // The lock is held once it says so.
             var seen = ""
             while !seen.contains("locked") {
@@ -34,7 +34,7 @@ import Testing
 
         func end() {
             kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            waitForExit(process)
         }
     }
 

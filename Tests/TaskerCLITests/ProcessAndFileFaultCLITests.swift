@@ -32,7 +32,7 @@ func taskerBounded(_ args: [String], in cwd: URL, markers: [String] = [], signal
                     kill(p.processIdentifier, sig)
                 }
             }
-            exitBounded(p)
+            waitForExit(p)
             exited.flag.withLock { $0 = true }
             continuation.resume(returning: drain(p, out: out, err: err, seen: seen))
         }.start()

@@ -42,7 +42,7 @@ import Testing
             """])
         defer { s.cleanup() }
         let server = try Background(["server.py"], in: s.dir, executable: URL(fileURLWithPath: "/usr/bin/python3"))
-        defer { server.signal(SIGTERM) }
+        defer { server.signal(SIGKILL) }
         #expect(await server.waitFor("\n"))
         let port = try #require(server.output.split(separator: "\n").first.flatMap { Int($0) })
         let r = try await tasker(["run", "--no-progress", "--no-journal", "--events", "ev.jsonl", "p.lua",

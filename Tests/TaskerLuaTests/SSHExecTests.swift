@@ -192,7 +192,7 @@ struct SSHExecTests {
               return tasker.sh("ps -o stat= -p " .. pid .. " || true", {host = "h5"}).stdout:sub(1, 1)
             end
             local function waitFor(want)
-              local s, limit = state(), tasker.now() + 10
+              local s, limit = state(), tasker.now() + 30
               while (s == "T") ~= want and tasker.now() < limit do tasker.sleep(0.02); s = state() end
               return s
             end
