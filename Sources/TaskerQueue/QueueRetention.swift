@@ -60,19 +60,52 @@ extension QueueStore {
     static let deadRowsToVacuum = 20000
 
     /// Vacuums `tasker_jobs` when its dead rows outnumber both the bound
-    /// and its live rows, unless another process vacuums it now (one
-    /// sweeper at a time, by an advisory lock; autovacuum's lock is skipped,
-    /// not waited for). A role that does not own the table only gets a
-    /// warning, and autovacuum stays the only one. Returns whether it ran.
+    /// and its live rows, or when a big table holds few live rows and some
+    /// dead ones (rows deleted while the last vacuum ran keep its trailing
+    /// pages from being given back), unless another process vacuums it now
+    /// (one sweeper at a time, by an advisory lock; autovacuum's lock is
+    /// skipped, not waited for). A role that does not own the table only
+    /// gets a warning, and autovacuum stays the only one. Returns whether
+    /// it ran.
     @discardableResult
     static func vacuumIfDead(_ c: PGConnection) throws -> Bool {
         let rows = try c.query("""
-            SELECT n_dead_tup > greatest($1::bigint, n_live_tup) AND pg_try_advisory_lock(7165422)
+            SELECT (n_dead_tup > greatest($1::bigint, n_live_tup)
+                    OR (n_dead_tup > 0 AND n_live_tup < $2::bigint AND pg_relation_size(relid) > $3::bigint))
+                   AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
-            """, [String(deadRowsToVacuum)])
+            """, [String(deadRowsToVacuum), String(fewLiveRows), String(bigBytes)])
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         try c.execute("VACUUM (SKIP_LOCKED) tasker_jobs")
+        return true
+    }
+
+    /// Bytes past which a table of few live rows is shrunk: its heap
+    /// vacuumed (VACUUM gives empty trailing pages back), its indexes
+    /// rebuilt (an index keeps every page it ever had: 50,000 jobs leave
+    /// ~10 MiB).
+    static let bigBytes = 4 << 20
+    /// Live rows under which shrinking is cheap and worth it (their fresh
+    /// indexes take well under a MiB).
+    static let fewLiveRows = 1000
+
+    /// Rebuilds `tasker_jobs`'s indexes (REINDEX CONCURRENTLY: claims and
+    /// completions go on meanwhile) when they are over the bound while the
+    /// table holds few live rows, as after a big run is swept; one sweeper
+    /// at a time (the vacuum's advisory lock), and only by a role that owns
+    /// the table. Returns whether it ran.
+    @discardableResult
+    static func reindexIfBloated(_ c: PGConnection) throws -> Bool {
+        let rows = try c.query("""
+            SELECT pg_indexes_size(relid) > $1::bigint AND n_live_tup < $2::bigint
+                   AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
+                   AND pg_try_advisory_lock(7165422)
+            FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
+            """, [String(bigBytes), String(fewLiveRows)])
+        guard try rows.first?.bool(0) == true else { return false }
+        defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
+        try c.execute("REINDEX TABLE CONCURRENTLY tasker_jobs")
         return true
     }
 }

@@ -1,8 +1,9 @@
 import Synchronization
 
 /// A worker's upkeep of `tasker_jobs`, every second: deletes the finished
-/// rows of runs that ended more than `retain` seconds ago, in batches, and
-/// vacuums the table when dead rows pile up, on a connection of its own
+/// rows of runs that ended more than `retain` seconds ago, in batches,
+/// vacuums the table when dead rows pile up, and rebuilds its indexes when
+/// they stay big over a near-empty table, on a connection of its own
 /// (claims and completions never wait behind it). One sweep at a time; a
 /// sweep goes on until nothing is left or the worker stops.
 final class QueueSweeper: Sendable {
@@ -43,6 +44,7 @@ final class QueueSweeper: Sendable {
                 if n < Retention.batch {
                     try QueueStore.forgetSweptRuns(retain: retain, c)
                     try QueueStore.vacuumIfDead(c)
+                    try QueueStore.reindexIfBloated(c)
                     return
                 }
             }

@@ -127,4 +127,50 @@ import Testing
         }
         #expect((dead ?? n) < QueueStore.deadRowsToVacuum)
     }
+
+    /// A big run swept leaves a table of many MiB: the last rows deleted
+    /// (fewer dead rows than a steady stream's bound) keep its trailing
+    /// pages until a vacuum, and its indexes keep every page. Once it holds
+    /// few live rows it is vacuumed and its indexes rebuilt; over many live
+    /// rows its indexes are what they need and stay.
+    @Test func aBigTableOfFewLiveRowsIsShrunk() async throws {
+        let url = try await PostgresTestServer.freshDatabase().url
+        let db = PGThread(url: url, name: "test")
+        defer { db.stop() }
+        try db.sync { c in try QueueSchema.ensure(c) }
+        func indexBytes() throws -> Int {
+            try db.sync { c in try c.query("SELECT pg_indexes_size('tasker_jobs')").first?.int(0) } ?? 0
+        }
+        func tableBytes() throws -> Int {
+            try db.sync { c in try c.query("SELECT pg_relation_size('tasker_jobs')").first?.int(0) } ?? 0
+        }
+        try db.sync { c in
+            try c.query("""
+                INSERT INTO tasker_jobs (run, task, attempt, name, args) SELECT 'r', g, 1, 'work', '{}' FROM generate_series(1, 90000) g
+                """)
+            try c.execute("ANALYZE tasker_jobs")
+        }
+        #expect(try indexBytes() > QueueStore.bigBytes)
+        // many live rows: their indexes are what they need
+        #expect(try db.sync { c in try QueueStore.reindexIfBloated(c) } == false)
+        // most rows go and are vacuumed; the last ones (at the end of the
+        // table) go after: fewer dead rows than the bound
+        try db.sync { c in
+            try c.query("DELETE FROM tasker_jobs WHERE task <= 80000")
+            try c.execute("VACUUM tasker_jobs")
+            try c.query("DELETE FROM tasker_jobs")
+        }
+        #expect(try tableBytes() > QueueStore.bigBytes)
+        // the server's statistics lag by up to a second or so
+        var vacuumed = false, rebuilt = false
+        let deadline = Date(timeIntervalSinceNow: 120)
+        while !(vacuumed && rebuilt) && Date() < deadline {
+            if !vacuumed { vacuumed = try db.sync { c in try QueueStore.vacuumIfDead(c) } }
+            if !rebuilt { rebuilt = try db.sync { c in try QueueStore.reindexIfBloated(c) } }
+            if !(vacuumed && rebuilt) { try await Task.sleep(nanoseconds: 100_000_000) }
+        }
+        #expect(vacuumed && rebuilt)
+        #expect(try tableBytes() < 1 << 20)
+        #expect(try indexBytes() < 1 << 20)
+    }
 }
