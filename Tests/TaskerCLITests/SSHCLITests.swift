@@ -33,10 +33,12 @@ struct SSHCLITests {
         let s = try Scratch([:])
         defer { s.cleanup() }
         let dir = s.dir.path
+        // sleeps of durations no other test (or other test process) uses: theirs
+        let tag = String(Int.random(in: 1000...9999))
         try """
             for i, h in ipairs{"h2", "h3"} do
               tasker.add{name = "long " .. h, run = function()
-                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 43" .. i .. " & sleep 44" .. i, {host = h})
+                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 43" .. i .. ".\(tag) & sleep 44" .. i .. ".\(tag)", {host = h})
               end}
             end
             tasker.add(function()
@@ -47,7 +49,7 @@ struct SSHCLITests {
         let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
         #expect(await run.waitFor("both started"))
         // the hosts share this machine's processes (namespaces of the network only)
-        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[34][12]$/) { n++ } END { print n + 0 }'"
+        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[34][12]\\.\(tag)$/) { n++ } END { print n + 0 }'"
         let before = SSHTestHosts.run("/bin/sh", ["-c", count]).1
         run.signal(SIGINT)
         let r = await run.finish()
@@ -64,10 +66,11 @@ struct SSHCLITests {
         let s = try Scratch([:])
         defer { s.cleanup() }
         let dir = s.dir.path
+        let tag = String(Int.random(in: 1000...9999))
         try """
             for i, h in ipairs{"h4", "h5"} do
               tasker.add{name = "long " .. h, run = function()
-                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 45" .. i .. " & sleep 46" .. i, {host = h})
+                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 45" .. i .. ".\(tag) & sleep 46" .. i .. ".\(tag)", {host = h})
               end}
             end
             tasker.add(function()
@@ -77,7 +80,7 @@ struct SSHCLITests {
             """.write(toFile: dir + "/p.lua", atomically: true, encoding: .utf8)
         let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
         #expect(await run.waitFor("both started"))
-        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[56][12]$/) { n++ } END { print n + 0 }'"
+        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[56][12]\\.\(tag)$/) { n++ } END { print n + 0 }'"
         // the remote commands run (the marker file comes first: wait for the sleeps too)
         var running = ""
         for _ in 0..<500 where running != "4\n" {

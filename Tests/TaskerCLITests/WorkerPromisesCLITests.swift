@@ -85,7 +85,7 @@ import Testing
         var pid: pid_t = 0
         #expect(posix_spawn(&pid, args[0], &actions, &attr, &argv, environ) == 0)
         kill(pid, SIGTERM)  // pending until the worker sets its handlers up
-        let deadline = Date(timeIntervalSinceNow: 20)
+        let deadline = Date(timeIntervalSinceNow: 120)
         var status: Int32 = 0
         var exited = false
         while !exited && Date() < deadline {
