@@ -116,7 +116,7 @@ import Testing
         }
         // the server's statistics lag by up to a second or so
         var vacuumed = false
-        let deadline = Date(timeIntervalSinceNow: 30)
+        let deadline = Date(timeIntervalSinceNow: 120)
         while !vacuumed && Date() < deadline {
             vacuumed = try db.sync { c in try QueueStore.vacuumIfDead(c) }
             if !vacuumed { try await Task.sleep(nanoseconds: 100_000_000) }
