@@ -58,6 +58,8 @@ let package = Package(
         .target(name: "CTicks"),
         // Signal handlers that only write to a pipe (async-signal-safe C).
         .target(name: "CSignalPipe"),
+        // mallopt, for the executable (see MemoryTuning).
+        .target(name: "CMallocTuning"),
         .target(
             name: "TaskerCore",
             dependencies: ["CTicks", "CSignalPipe", .product(name: "Collections", package: "swift-collections")],
@@ -76,7 +78,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "tasker",
-            dependencies: ["TaskerCore", "TaskerHTTP", "TaskerLua", "TaskerJournal", "TaskerQueue",
+            dependencies: ["TaskerCore", "TaskerHTTP", "TaskerLua", "TaskerJournal", "TaskerQueue", "CMallocTuning",
                            .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: hotPath

@@ -21,6 +21,7 @@ struct Tasker: ParsableCommand {
     /// Like ParsableCommand's, except that usage errors exit 2 (README, The command line),
     /// not the parser's 64.
     static func main() {
+        MemoryTuning.apply()
         StandardStreams.prepare()
         // Pause and resume (SIGUSR1/2) mean nothing until a run handles
         // them; their default action would kill tasker meanwhile (at its
