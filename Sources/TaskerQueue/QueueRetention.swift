@@ -60,24 +60,32 @@ extension QueueStore {
     static let deadRowsToVacuum = 20000
 
     /// Vacuums `tasker_jobs` when its dead rows outnumber both the bound
-    /// and its live rows, or when a big table holds few live rows and some
-    /// dead ones (rows deleted while the last vacuum ran keep its trailing
-    /// pages from being given back), unless another process vacuums it now
-    /// (one sweeper at a time, by an advisory lock; autovacuum's lock is
-    /// skipped, not waited for). A role that does not own the table only
-    /// gets a warning, and autovacuum stays the only one. Returns whether
-    /// it ran.
+    /// and its live rows, or when a big table holds few live rows (counted,
+    /// as for `reindexIfBloated`) and either some dead ones (rows deleted
+    /// while the last vacuum ran keep its trailing pages from being given
+    /// back) or no vacuum for 30 s (one that could not take the lock to
+    /// give them back, as autovacuum gives up to a claim), unless another
+    /// process vacuums it now (one sweeper at a time, by an advisory lock;
+    /// autovacuum's lock is skipped, not waited for). A role that does not
+    /// own the table only gets a warning, and autovacuum stays the only
+    /// one. Returns whether it ran.
     @discardableResult
     static func vacuumIfDead(_ c: PGConnection) throws -> Bool {
         let rows = try c.query("""
             SELECT (n_dead_tup > greatest($1::bigint, n_live_tup)
-                    OR (n_dead_tup > 0 AND n_live_tup < $2::bigint AND pg_relation_size(relid) > $3::bigint))
+                    OR CASE WHEN pg_relation_size(relid) > $3::bigint
+                            AND (n_dead_tup > 0
+                                 OR coalesce(greatest(last_vacuum, last_autovacuum), 'epoch') < now() - interval '30 seconds')
+                       THEN \(fewLiveRowsCounted) ELSE false END)
                    AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
             """, [String(deadRowsToVacuum), String(fewLiveRows), String(bigBytes)])
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
-        try c.execute("VACUUM (SKIP_LOCKED) tasker_jobs")
+        // INDEX_CLEANUP ON: by default a vacuum that finds few pages with
+        // dead rows skips the indexes and leaves those rows' slots in the
+        // pages, which are then not empty and never given back
+        try c.execute("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) tasker_jobs")
         return true
     }
 
@@ -86,6 +94,11 @@ extension QueueStore {
     /// rebuilt (an index keeps every page it ever had: 50,000 jobs leave
     /// ~10 MiB).
     static let bigBytes = 4 << 20
+    /// Whether `tasker_jobs` holds fewer than `fewLiveRows` rows (the
+    /// parameter `$2`), counted through the primary key, at most that many.
+    private static let fewLiveRowsCounted =
+        "(SELECT count(*) FROM (SELECT id FROM tasker_jobs ORDER BY id LIMIT $2::int) s) < $2::int"
+
     /// Live rows under which shrinking is cheap and worth it (their fresh
     /// indexes take well under a MiB).
     static let fewLiveRows = 1000
@@ -108,11 +121,7 @@ extension QueueStore {
     @discardableResult
     static func reindexIfBloated(_ c: PGConnection) throws -> Bool {
         // $1 bigBytes, $2 fewLiveRows; `relid` is tasker_jobs
-        let bigAndFew = """
-            CASE WHEN pg_indexes_size(relid) > $1::bigint
-                 THEN (SELECT count(*) FROM (SELECT id FROM tasker_jobs ORDER BY id LIMIT $2::int) s) < $2::int
-                 ELSE false END
-            """
+        let bigAndFew = "CASE WHEN pg_indexes_size(relid) > $1::bigint THEN \(fewLiveRowsCounted) ELSE false END"
         let rows = try c.query("""
             SELECT (\(bigAndFew)
                     OR EXISTS (SELECT 1 FROM pg_index WHERE indrelid = relid AND NOT indisvalid))
