@@ -67,8 +67,8 @@ extension QueueStore {
     /// give them back, as autovacuum gives up to a claim), unless another
     /// process vacuums it now (one sweeper at a time, by an advisory lock;
     /// autovacuum's lock is skipped, not waited for). A role that does not
-    /// own the table only gets a warning, and autovacuum stays the only
-    /// one. Returns whether it ran.
+    /// own the table does not try (the server would only warn, every
+    /// second): autovacuum stays the only one. Returns whether it ran.
     @discardableResult
     static func vacuumIfDead(_ c: PGConnection) throws -> Bool {
         let rows = try c.query("""
@@ -77,6 +77,7 @@ extension QueueStore {
                             AND (n_dead_tup > 0
                                  OR coalesce(greatest(last_vacuum, last_autovacuum), 'epoch') < now() - interval '30 seconds')
                        THEN \(fewLiveRowsCounted) ELSE false END)
+                   AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
             """, [String(deadRowsToVacuum), String(fewLiveRows), String(bigBytes)])
@@ -94,6 +95,9 @@ extension QueueStore {
     /// rebuilt (an index keeps every page it ever had: 50,000 jobs leave
     /// ~10 MiB).
     static let bigBytes = 4 << 20
+    /// How REINDEX CONCURRENTLY names the copies of the queue's indexes.
+    static let cutRebuildIndexName = "^tasker_jobs.*_cc(new|old)[0-9]*$"
+
     /// Whether `tasker_jobs` holds fewer than `fewLiveRows` rows (the
     /// parameter `$2`), counted through the primary key, at most that many.
     private static let fewLiveRowsCounted =
@@ -112,7 +116,10 @@ extension QueueStore {
     /// A rebuild cut short (its worker killed, the server restarted) leaves
     /// its new indexes behind, invalid: never used, yet kept up to date by
     /// every write, and a later rebuild would leave more. They are dropped
-    /// first.
+    /// first: only those named as a rebuild of the queue's own indexes
+    /// names them (`tasker_jobs…_ccnew`, `_ccold`), so an index someone is
+    /// building beside (CREATE INDEX CONCURRENTLY, invalid until done) is
+    /// left alone.
     ///
     /// The live rows are counted (at most `fewLiveRows` of them, through
     /// the primary key, and only once the indexes are big): the server's
@@ -121,21 +128,29 @@ extension QueueStore {
     @discardableResult
     static func reindexIfBloated(_ c: PGConnection) throws -> Bool {
         // $1 bigBytes, $2 fewLiveRows; `relid` is tasker_jobs
-        let bigAndFew = "CASE WHEN pg_indexes_size(relid) > $1::bigint THEN \(fewLiveRowsCounted) ELSE false END"
+        // and no run going on: a rebuild beside a stream of jobs doubles
+        // their index work (and was seen beside a stall); on a table of no
+        // run it takes milliseconds
+        let bigAndFew = """
+            CASE WHEN pg_indexes_size(relid) > $1::bigint
+                      AND NOT EXISTS (SELECT 1 FROM tasker_coordinators WHERE stopped IS NULL)
+                 THEN \(fewLiveRowsCounted) ELSE false END
+            """
         let rows = try c.query("""
             SELECT (\(bigAndFew)
-                    OR EXISTS (SELECT 1 FROM pg_index WHERE indrelid = relid AND NOT indisvalid))
+                    OR EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+                               WHERE x.indrelid = relid AND NOT x.indisvalid AND i.relname ~ $3))
                    AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
-            """, [String(bigBytes), String(fewLiveRows)])
+            """, [String(bigBytes), String(fewLiveRows), Self.cutRebuildIndexName])
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         let invalid = try c.query("""
             SELECT quote_ident(n.nspname) || '.' || quote_ident(i.relname) FROM pg_index x
             JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_namespace n ON n.oid = i.relnamespace
-            WHERE x.indrelid = 'tasker_jobs'::regclass AND NOT x.indisvalid
-            """)
+            WHERE x.indrelid = 'tasker_jobs'::regclass AND NOT x.indisvalid AND i.relname ~ $1
+            """, [Self.cutRebuildIndexName])
         for row in invalid.rows {
             try c.execute("DROP INDEX CONCURRENTLY IF EXISTS \(try row.text(0))")
         }

@@ -50,7 +50,7 @@ final class QueueSweeper: Sendable {
             }
         }, failed: { [self] error in
             state.withLock { $0.sweeping = false }
-            report("cannot delete the finished jobs of ended runs: \(error.message)")
+            report("the upkeep of tasker_jobs (deleting ended runs' rows, vacuum, index rebuild) failed: \(error.message)")
         })
     }
 
