@@ -88,14 +88,16 @@ extension Engine {
 
     func groupMemberFinished(_ r: TaskRecord, _ member: TaskRecord) {
         guard case .group(let g) = r.role else { return }
+        if g.startingReused {
+            // a reused member: never started, so it holds no slot or host
+            g.finished += 1
+            if g.finished == g.members.count, !r.state.isFinal { finishWork(r, .succeeded(.group(g.members))) }
+            return
+        }
         if let rs = g.rolling { return rollingMemberFinished(r, g, rs, member) }
         g.finished += 1
         if member.lifecycle.startRequested { g.running -= 1 }
         guard !r.state.isFinal else { return }
-        if g.startingReused {
-            if g.finished == g.members.count { finishWork(r, .succeeded(.group(g.members))) }
-            return
-        }
         // A skipped member (its condition not met) is an outcome, not a failure.
         if let failure = member.outcome?.failure, member.outcome?.state != .skipped {
             let index = g.members.firstIndex(of: member.id) ?? Int.max

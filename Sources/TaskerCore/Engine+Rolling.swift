@@ -71,10 +71,6 @@ extension Engine {
     func rollingMemberFinished(_ r: TaskRecord, _ g: GroupState, _ rs: RollingState, _ member: TaskRecord) {
         g.finished += 1
         let started = member.lifecycle.startRequested
-        if g.startingReused {
-            if g.finished == g.members.count { finishWork(r, .succeeded(.group(g.members))) }
-            return
-        }
         if started {
             g.running -= 1
             if let k = g.members.firstIndex(of: member.id) { hostSlots.release(rs.hosts[k]) }

@@ -29,77 +29,35 @@ struct SSHCLITests {
     /// Ctrl-C cancels the running remote commands: once tasker has exited,
     /// none of them (nor their children) runs on its host.
     @Test func anInterruptedRunLeavesNoRemoteProcess() async throws {
-        let fleet = try await SSHTestHosts.get()
-        let s = try Scratch([:])
-        defer { s.cleanup() }
-        let dir = s.dir.path
-        // sleeps of durations no other test (or other test process) uses: theirs
-        let tag = String(Int.random(in: 1000...9999))
-        try """
-            for i, h in ipairs{"h2", "h3"} do
-              tasker.add{name = "long " .. h, run = function()
-                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 43" .. i .. ".\(tag) & sleep 44" .. i .. ".\(tag)", {host = h})
-              end}
-            end
-            tasker.add(function()
-              while not (fs.exists("\(dir)/started-h2") and fs.exists("\(dir)/started-h3")) do tasker.sleep(0.02) end
-              print("both started"); io.stdout:flush()
-            end)
-            """.write(toFile: dir + "/p.lua", atomically: true, encoding: .utf8)
-        let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
-        #expect(await run.waitFor("both started"))
-        // the hosts share this machine's processes (namespaces of the network only)
-        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[34][12]\\.\(tag)$/) { n++ } END { print n + 0 }'"
-        let before = SSHTestHosts.run("/bin/sh", ["-c", count]).1
-        run.signal(SIGINT)
-        let r = await run.finish()
+        let sleeps = try await RemoteSleeps(hosts: ["h2", "h3"], durations: 43)
+        defer { sleeps.scratch.cleanup() }
+        let before = try await sleeps.running(4)
+        sleeps.run.signal(SIGINT)
+        let r = await sleeps.run.finish()
         #expect(r.status == 130, "\(r.stderr)")
-        #expect(before == "4\n")
-        #expect(SSHTestHosts.run("/bin/sh", ["-c", count]).1 == "0\n")
+        #expect(before == 4)
+        #expect(sleeps.count() == 0)
     }
 
     /// Ctrl-C twice, at once: tasker exits without waiting, and the remote
     /// commands are still stopped on their hosts (the stops are sent as it
     /// exits, and finish after it).
     @Test func aSecondSignalStillStopsTheRemoteCommands() async throws {
-        let fleet = try await SSHTestHosts.get()
-        let s = try Scratch([:])
-        defer { s.cleanup() }
-        let dir = s.dir.path
-        let tag = String(Int.random(in: 1000...9999))
-        try """
-            for i, h in ipairs{"h4", "h5"} do
-              tasker.add{name = "long " .. h, run = function()
-                tasker.sh("touch \(dir)/started-" .. h .. "; sleep 45" .. i .. ".\(tag) & sleep 46" .. i .. ".\(tag)", {host = h})
-              end}
-            end
-            tasker.add(function()
-              while not (fs.exists("\(dir)/started-h4") and fs.exists("\(dir)/started-h5")) do tasker.sleep(0.02) end
-              print("both started"); io.stdout:flush()
-            end)
-            """.write(toFile: dir + "/p.lua", atomically: true, encoding: .utf8)
-        let run = try Background(["run", "--no-progress", "p.lua"], in: s.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
-        #expect(await run.waitFor("both started"))
-        let count = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /^4[56][12]\\.\(tag)$/) { n++ } END { print n + 0 }'"
-        // the remote commands run (the marker file comes first: wait for the sleeps too)
-        var running = ""
-        for _ in 0..<500 where running != "4\n" {
-            running = SSHTestHosts.run("/bin/sh", ["-c", count]).1
-            if running != "4\n" { try await Task.sleep(for: .milliseconds(10)) }
-        }
-        #expect(running == "4\n")
-        run.signal(SIGINT)
+        let sleeps = try await RemoteSleeps(hosts: ["h4", "h5"], durations: 45)
+        defer { sleeps.scratch.cleanup() }
+        #expect(try await sleeps.running(4) == 4)
+        sleeps.run.signal(SIGINT)
         usleep(1000)
-        run.signal(SIGINT)
-        let r = await run.finish()
+        sleeps.run.signal(SIGINT)
+        let r = await sleeps.run.finish()
         #expect(r.status == 130, "\(r.stderr)")
-        var left = SSHTestHosts.run("/bin/sh", ["-c", count]).1
+        var left = sleeps.count()
         let deadline = Date(timeIntervalSinceNow: 20)
-        while left != "0\n" && Date() < deadline {
+        while left != 0 && Date() < deadline {
             try await Task.sleep(for: .milliseconds(50))
-            left = SSHTestHosts.run("/bin/sh", ["-c", count]).1
+            left = sleeps.count()
         }
-        #expect(left == "0\n", "remote commands left running after a second signal")
+        #expect(left == 0, "remote commands left running after a second signal")
     }
 
     /// examples/fleet_df.lua over an inventory of the test hosts and one that refuses connections.
@@ -128,5 +86,54 @@ struct SSHCLITests {
         defer { s.cleanup() }
         let r = try await shell("TASKER_SSH_CONFIG=/nonexistent/ssh_config $TASKER run --no-progress p.lua", in: s.dir)
         #expect(r.stdout == "usage\tp.lua:1\tTASKER_SSH_CONFIG names no regular file ('/nonexistent/ssh_config')\n")
+    }
+}
+
+/// A run of two tasks, each running `sleep` twice on its host (one in the
+/// background) for durations unique to this run (a random fraction: no
+/// other test, nor another test process, has them); `count` says how many
+/// of them run (the hosts share this machine's processes: their namespaces
+/// are the network's only).
+private struct RemoteSleeps {
+    let scratch: Scratch
+    let run: Background
+    private let pattern: String
+
+    init(hosts: [String], durations d: Int) async throws {
+        let fleet = try await SSHTestHosts.get()
+        scratch = try Scratch([:])
+        let dir = scratch.dir.path
+        let tag = String(Int.random(in: 1000...9999))
+        let (a, b) = (hosts[0], hosts[1])
+        try """
+            for i, h in ipairs{"\(a)", "\(b)"} do
+              tasker.add{name = "long " .. h, run = function()
+                tasker.sh("touch \(dir)/started-" .. h .. "; sleep \(d)" .. i .. ".\(tag) & sleep \(d + 1)" .. i .. ".\(tag)", {host = h})
+              end}
+            end
+            tasker.add(function()
+              while not (fs.exists("\(dir)/started-\(a)") and fs.exists("\(dir)/started-\(b)")) do tasker.sleep(0.02) end
+              print("both started"); io.stdout:flush()
+            end)
+            """.write(toFile: dir + "/p.lua", atomically: true, encoding: .utf8)
+        run = try Background(["run", "--no-progress", "p.lua"], in: scratch.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
+        pattern = "^(\(d)|\(d + 1))[12]\\.\(tag)$"
+        _ = await run.waitFor("both started")
+    }
+
+    func count() -> Int {
+        let awk = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /\(pattern)/) { n++ } END { print n + 0 }'"
+        return Int(SSHTestHosts.run("/bin/sh", ["-c", awk]).1.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    /// How many run once `n` do (the marker file comes before the sleeps),
+    /// or after 5 s.
+    func running(_ n: Int) async throws -> Int {
+        var seen = count()
+        for _ in 0..<500 where seen != n {
+            try await Task.sleep(for: .milliseconds(10))
+            seen = count()
+        }
+        return seen
     }
 }

@@ -101,11 +101,16 @@ import Testing
 /// Dead rows past the bound are vacuumed by a sweeper, not left for
 /// autovacuum's next round.
 @Suite struct QueueVacuumTests {
-    @Test func deadRowsPastTheBoundAreVacuumed() async throws {
-        let url = try await PostgresTestServer.freshDatabase().url
-        let db = PGThread(url: url, name: "test")
-        defer { db.stop() }
+    /// A connection to a fresh database holding the queue's tables.
+    static func queue() async throws -> PGThread {
+        let db = PGThread(url: try await PostgresTestServer.freshDatabase().url, name: "test")
         try db.sync { c in try QueueSchema.ensure(c) }
+        return db
+    }
+
+    @Test func deadRowsPastTheBoundAreVacuumed() async throws {
+        let db = try await Self.queue()
+        defer { db.stop() }
         #expect(try db.sync { c in try QueueStore.vacuumIfDead(c) } == false)
         let n = QueueStore.deadRowsToVacuum + 5000
         try db.sync { c in
@@ -134,10 +139,8 @@ import Testing
     /// few live rows it is vacuumed and its indexes rebuilt; over many live
     /// rows its indexes are what they need and stay.
     @Test func aBigTableOfFewLiveRowsIsShrunk() async throws {
-        let url = try await PostgresTestServer.freshDatabase().url
-        let db = PGThread(url: url, name: "test")
+        let db = try await Self.queue()
         defer { db.stop() }
-        try db.sync { c in try QueueSchema.ensure(c) }
         func indexBytes() throws -> Int {
             try db.sync { c in try c.query("SELECT pg_indexes_size('tasker_jobs')").first?.int(0) } ?? 0
         }
@@ -180,11 +183,9 @@ import Testing
     /// No rebuild while a run goes on (it would double a stream's index
     /// work): only once its coordinator has stopped.
     @Test func indexesAreNotRebuiltWhileARunGoesOn() async throws {
-        let url = try await PostgresTestServer.freshDatabase().url
-        let db = PGThread(url: url, name: "test")
+        let db = try await Self.queue()
         defer { db.stop() }
         try db.sync { c in
-            try QueueSchema.ensure(c)
             try c.query("""
                 INSERT INTO tasker_jobs (run, task, attempt, name, args) SELECT 'r', g, 1, 'work', '{}' FROM generate_series(1, 90000) g
                 """)
@@ -200,10 +201,8 @@ import Testing
     /// every write keeps up to date: the next look drops it. An invalid
     /// index of someone else's (one being built beside) stays.
     @Test func anInvalidIndexLeftByACutRebuildIsDropped() async throws {
-        let url = try await PostgresTestServer.freshDatabase().url
-        let db = PGThread(url: url, name: "test")
+        let db = try await Self.queue()
         defer { db.stop() }
-        try db.sync { c in try QueueSchema.ensure(c) }
         func invalidIndexes() throws -> Int {
             try db.sync { c in
                 try c.query("SELECT count(*) FROM pg_index WHERE indrelid = 'tasker_jobs'::regclass AND NOT indisvalid").first?.int(0)
