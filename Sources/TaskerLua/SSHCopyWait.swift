@@ -9,8 +9,8 @@ import TaskerCore
 /// is the sender's. The local hash is `sha256sum`'s, run as a child, so a
 /// big file never stalls the loop. Every failure is kind `ssh` with `host`
 /// (code `copy` when the connection was fine but the copy was not). A
-/// cancel stops the remote side (put: TERM to its group, whose trap removes
-/// the temp file) and removes a local temp file (get).
+/// cancel cuts the stream and stops the remote side (put: TERM to its group,
+/// whose trap removes the temp file) and removes a local temp file (get).
 final class SSHCopyWait: FiberWait {
     enum Direction {
         case put(mode: Int?)
@@ -227,6 +227,11 @@ final class SSHCopyWait: FiberWait {
         removeLocalTemp()
         guard pid != 0, !exited, let runtime, let ssh else { return releaseSession() }
         guard case .put = direction else { return terminateLocal() }
+        // The stream is cut at once (what arrived then no longer matches the
+        // hash, so nothing is renamed), not only after the remote stop has
+        // made its way: on a loaded machine that took long enough for a
+        // whole file to arrive and replace the old one after the cancel.
+        terminateLocal()
         backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) { [weak self] in self?.terminateLocal() }
     }
 

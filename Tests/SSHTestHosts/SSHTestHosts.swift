@@ -179,9 +179,10 @@ public final class SSHTestHosts: Sendable {
     /// `identity` as the key. Keep-alives every `alive` seconds, the
     /// connection given up after `aliveCount` unanswered (lenient by
     /// default: a loaded machine must not drop a master; a test that takes
-    /// a host down asks for less).
+    /// a host down asks for less). The connect timeout is lenient too: on a
+    /// loaded CI machine an sshd took over 5 s to answer.
     public func configText(knownHosts: String, identity: String? = nil, alive: Int = 2, aliveCount: Int = 5,
-                           connectTimeout: Int = 5) -> String {
+                           connectTimeout: Int = 30) -> String {
         hosts.map { h in
             """
             Host \(h.name)
@@ -199,6 +200,12 @@ public final class SSHTestHosts: Sendable {
 
             """
         }.joined()
+    }
+
+    /// The end of a host's sshd log (VERBOSE), for a failing test to show.
+    public func logTail(_ name: String, bytes: Int = 3000) -> String {
+        let log = (try? String(contentsOfFile: dir + "/\(name)/sshd.log", encoding: .utf8)) ?? ""
+        return "sshd log of \(name):\n" + String(log.suffix(bytes))
     }
 
     /// Takes a host off the network (its outside link down) or back.

@@ -73,7 +73,7 @@ struct SSHCLITests {
         #expect(all.status == 1, "\(all.stderr)")
         #expect(lines.count == 4)
         for (i, name) in ["h1", "h2", "h3"].enumerated() where i < lines.count {
-            #expect(lines[i].range(of: "^\(name) +[0-9]+%$", options: .regularExpression) != nil, "\(lines[i])")
+            #expect(lines[i].range(of: "^\(name) +[0-9]+%$", options: .regularExpression) != nil, "\(lines[i])\n\(all.stderr)\n\(fleet.logTail(name))")
         }
         #expect(lines.last?.range(of: "^gone +unreachable \\(connect\\)$", options: .regularExpression) != nil, "\(all.stdout)")
         let web = try await shell("\(env) $TASKER run --no-progress --var inventory=inv.ini --var group=web '\(example)'", in: s.dir)

@@ -187,7 +187,8 @@ struct SSHExecTests {
               tasker.sleep(0.02)
               local f = io.open("\(pidFile)")
               if f then pid = f:read("l"); f:close() end
-            until (pid and #pid > 0) or tasker.now() > deadline
+            until (pid and #pid > 0) or h:state() == "failed" or tasker.now() > deadline
+            if not (pid and #pid > 0) then error("no remote pid: " .. tostring(select(2, h:result()))) end
             local function state()
               return tasker.sh("ps -o stat= -p " .. pid .. " || true", {host = "h5"}).stdout:sub(1, 1)
             end
@@ -202,7 +203,7 @@ struct SSHExecTests {
             print(waitFor(false) ~= "T")
             h:cancel()
             """)
-        #expect(r.lines == ["T", "true"], "\(r.diagnostics)")
+        #expect(r.lines == ["T", "true"], "\(r.diagnostics) \(r.result.mainError ?? "")\n\(fleet.logTail("h5"))")
     }
 
     @Test func aChangedHostKeyAnUnknownHostAndARefusedKey() async throws {
