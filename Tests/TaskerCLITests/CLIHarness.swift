@@ -39,11 +39,7 @@ struct Scratch {
 
 /// Starts `executable` with `args` in `cwd`, its output in pipes.
 func launch(_ args: [String], in cwd: URL?, executable: URL = taskerBinary(),
-                    environment: [String: String]? = nil) throws -> (Process, out: Pipe, err: Pipe) {
-    let p = Process()
-    p.executableURL = executable
-    p.arguments = args
-    if let cwd { p.currentDirectoryURL = cwd }
+                    environment: [String: String]? = nil) throws -> (Child, out: Pipe, err: Pipe) {
     // Each test's runs go to a journal of its own (in its scratch
     // directory), never to the user's.
     var env = environment ?? ProcessInfo.processInfo.environment
@@ -52,11 +48,8 @@ func launch(_ args: [String], in cwd: URL?, executable: URL = taskerBinary(),
         env["TASKER_STATE_DIR"] = scratch ? cwd!.appendingPathComponent(".tasker-state").path
                                           : NSTemporaryDirectory() + "tasker-tests-state-\(getpid())"
     }
-    p.environment = env
     let out = Pipe.closedOnExec(), err = Pipe.closedOnExec()
-    p.standardOutput = out
-    p.standardError = err
-    try startChild(p)
+    let p = try Child(executable, args, in: cwd, environment: env, stdout: out, stderr: err)
     return (p, out, err)
 }
 
@@ -73,7 +66,7 @@ func shell(_ script: String, in cwd: URL) async throws -> CLIResult {
 }
 
 /// Reads both pipes to their end and waits for the exit.
-func collect(_ started: (Process, out: Pipe, err: Pipe)) async -> CLIResult {
+func collect(_ started: (Child, out: Pipe, err: Pipe)) async -> CLIResult {
     let (p, out, err) = started
     return await withCheckedContinuation { continuation in
         Thread { continuation.resume(returning: drain(p, out: out, err: err)) }.start()
@@ -85,7 +78,7 @@ func collect(_ started: (Process, out: Pipe, err: Pipe)) async -> CLIResult {
 /// the other is read would wait forever), and they get 30 s after the exit:
 /// a descendant still holding them fails the test instead of hanging the
 /// suite. A child still running after `exitLimit` is killed (`waitForExit`).
-func drain(_ p: Process, out: Pipe, err: Pipe, seen: String = "") -> CLIResult {
+func drain(_ p: Child, out: Pipe, err: Pipe, seen: String = "") -> CLIResult {
     let texts = PipeTexts()
     let ended = DispatchGroup()
     for (handle, isErr) in [(out.fileHandleForReading, false), (err.fileHandleForReading, true)] {
@@ -140,7 +133,7 @@ func taskerInterrupted(_ args: [String], in cwd: URL, markers: [String], signal 
 /// stderr are read as they come, so the test can wait for a line before acting.
 final class Background: @unchecked Sendable {
     // Safety: `out`, `err` and `open` are guarded by `lock`; the rest is set in init.
-    let process: Process
+    let process: Child
     private let lock = NSCondition()
     private var out = ""
     private var err = ""
@@ -207,8 +200,8 @@ final class Background: @unchecked Sendable {
         let exited = await withCheckedContinuation { continuation in
             Thread { [self] in
                 let deadline = Date(timeIntervalSinceNow: seconds)
-                while exitStatus(process) == nil && Date() < deadline { usleep(20_000) }
-                continuation.resume(returning: exitStatus(process) != nil)
+                while process.exitStatus == nil && Date() < deadline { usleep(20_000) }
+                continuation.resume(returning: process.exitStatus != nil)
             }.start()
         }
         if !exited { signal(SIGKILL) }
@@ -240,18 +233,12 @@ final class Background: @unchecked Sendable {
 /// `dir`, its journal there too; everything it drew. Colours stay on (as
 /// for most users) unless `noColor`.
 func inPseudoTerminal(_ command: String, in dir: URL, noColor: Bool = false) async throws -> String {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-    p.arguments = ["-qfec", command, "/dev/null"]
-    p.currentDirectoryURL = dir
     var environment = ProcessInfo.processInfo.environment
     environment["NO_COLOR"] = noColor ? "1" : nil
     environment["TASKER_STATE_DIR"] = dir.appendingPathComponent(".tasker-state").path
-    p.environment = environment
     let out = Pipe.closedOnExec()
-    p.standardOutput = out
-    p.standardInput = FileHandle.nullDevice
-    try startChild(p)
+    let p = try Child(URL(fileURLWithPath: "/usr/bin/script"), ["-qfec", command, "/dev/null"], in: dir,
+                      environment: environment, stdout: out)
     return await withCheckedContinuation { continuation in
         Thread {
             let data = out.fileHandleForReading.readDataToEndOfFile()
@@ -263,10 +250,11 @@ func inPseudoTerminal(_ command: String, in dir: URL, noColor: Bool = false) asy
 
 extension Pipe {
     /// A pipe whose ends no other program inherits. Foundation's are not
-    /// close-on-exec: a child another test starts meanwhile (posix_spawn,
-    /// system) would keep the write end open, and a test waiting for the
-    /// end of its child's output would wait for that child too. The child
-    /// it is meant for still gets it (dup2 onto 0-2 clears the flag).
+    /// close-on-exec: a program started meanwhile by other means (system,
+    /// the runtime's own spawner in the Lua tests) would keep the write end
+    /// open, and a test waiting for the end of its child's output would
+    /// wait for that program too. The child it is meant for still gets it
+    /// (dup2 onto 0-2 clears the flag).
     static func closedOnExec() -> Pipe {
         let pipe = Pipe()
         for fd in [pipe.fileHandleForReading.fileDescriptor, pipe.fileHandleForWriting.fileDescriptor] {

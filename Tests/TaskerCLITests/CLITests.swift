@@ -421,13 +421,7 @@ import Testing
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     func sh(_ command: String, in dir: URL) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/bin/sh")
-        p.arguments = ["-c", command]
-        p.currentDirectoryURL = dir
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try startChild(p)
+        let p = try Child(URL(fileURLWithPath: "/bin/sh"), ["-c", command], in: dir)
         #expect(waitForExit(p) == (0, false), "setup failed: \(command)")
     }
 

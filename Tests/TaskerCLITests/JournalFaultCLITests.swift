@@ -7,22 +7,20 @@ import Testing
 @Suite struct JournalFaultCLITests {
     /// Another process holding the journal's write lock (an open
     /// `BEGIN IMMEDIATE`) until it is ended.
-    final class LockHolder: @unchecked Sendable {
-        // Safety: set in init, then only read.
-        let process = Process()
+    final class LockHolder: Sendable {
+        let process: Child
+        /// What it printed (stdout and stderr) until it held the lock or ended.
+        let said: String
 
         init(_ db: URL) throws {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["python3", "-c", """
+            let out = Pipe.closedOnExec()
+            process = try Child(URL(fileURLWithPath: "/usr/bin/env"), ["python3", "-c", """
                 import sqlite3, sys, time
                 c = sqlite3.connect(sys.argv[1], isolation_level=None)
                 c.execute("BEGIN IMMEDIATE")
                 print("locked", flush=True)
                 time.sleep(120)
-                """, db.path]
-            let out = Pipe.closedOnExec()
-            process.standardOutput = out
-            try startChild(process)
+                """, db.path], stdout: out, stderr: out)
             // The lock is held once it says so.
             var seen = ""
             while !seen.contains("locked") {
@@ -30,6 +28,7 @@ import Testing
                 if chunk.isEmpty { break }
                 seen += String(decoding: chunk, as: UTF8.self)
             }
+            said = seen
         }
 
         func end() {
@@ -49,6 +48,7 @@ import Testing
         #expect(first.status == 1)
         let lock = try LockHolder(s.dir.appendingPathComponent(".tasker-state/journal.db"))
         defer { lock.end() }
+        #expect(lock.said.contains("locked"), "the lock holder: \(lock.said)")
         // Timed from before the start: a loaded machine can only make it
         // longer (timing from when "last done" was seen could be late).
         let launched = Date()
@@ -67,6 +67,7 @@ import Testing
         #expect(locked.stderr.range(of: #"warning: run [0-9a-z]+: [0-9]+ journal entries could not be recorded, nor its end \(the journal is locked"#,
                                     options: .regularExpression) != nil, "\(locked.stderr)")
         #expect(locked.stderr.contains("2 succeeded, 1 failed"))
+        #expect(lock.process.exitStatus == nil, "the lock holder ended early: \(lock.process.exitStatus ?? 0)")
 
         // Reading the history is not held up by the lock.
         let runs = try await tasker(["runs"], in: s.dir)
@@ -99,7 +100,7 @@ import Testing
             let r = await run.finish()
             if start.timeIntervalSince(launched) > 4.5 && r.status == 0 { continue }
             counted += 1
-            #expect(r.status == 130, "\(r.stderr)")
+            #expect(r.status == 130, "\(r.stderr) (lock holder: \(lock.process.exitStatus.map { "ended \($0)" } ?? "running"))")
             #expect(r.stderr.contains("could not be recorded"), "\(r.stderr)")
             // Timed to the exit the harness saw, not to this await's return.
             let took = (r.exited ?? Date()).timeIntervalSince(start)
