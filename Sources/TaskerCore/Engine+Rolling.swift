@@ -86,7 +86,9 @@ extension Engine {
         guard !r.state.isFinal else { return }
         if g.finished == g.members.count {
             if rs.stopped {
-                finishWork(r, .ending(with: TaskFailure(.dependency, rs.stopMessage ?? "rolling: stopped")))
+                // Failed, as a group whose member failed is (its awaiters
+                // still see kind `dependency`), not cancelled.
+                finishWork(r, .failed(TaskFailure(.dependency, rs.stopMessage ?? "rolling: stopped")))
             } else {
                 finishWork(r, .succeeded(.group(g.members)))
             }

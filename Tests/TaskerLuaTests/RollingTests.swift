@@ -24,7 +24,7 @@ import Testing
                 return host
               end}
             local ok, e = g:result()
-            print(ok, e.kind, e.message)
+            print(ok, e.kind, e.message, g:state())
             print(table.concat(log, " "))
             print(most)
             -- the second batch starts after the whole first one ended, plus the pause
@@ -33,7 +33,9 @@ import Testing
             """)
         #expect(r.lines.count == 4, "\(r.lines) \(r.diagnostics)")
         let lines = r.lines + ["", "", "", ""]
-        #expect(lines[0] == "false\tdependency\trolling: too many failures (2 > 1)")
+        // failed, as a group whose member failed is
+        #expect(lines[0] == "false\tdependency\trolling: too many failures (2 > 1)\tfailed")
+        #expect(r.result.groups[.failed] == 1 && r.result.groups[.cancelled] == nil, "\(r.result.groups)")
         // two batches of 3, the second after the pause
         #expect(lines[1] == "h1 h2 h3 h4 h5 h6")
         #expect(lines[2] == "3")
