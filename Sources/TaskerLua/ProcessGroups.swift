@@ -63,16 +63,35 @@ public final class ProcessGroups: Sendable {
     func remoteStarted(_ token: String, stop: [String]) { remoteStops.withLock { $0[token] = stop } }
     func remoteEnded(_ token: String) { _ = remoteStops.withLock { $0.removeValue(forKey: token) } }
 
+    /// A shell line that closes the run's ssh masters and removes their
+    /// directory (SSHModule keeps it current): what the run's end does,
+    /// for an exit at a second signal, where the run has no end.
+    private let sshCleanup = Mutex<String?>(nil)
+
+    func setSSHCleanup(_ line: String?) { sshCleanup.withLock { $0 = line } }
+
     /// Starts every remote stop, not waited for and in no group of the run:
     /// they outlive tasker for the few seconds they take (a stop the host
-    /// already got finds nothing left to stop).
+    /// already got finds nothing left to stop). The masters they go
+    /// through are closed once they are done (at most 10 s later).
     private func sendRemoteStops() {
         let stops = remoteStops.withLock { s in defer { s.removeAll() }; return Array(s.values) }
+        var pids: [pid_t] = []
         for argv in stops {
-            guard let child = try? ProcessSpawner.spawn(argv: argv, env: ProcessSpawner.environment([:]), cwd: nil,
-                                                        stdin: .null, stdout: .null, stderr: .null) else { continue }
-            if child.pidfd >= 0 { close(child.pidfd) }
+            guard let child = detached(argv) else { continue }
+            pids.append(child)
         }
+        guard let cleanup = sshCleanup.withLock({ $0 }) else { return }
+        let wait = "i=0; for p in \(pids.map(String.init).joined(separator: " ")); do "
+            + "while kill -0 $p 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; done; "
+        _ = detached(["/bin/sh", "-c", wait + cleanup])
+    }
+
+    private func detached(_ argv: [String]) -> pid_t? {
+        guard let child = try? ProcessSpawner.spawn(argv: argv, env: ProcessSpawner.environment([:]), cwd: nil,
+                                                    stdin: .null, stdout: .null, stderr: .null) else { return nil }
+        if child.pidfd >= 0 { close(child.pidfd) }
+        return child.pid
     }
 
     /// The leader exited: forget the group unless members are left.

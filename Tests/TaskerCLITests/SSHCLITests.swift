@@ -41,11 +41,14 @@ struct SSHCLITests {
 
     /// Ctrl-C twice, at once: tasker exits without waiting, and the remote
     /// commands are still stopped on their hosts (the stops are sent as it
-    /// exits, and finish after it).
+    /// exits, and finish after it); then its ssh masters are closed and
+    /// their directory removed, as at the end of a run.
     @Test func aSecondSignalStillStopsTheRemoteCommands() async throws {
         let sleeps = try await RemoteSleeps(hosts: ["h4", "h5"], durations: 45)
         defer { sleeps.scratch.cleanup() }
         #expect(try await sleeps.running(4) == 4)
+        let dirs = sleeps.sshDirectories()
+        #expect(dirs.count == 1 && dirs.allSatisfy { RemoteSleeps.processes(naming: $0) >= 2 }, "\(dirs)")
         sleeps.run.signal(SIGINT)
         usleep(1000)
         sleeps.run.signal(SIGINT)
@@ -58,6 +61,13 @@ struct SSHCLITests {
             left = sleeps.count()
         }
         #expect(left == 0, "remote commands left running after a second signal")
+        var masters = dirs.map(RemoteSleeps.processes(naming:)).reduce(0, +)
+        while (masters != 0 || dirs.contains(where: { FileManager.default.fileExists(atPath: $0) })) && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+            masters = dirs.map(RemoteSleeps.processes(naming:)).reduce(0, +)
+        }
+        #expect(masters == 0, "ssh masters left after a second signal")
+        #expect(!dirs.contains(where: { FileManager.default.fileExists(atPath: $0) }), "ssh directory left: \(dirs)")
     }
 
     /// examples/fleet_df.lua over an inventory of the test hosts and one that refuses connections.
@@ -98,6 +108,7 @@ private struct RemoteSleeps {
     let scratch: Scratch
     let run: Background
     private let pattern: String
+    private let config: String
 
     init(hosts: [String], durations d: Int) async throws {
         let fleet = try await SSHTestHosts.get()
@@ -116,13 +127,33 @@ private struct RemoteSleeps {
               print("both started"); io.stdout:flush()
             end)
             """.write(toFile: dir + "/p.lua", atomically: true, encoding: .utf8)
-        run = try Background(["run", "--no-progress", "p.lua"], in: scratch.dir, environment: ["TASKER_SSH_CONFIG": fleet.configFile])
+        // a copy of the fleet's config: the run's ssh directory is the one
+        // whose generated config includes it (`sshDirectories`)
+        config = dir + "/ssh_config"
+        try FileManager.default.copyItem(atPath: fleet.configFile, toPath: config)
+        run = try Background(["run", "--no-progress", "p.lua"], in: scratch.dir, environment: ["TASKER_SSH_CONFIG": config])
         pattern = "^(\(d)|\(d + 1))[12]\\.\(tag)$"
         _ = await run.waitFor("both started")
     }
 
     func count() -> Int {
         let awk = "ps -eo stat=,args= | awk '$1 !~ /^Z/ && ($2 == \"sleep\") && ($3 ~ /\(pattern)/) { n++ } END { print n + 0 }'"
+        return Int(SSHTestHosts.run("/bin/sh", ["-c", awk]).1.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    /// The run's ssh directories (control sockets, its generated config).
+    func sshDirectories() -> [String] {
+        let dirs = ((try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []).filter { $0.hasPrefix("tasker-ssh-") }
+        return dirs.map { "/tmp/" + $0 }.filter { d in
+            ((try? FileManager.default.contentsOfDirectory(atPath: d)) ?? []).contains { f in
+                f.hasPrefix("config-") && ((try? String(contentsOfFile: d + "/" + f, encoding: .utf8)) ?? "").contains(config)
+            }
+        }
+    }
+
+    /// ssh processes whose command line names `dir` (its masters).
+    static func processes(naming dir: String) -> Int {
+        let awk = "ps -eo stat=,comm=,args= | awk -v d='\(dir)/' '$1 !~ /^Z/ && $2 == \"ssh\" && index($0, d) { n++ } END { print n + 0 }'"
         return Int(SSHTestHosts.run("/bin/sh", ["-c", awk]).1.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
     }
 

@@ -19,9 +19,10 @@ final class SSHModule: LuaModule {
     var acceptNewHostKeys = false
     /// The run's directory (0700): control sockets and the config tasker
     /// passes with -F; made at the first remote command.
-    private var dir: String?
+    private var dir: String? { didSet { publishExitCleanup() } }
     private var generatedConfig: (path: String, includes: String?)?
-    private var masters: [SSHDestination: Master] = [:]
+    private var masters: [SSHDestination: Master] = [:] { didSet { publishExitCleanup() } }
+    private var processGroups: ProcessGroups?
 
     /// A destination's master: being opened (with the commands waiting for
     /// it) or open.
@@ -47,6 +48,7 @@ final class SSHModule: LuaModule {
 
     func install(in runtime: LuaRuntime) {
         scriptDirectory = { [unowned runtime] in runtime.chunk.scriptDirectory }
+        processGroups = runtime.processGroups
         addToTaskerTable(Self.functions, in: runtime.L)
         pushTable(Self.library, in: runtime.L)
         setGlobal("ssh", in: runtime.L)
@@ -336,6 +338,19 @@ final class SSHModule: LuaModule {
         } catch {
             then(false)
         }
+    }
+
+    /// What `runEnded` does, as one shell line, for ProcessGroups to run
+    /// should tasker exit at a second signal (no run end then): without it
+    /// the masters stayed ControlPersist's 60 s and the directory for good.
+    private func publishExitCleanup() {
+        guard let processGroups else { return }
+        guard let dir else { return processGroups.setSSHCleanup(nil) }
+        // masters exist only once `options` made the config: no file is made here
+        let exits = generatedConfig == nil ? [] : masters.keys.compactMap { dest in
+            (try? options(acceptNew: false)).map { ($0 + ["-O", "exit"] + dest.arguments).map(RemoteCommand.quote).joined(separator: " ") }
+        }
+        processGroups.setSSHCleanup((exits.map { $0 + " >/dev/null 2>&1" } + ["rm -rf " + RemoteCommand.quote(dir)]).joined(separator: "; "))
     }
 
     /// Closes every master (`ssh -O exit`, waited for briefly) and removes
