@@ -168,6 +168,14 @@ extension LuaRuntime {
         return storedValues(stored, slot: id, in: L)
     }
 
+    /// Group `id`'s identity from its `count` members (ids `id + 1`…), when
+    /// the run identifies tasks: a task that awaits the group's handle is
+    /// then resumable too. `kind` tells parallel, serial and rolling apart.
+    func identifyGroup(_ id: TaskID, kind: UInt8, count: Int) {
+        guard options.identify else { return }
+        identities.recordGroup(id, kind: kind, members: count > 0 ? (id + 1)...(id + count) : nil)
+    }
+
     func storedValues(_ text: String, slot: TaskID, in L: OpaquePointer) -> TaskValue? {
         let top = lua_gettop(L)
         let n = pushJSONValues(text, onto: L)

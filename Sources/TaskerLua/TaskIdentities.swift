@@ -222,6 +222,23 @@ final class TaskIdentities {
     }
 
     /// Marks a task that has no identity of its own (groups, schedules).
+    /// A group's identity, for a task whose body captures its handle (the
+    /// group itself is never reused: its members are): made of its kind and
+    /// its members' identities in order; none when a member has none.
+    /// Groups are few: kept apart from the tasks' tables.
+    func recordGroup(_ id: TaskID, kind: UInt8, members: ClosedRange<TaskID>?) {
+        var h = IdentityHasher()
+        h.byte(0x47)  // G
+        h.byte(kind)
+        for m in members ?? 1...0 {
+            guard let text = self[m]?.text else { return }
+            h.string(text)
+        }
+        groupTexts[id] = TaskIdentity.hex(h.finish())
+    }
+
+    private var groupTexts: [TaskID: String] = [:]
+
     func recordNone(_ id: TaskID, reason: String) {
         store(Entry(identity: .unidentifiable(reason), occurrence: 1), for: id)
     }
@@ -360,7 +377,7 @@ final class TaskIdentities {
             try function(L, i, into: &h, &walk)
         case LUA_TUSERDATA:
             guard let task = runtime.handleID(L, i) else { throw Unidentifiable(reason: "its body captures a userdata") }
-            guard let text = self[task]?.text else {
+            guard let text = self[task]?.text ?? groupTexts[task] else {
                 throw Unidentifiable(reason: "it refers to task '\(runtime.engine.name(task))', which has no identity")
             }
             h.byte(8)

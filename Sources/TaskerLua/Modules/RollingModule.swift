@@ -98,6 +98,7 @@ final class RollingModule: LuaModule {
         let id = rt.engine.addRolling(TaskSpec(name: name, body: nil), members: members, hosts: hosts.map(\.address),
                                       policy: policy, reused: reused)
         precondition(id == groupID, "group ids are assigned in add order")
+        rt.identifyGroup(id, kind: 3, count: members.count)
         HandleModule.push(L, id, metatable: rt.refs.handleMeta)
         return 1
     }

@@ -194,6 +194,7 @@ final class TaskerModule: LuaModule {
         let spec = TaskSpec(name: name, body: nil)
         let id = rt.engine.addGroup(spec, members: members, concurrency: concurrency, failFast: failFast, reused: reused)
         precondition(id == groupID, "group ids are assigned in add order")
+        rt.identifyGroup(id, kind: serial ? 2 : 1, count: members.count)
         HandleModule.push(L, id, metatable: rt.refs.handleMeta)
         return 1
     }
