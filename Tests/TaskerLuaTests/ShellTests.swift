@@ -5,10 +5,16 @@ import Testing
 /// engine instead of blocking it.
 @Suite struct ShellTests {
     @Test func osExecuteReportsLikeLuaAndDoesNotBlockOtherTasks() async throws {
+        // The command waits (at most 20 s) for the ticker's fifth tick: it
+        // never comes if the command blocks the engine.
+        let marker = "/tmp/tk-ticks-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: marker) }
         let r = try await runLua("""
             local ticks = 0
-            tasker.add{name = "ticker", run = function() for _ = 1, 10 do tasker.sleep(0.02); ticks = ticks + 1 end end}
-            print(os.execute("sleep 0.3"))
+            tasker.add{name = "ticker", run = function()
+              for _ = 1, 10 do tasker.sleep(0.02); ticks = ticks + 1; if ticks == 5 then fs.write("\(marker)", "") end end
+            end}
+            print(os.execute("i=0; while [ ! -e \(marker) ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done"))
             print(ticks >= 5)
             print(os.execute("exit 3"))
             print(os.execute("kill -TERM $$"))
@@ -18,11 +24,15 @@ import Testing
     }
 
     @Test func popenStreamsLinesWhileOtherTasksRun() async throws {
+        let marker = "/tmp/tk-ticks-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: marker) }
         let r = try await runLua("""
             local ticks = 0
-            tasker.add{name = "ticker", run = function() for _ = 1, 10 do tasker.sleep(0.02); ticks = ticks + 1 end end}
+            tasker.add{name = "ticker", run = function()
+              for _ = 1, 10 do tasker.sleep(0.02); ticks = ticks + 1; if ticks == 5 then fs.write("\(marker)", "") end end
+            end}
             local seen = {}
-            local f = io.popen("echo one; sleep 0.3; echo two")
+            local f = io.popen("echo one; i=0; while [ ! -e \(marker) ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done; echo two")
             for line in f:lines() do
               seen[#seen + 1] = line .. "@" .. ticks
             end
