@@ -19,14 +19,15 @@ import Testing
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain("cert.pem", "key.pem")
             s.socket = ctx.wrap_socket(s.socket, server_side=True)
-            print("port", s.server_address[1], flush=True)
+            print("port %d" % s.server_address[1], flush=True)
             s.serve_forever()
             """], in: s.dir, executable: URL(fileURLWithPath: "/usr/bin/env"))
         defer { server.signal(SIGKILL) }
-        #expect(await server.waitFor("port "))
+        // the whole line (with PYTHONUNBUFFERED, print writes each part apart)
+        #expect(await server.waitFor("\n"))
         let port = try #require(server.output.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) })
         let untrusted = try await tasker(["run", "--no-progress", "--no-journal", "p.lua", port], in: s.dir)
-        #expect(untrusted.stdout == "false\ttls\t\n", "\(untrusted.stderr)")
+        #expect(untrusted.stdout == "false\ttls\t\n", "\(untrusted.stderr) port '\(port)', server said '\(server.output)'")
         let trusted = try await shell("SSL_CERT_FILE=cert.pem \"$TASKER\" run --no-progress --no-journal p.lua \(port)", in: s.dir)
         #expect(trusted.stdout == "true\t200\thi\n", "\(trusted.stderr)")
     }
