@@ -173,7 +173,7 @@ extension LuaRuntime {
     /// then resumable too. `kind` tells parallel, serial and rolling apart.
     func identifyGroup(_ id: TaskID, kind: UInt8, count: Int) {
         guard options.identify else { return }
-        identities.recordGroup(id, kind: kind, members: count > 0 ? (id + 1)...(id + count) : nil)
+        identities.recordGroup(id, kind: kind, members: (id + 1)..<(id + 1 + count))
     }
 
     func storedValues(_ text: String, slot: TaskID, in L: OpaquePointer) -> TaskValue? {

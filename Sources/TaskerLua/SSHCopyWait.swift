@@ -226,13 +226,13 @@ final class SSHCopyWait: FiberWait {
         answered = true
         removeLocalTemp()
         guard pid != 0, !exited, let runtime, let ssh else { return releaseSession() }
-        guard case .put = direction else { return terminateLocal() }
         // The stream is cut at once (what arrived then no longer matches the
         // hash, so nothing is renamed), not only after the remote stop has
         // made its way: on a loaded machine that took long enough for a
         // whole file to arrive and replace the old one after the cancel.
         terminateLocal()
-        backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) { [weak self] in self?.terminateLocal() }
+        guard case .put = direction else { return }
+        backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) {}
     }
 
     /// SIGTERM to the local ssh, SIGKILL 2 s later (`ProcessStop`).

@@ -221,16 +221,15 @@ final class TaskIdentities {
         derivedByID[u.id].occurrence = Int32(truncatingIfNeeded: derivedCounts.increment(u.hash))
     }
 
-    /// Marks a task that has no identity of its own (groups, schedules).
     /// A group's identity, for a task whose body captures its handle (the
     /// group itself is never reused: its members are): made of its kind and
     /// its members' identities in order; none when a member has none.
     /// Groups are few: kept apart from the tasks' tables.
-    func recordGroup(_ id: TaskID, kind: UInt8, members: ClosedRange<TaskID>?) {
+    func recordGroup(_ id: TaskID, kind: UInt8, members: Range<TaskID>) {
         var h = IdentityHasher()
         h.byte(0x47)  // G
         h.byte(kind)
-        for m in members ?? 1...0 {
+        for m in members {
             guard let text = self[m]?.text else { return }
             h.string(text)
         }
@@ -239,6 +238,7 @@ final class TaskIdentities {
 
     private var groupTexts: [TaskID: String] = [:]
 
+    /// Marks a task that has no identity of its own (groups, schedules).
     func recordNone(_ id: TaskID, reason: String) {
         store(Entry(identity: .unidentifiable(reason), occurrence: 1), for: id)
     }

@@ -133,6 +133,21 @@ import Testing
         #expect(["a", "b", "c", "d", "e", "g1", "g2", "g3"].map { runs(s, $0) } == [1, 1, 2, 1, 1, 1, 2, 1])
     }
 
+    /// An empty group has an identity too (its kind alone).
+    @Test func emptyGroupsAreIdentified() async throws {
+        let s = try Scratch(["p.lua": """
+            local p, q = tasker.parallel({}), tasker.serial({})
+            tasker.add{name = "after", run = function() return #p:await() + #q:await() end}
+            print(#p:await(), #q:await())
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "0\t0\n")
+        let plan = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
+        #expect(plan.stdout.contains("reuse  after"), "\(plan.stdout)")
+    }
+
     @Test func closuresOfOnePrototypeAreToldApartByWhatTheyCapture() async throws {
         let s = try Scratch(["p.lua": """
             local dir = tasker.args[1]
