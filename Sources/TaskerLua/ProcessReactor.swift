@@ -36,6 +36,8 @@ final class ProcessReactor: Sendable {
         var partial: [[UInt8]] = [[], []]
         var status: Int32?
         var overflow = false
+        /// Done at exit, pipes or not (`finishAtExit`).
+        var atExit = false
         let lineSink: (@Sendable (String) -> Void)?
         let prefix: String
         let done: @Sendable (Finished) -> Void
@@ -55,6 +57,7 @@ final class ProcessReactor: Sendable {
     static let outputLimit = 64 << 20
 
     private let incoming = Mutex<[Watch]>([])
+    private let finishingAtExit = Mutex<Set<pid_t>>([])
     private let incomingStreams = Mutex<[any ReactorStream]>([])
     private let wake: (read: Int32, write: Int32)
 
@@ -152,6 +155,15 @@ final class ProcessReactor: Sendable {
         poke()
     }
 
+    /// The child `pid` is reported once it has exited, with what its pipes
+    /// hold then, not at their EOF: an ssh that goes through a master
+    /// hands its descriptors to the master, which keeps them open while
+    /// the remote command runs; a stopped one must not wait for that.
+    func finishAtExit(_ pid: pid_t) {
+        finishingAtExit.withLock { _ = $0.insert(pid) }
+        poke()
+    }
+
     /// Reads or writes `stream` for the loop until it is finished.
     func add(_ stream: any ReactorStream) {
         incomingStreams.withLock { $0.append(stream) }
@@ -220,6 +232,8 @@ final class ProcessReactor: Sendable {
     /// ns (nil: until something happens) and handles what is ready.
     private func pass(timeout: Int64?) {
         let st = state
+        // Taken before the new children: a request comes after its child's `add`.
+        let atExit = finishingAtExit.withLock { set in defer { set.removeAll() }; return set }
         // Streams first: one that closed its descriptor leaves the set
         // before a new child's pipe can be registered under that number.
         st.streams += incomingStreams.withLock { list in
@@ -246,6 +260,7 @@ final class ProcessReactor: Sendable {
             for (k, fd) in w.fds.enumerated() where fd >= 0 { _ = st.register(fd, Epoll.readable, .output(w, k)) }
             if w.pidfd >= 0 { _ = st.register(w.pidfd, Epoll.readable, .exit(w)) }
         }
+        if !atExit.isEmpty { for w in st.watches where atExit.contains(w.pid) { w.atExit = true } }
         // Without pidfds, a child that closed its pipes is reaped by
         // polling; without a wake pipe (made when descriptors ran out),
         // new work is noticed by polling.
@@ -281,7 +296,19 @@ final class ProcessReactor: Sendable {
         }
         for w in st.watches where w.pidfd < 0 && w.status == nil { Self.reap(w, blocking: false) }
         st.watches.removeAll { w in
-            guard w.status != nil, w.fds.allSatisfy({ $0 < 0 }) else { return false }
+            guard w.status != nil else { return false }
+            if w.atExit && w.fds.contains(where: { $0 >= 0 }) {
+                // what is there now, then the pipes go (leaving the set as they close)
+                for k in w.fds.indices where w.fds[k] >= 0 {
+                    _ = Self.drain(w, k, &st.buffer)
+                    if w.fds[k] >= 0 { close(w.fds[k]); w.fds[k] = -1 }
+                }
+                st.owners = st.owners.filter { _, owner in
+                    if case .output(let o, _) = owner { return o !== w }
+                    return true
+                }
+            }
+            guard w.fds.allSatisfy({ $0 < 0 }) else { return false }
             Self.finish(w)
             return true
         }

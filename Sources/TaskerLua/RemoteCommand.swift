@@ -11,6 +11,12 @@ import Foundation
 /// a cancel or timeout runs `killScript` through the same master, which
 /// signals the whole group (TERM, then KILL after 2 s): a local ssh that
 /// dies leaves the remote side running, since no terminal hangs up.
+///
+/// A stop can come before the command has started (its session opens
+/// late on a loaded host, or the login shell's rc files are slow): then
+/// the stop leaves a second file, and the command, which writes its group
+/// id first and looks for that file next, exits at once. Each side writes
+/// before it looks, so one of them always sees the other.
 enum RemoteCommand {
     static func quote(_ s: String) -> String {
         "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'"
@@ -19,10 +25,20 @@ enum RemoteCommand {
     /// Where the group id is kept on the host.
     static func pidFile(_ token: String) -> String { "\"${TMPDIR:-/tmp}/.tasker-\(token).pgid\"" }
 
+    /// Left by a stop that found no group id: the command is not to start.
+    static func stopFile(_ token: String) -> String { "\"${TMPDIR:-/tmp}/.tasker-\(token).stop\"" }
+
+    /// How every command run under `token` begins: its group id written,
+    /// then an exit if a stop came first.
+    static func start(token: String) -> String {
+        let f = pidFile(token), s = stopFile(token)
+        return "echo $$ > \(f); if [ -e \(s) ]; then rm -f \(f) \(s); exit 143; fi; "
+    }
+
     /// `argv` run on the host in `cwd` with `env` added.
     static func line(argv: [String], cwd: String?, env: [String: String], token: String) -> String {
         let f = pidFile(token)
-        var script = "echo $$ > \(f); "
+        var script = start(token: token)
         if let cwd { script += "cd \(quote(cwd)) || { rm -f \(f); exit 1; }; " }
         for (k, v) in env.sorted(by: { $0.key < $1.key }) { script += "export \(k)=\(quote(v)); " }
         script += argv.map(quote).joined(separator: " ")
@@ -30,17 +46,19 @@ enum RemoteCommand {
         return "exec sh -c " + quote(script)
     }
 
-    /// Ends the command of `token` and its children: waits up to 1 s for
-    /// the group id (the cancel may come as the command starts), TERM (and
-    /// CONT, should it be stopped), KILL after 2 s if any is left. Zombies
+    /// Ends the command of `token` and its children: without a group id
+    /// yet, leaves the stop file and looks again (the command may have
+    /// written it meanwhile); TERM (and CONT, should it be stopped), KILL
+    /// after 2 s if any is left. Zombies
     /// do not count (where nothing reaps orphans, as in some containers,
     /// they stay in the group): `ps` tells them apart where it exists.
     static func killScript(token: String) -> String {
-        let f = pidFile(token)
+        let f = pidFile(token), s = stopFile(token)
         let script = """
             alive() { if command -v ps >/dev/null 2>&1; then \
             ps -eo pgid=,stat= | awk -v p="$p" '$1 == p && $2 !~ /^Z/ { f = 1 } END { exit !f }'; \
             else kill -0 -$p 2>/dev/null; fi; }; \
+            if [ ! -e \(f) ]; then : > \(s); [ -e \(f) ] || exit 0; rm -f \(s); fi; \
             i=0; while [ ! -s \(f) ] && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; \
             p=$(cat \(f) 2>/dev/null); rm -f \(f); \
             case "$p" in ''|*[!0-9]*) exit 0;; esac; \

@@ -15,7 +15,7 @@ enum RemoteCopy {
     static func put(remote: String, sha256: String, mode: Int, token: String) -> String {
         let f = RemoteCommand.pidFile(token)
         let script = """
-            echo $$ > \(f); f=$1; \
+            \(RemoteCommand.start(token: token))f=$1; \
             case $f in */*) d=${f%/*}; [ -n "$d" ] || d=/;; *) d=.;; esac; \
             if [ -d "$f" ]; then rm -f \(f); echo "tasker: '$f' is a directory" >&2; exit 3; fi; \
             t="$d/.${f##*/}.tasker-\(token)"; \

@@ -15,8 +15,9 @@ struct RemoteTarget: Sendable {
 /// `tasker.exec`/`tasker.sh` with `host=`: the command runs through the
 /// host's master connection (opened first, shared by the run); results as
 /// locally. A cancel or timeout stops the remote process group (see
-/// RemoteCommand) and answers once the local ssh has ended, which is when
-/// the remote command has: so nothing of it is left when the caller hears.
+/// RemoteCommand) and answers once the local ssh has ended, which it does
+/// when the remote command has (or, should the host not answer, when it is
+/// killed 10 s on): so nothing of it is left when the caller hears.
 /// ssh's own failures (exit 255 with its message, or a master that is gone)
 /// are kind `ssh`; the command's exit status is kind `exec` as locally.
 final class RemoteExecWait: FiberWait {
@@ -186,6 +187,8 @@ final class RemoteExecWait: FiberWait {
             return
         }
         guard !exited else { return }
+        // its output no longer matters, and the master holds its pipes
+        ProcessReactor.shared.finishAtExit(pid)
         backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) { [weak self] in self?.terminateLocal() }
     }
 

@@ -230,6 +230,7 @@ final class SSHCopyWait: FiberWait {
         // hash, so nothing is renamed), not only after the remote stop has
         // made its way: on a loaded machine that took long enough for a
         // whole file to arrive and replace the old one after the cancel.
+        ProcessReactor.shared.finishAtExit(pid)  // the master holds its pipes
         terminateLocal()
         guard case .put = direction else { return }
         backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) {}

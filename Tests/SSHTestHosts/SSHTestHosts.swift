@@ -62,9 +62,11 @@ public final class SSHTestHosts: Sendable {
         try await onThread { () throws(StartError) in try shared.get() }
     }
 
-    /// Hosts of the caller's own (for a test that takes one down).
-    public static func make(count: Int) async throws -> SSHTestHosts {
-        try await onThread { () throws(StartError) in try SSHTestHosts(count: count, tag: "i") }
+    /// Hosts of the caller's own (for a test that takes one down), each
+    /// sshd given `sshdConfig` lines too (a `ForceCommand` that makes
+    /// sessions start late, say).
+    public static func make(count: Int, sshdConfig: String = "") async throws -> SSHTestHosts {
+        try await onThread { () throws(StartError) in try SSHTestHosts(count: count, tag: "i", sshdConfig: sshdConfig) }
     }
 
     private static func onThread(_ body: @escaping @Sendable () throws(StartError) -> SSHTestHosts) async throws -> SSHTestHosts {
@@ -77,7 +79,7 @@ public final class SSHTestHosts: Sendable {
 
     private static let counter = Counter()
 
-    private init(count: Int, tag: String) throws(StartError) {
+    private init(count: Int, tag: String, sshdConfig: String = "") throws(StartError) {
         guard Self.installed else { throw StartError(description: "openssh-server is not installed (scripts/install-deps installs it)") }
         Self.removeLeftovers()
         let serial = Self.counter.next()
@@ -148,6 +150,7 @@ public final class SSHTestHosts: Sendable {
                 MaxSessions 100
                 MaxStartups 100
                 LogLevel VERBOSE
+                \(sshdConfig)
 
                 """
             try? config.write(toFile: hostDir + "/sshd_config", atomically: true, encoding: .utf8)

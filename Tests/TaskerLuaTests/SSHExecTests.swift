@@ -134,6 +134,54 @@ struct SSHExecTests {
         #expect(lines[4] == "0")
     }
 
+    /// A timeout or cancel that comes before the remote command has started
+    /// (its session opens late: a loaded host, slow rc files) still stops
+    /// it: the command, once it starts, exits at once (143). Sessions of
+    /// this host whose command says "late" wait for a gate file first, and
+    /// log how their command ended.
+    @Test func aStopBeforeTheCommandStartsKeepsItFromRunning() async throws {
+        let dir = "/tmp/tk-ssh-late-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir + "/tmp", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let own = try await SSHTestHosts.make(count: 1, sshdConfig: """
+            ForceCommand export TMPDIR=\(dir)/tmp; case "$SSH_ORIGINAL_COMMAND" in *late*) echo waiting >> \(dir)/log; \
+            i=0; while [ ! -e \(dir)/gate ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; \
+            (eval "$SSH_ORIGINAL_COMMAND"); echo "ended $?" >> \(dir)/log;; *) eval "$SSH_ORIGINAL_COMMAND";; esac
+            """)
+        defer { own.destroy() }
+        let r = try await runLua("""
+            tasker.configure{ssh_config = "\(own.configFile)"}
+            local function line(n)  -- the log's nth line, once it is there
+              local deadline = tasker.now() + 40
+              repeat
+                local lines = {}
+                for l in (fs.exists("\(dir)/log") and fs.read("\(dir)/log") or ""):gmatch("[^\\n]+") do lines[#lines + 1] = l end
+                if lines[n] then return lines[n] end
+                tasker.sleep(0.02)
+              until tasker.now() > deadline
+              return "no line " .. n
+            end
+            tasker.sh("true", {host = "h1"})  -- the master is up: the command's ssh starts at once
+            local t0 = tasker.now()
+            local ok, e = pcall(tasker.sh, "sleep 60 # late", {host = "h1", timeout = 2})
+            print(ok, e.kind, tasker.now() - t0 < 15)
+            fs.write("\(dir)/gate", "")
+            print(line(1), line(2))
+            fs.remove("\(dir)/gate")
+            local h = tasker.add{name = "late", run = function() tasker.sh("sleep 61 # late", {host = "h1"}) end}
+            print(line(3))
+            h:cancel()
+            -- the stop has been: it left its file for the command to find
+            local deadline = tasker.now() + 20
+            while #fs.glob("\(dir)/tmp/.tasker-*.stop") == 0 and tasker.now() < deadline do tasker.sleep(0.02) end
+            fs.write("\(dir)/gate", "")
+            print(line(4))
+            print(#fs.glob("\(dir)/tmp/.tasker-*"))
+            """)
+        #expect(r.lines == ["false\ttimeout\ttrue", "waiting\tended 143", "waiting", "ended 143", "0"],
+                "\(r.diagnostics) \(r.result.mainError ?? "")\n\(own.logTail("h1"))")
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func aHostTakenDownFailsOnlyItsOwnTasksWithKindSSH() async throws {
         let fleet = try await SSHTestHosts.get()

@@ -72,14 +72,19 @@ static void *watch(void *arg) {
     struct timespec left = {(time_t)watchdog_seconds, 0};
     while (nanosleep(&left, &left) != 0 && errno == EINTR) {}
     fprintf(stderr, "\n[test watchdog] the test process (pid %d) is still running after %u s: "
-            "a test or an exit handler hangs. Processes, then this process's threads:\n",
+            "a test or an exit handler hangs. This process's threads, then every process:\n",
             (int)getpid(), watchdog_seconds);
     fflush(stderr);
-    char command[512];
+    // The processes last: a log shortened in the middle keeps its end, and
+    // the commands still running there (a `tasker run` of a test's
+    // pipeline, an ssh and its remote command) name the test that hangs.
+    char command[640];
     snprintf(command, sizeof command,
-             "ps --deselect --ppid 2 --pid 2 -o pid,ppid,pgid,etime,stat,wchan:20,args --forest 1>&2; "
              "command -v gdb >/dev/null && timeout 120 gdb -p %d -batch -nx "
-             "-ex 'set pagination off' -ex 'thread apply all bt 25' 1>&2 2>/dev/null </dev/null",
+             "-ex 'set pagination off' -ex 'thread apply all bt 25' 1>&2 2>/dev/null </dev/null; "
+             "echo '[test watchdog] every process:' 1>&2; "
+             "ps --deselect --ppid 2 --pid 2 -o pid,ppid,etime,stat,wchan:16,args --forest 1>&2; "
+             "echo \"[test watchdog] load: $(cat /proc/loadavg); free: $(df -h /tmp | tail -1)\" 1>&2",
              (int)getpid());
     (void)system(command);
     kill_descendants();
