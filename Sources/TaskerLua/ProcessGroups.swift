@@ -47,10 +47,13 @@ public final class ProcessGroups: Sendable {
     /// running is sent its stop.
     public func killAllForExit() {
         groups.withLock { _ in closed.store(true, ordering: .relaxed) }
+        // Taken first: the loop goes on meanwhile, and a local ssh killed
+        // below would, as it is reaped, take its command's stop away.
+        let stops = remoteStops.withLock { s in defer { s.removeAll() }; return Array(s.values) }
         killAll(grace: 0)
         // a child spawned while the first pass scanned /proc
         killAll(grace: 0)
-        sendRemoteStops()
+        sendRemoteStops(stops)
     }
 
     /// Remote commands running, by token: the command line (`ssh … kill
@@ -74,8 +77,7 @@ public final class ProcessGroups: Sendable {
     /// they outlive tasker for the few seconds they take (a stop the host
     /// already got finds nothing left to stop). The masters they go
     /// through are closed once they are done (at most 10 s later).
-    private func sendRemoteStops() {
-        let stops = remoteStops.withLock { s in defer { s.removeAll() }; return Array(s.values) }
+    private func sendRemoteStops(_ stops: [[String]]) {
         var pids: [pid_t] = []
         for argv in stops {
             guard let child = detached(argv) else { continue }

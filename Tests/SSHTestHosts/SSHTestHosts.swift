@@ -136,7 +136,13 @@ public final class SSHTestHosts: Sendable {
                 port = Self.freePort(address)
                 link = nil
             }
+            // SHLVL=1: bash, the login shell sshd runs each command with,
+            // reads ~/.bashrc when started by sshd at level 1 only. A
+            // machine's root may run slow things there (pyenv's rehash
+            // takes a lock, and one left by a killed session made every
+            // later session wait 60 s for it); the tests' commands need none.
             let config = """
+                SetEnv SHLVL=1
                 Port \(port)
                 ListenAddress \(address)
                 HostKey \(hostDir)/hostkey
@@ -241,8 +247,14 @@ public final class SSHTestHosts: Sendable {
     /// left by commands killed with their host. Those whose group is gone go.
     private static func removeStaleGroupFiles() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: "/tmp") else { return }
-        for name in names where name.hasPrefix(".tasker-") && name.hasSuffix(".pgid") {
+        for name in names where name.hasPrefix(".tasker-") && (name.hasSuffix(".pgid") || name.hasSuffix(".stop")) {
             let path = "/tmp/" + name
+            // a stop's file is for a command that started late or had ended (RemoteCommand)
+            if name.hasSuffix(".stop") {
+                if let made = (try? FileManager.default.attributesOfItem(atPath: path))?[.modificationDate] as? Date,
+                   made.timeIntervalSinceNow < -60 { try? FileManager.default.removeItem(atPath: path) }
+                continue
+            }
             let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
             // alive: its leader is there and not a zombie (nothing reaps orphans in some containers)
             if let pgid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)),

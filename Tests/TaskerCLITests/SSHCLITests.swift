@@ -60,7 +60,7 @@ struct SSHCLITests {
             try await Task.sleep(for: .milliseconds(50))
             left = sleeps.count()
         }
-        #expect(left == 0, "remote commands left running after a second signal")
+        #expect(left == 0, "remote commands left running after a second signal: \(SSHTestHosts.run("/bin/sh", ["-c", "ps -eo pid,pgid,sid,stat,args --forest | grep -v grep | grep -B3 -A3 sleep; ls -la /tmp/.tasker-*"]).1)")
         var masters = dirs.map(RemoteSleeps.processes(naming:)).reduce(0, +)
         while (masters != 0 || dirs.contains(where: { FileManager.default.fileExists(atPath: $0) })) && Date() < deadline {
             try await Task.sleep(for: .milliseconds(50))

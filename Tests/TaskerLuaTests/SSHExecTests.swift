@@ -149,6 +149,9 @@ struct SSHExecTests {
             (eval "$SSH_ORIGINAL_COMMAND"); echo "ended $?" >> \(dir)/log;; *) eval "$SSH_ORIGINAL_COMMAND";; esac
             """)
         defer { own.destroy() }
+        // stop files of commands that had ended: one from two hours ago goes, a recent one stays
+        _ = SSHTestHosts.run("/usr/bin/touch", ["-d", "2 hours ago", dir + "/tmp/.tasker-0ld.stop"])
+        _ = SSHTestHosts.run("/usr/bin/touch", [dir + "/tmp/.tasker-recent.stop"])
         let r = try await runLua("""
             tasker.configure{ssh_config = "\(own.configFile)"}
             local function line(n)  -- the log's nth line, once it is there
@@ -173,12 +176,12 @@ struct SSHExecTests {
             h:cancel()
             -- the stop has been: it left its file for the command to find
             local deadline = tasker.now() + 20
-            while #fs.glob("\(dir)/tmp/.tasker-*.stop") == 0 and tasker.now() < deadline do tasker.sleep(0.02) end
+            while #fs.glob("\(dir)/tmp/.tasker-*.stop") == 1 and tasker.now() < deadline do tasker.sleep(0.02) end
             fs.write("\(dir)/gate", "")
             print(line(4))
-            print(#fs.glob("\(dir)/tmp/.tasker-*"))
+            print(table.concat(fs.glob("\(dir)/tmp/.tasker-*"), " "))
             """)
-        #expect(r.lines == ["false\ttimeout\ttrue", "waiting\tended 143", "waiting", "ended 143", "0"],
+        #expect(r.lines == ["false\ttimeout\ttrue", "waiting\tended 143", "waiting", "ended 143", "\(dir)/tmp/.tasker-recent.stop"],
                 "\(r.diagnostics) \(r.result.mainError ?? "")\n\(own.logTail("h1"))")
     }
 
