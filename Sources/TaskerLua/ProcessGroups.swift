@@ -28,6 +28,16 @@ public final class ProcessGroups: Sendable {
     /// killed as soon as it is recorded.
     private let closed = Atomic<Bool>(false)
 
+    /// A second signal came: the process is about to exit.
+    var isExiting: Bool { closed.load(ordering: .relaxed) }
+
+    /// For the thread that would end the process the usual way: while a
+    /// second signal's exit is under way (stops still to send), it waits
+    /// for that exit instead of cutting it short.
+    public func waitIfExiting() {
+        while isExiting { usleep(100_000) }
+    }
+
     /// Runs `spawn` unless the process is ending: under the lock that
     /// `killAllForExit` takes, so no child is half-started (still in
     /// tasker's own group, where the kill would miss it) when that kills.

@@ -262,6 +262,9 @@ extension Tasker {
             // From here a signal ends the process by its default action; one
             // that came before, even in the run's last moments (its byte not
             // read yet when the code above was set), is in the exit code.
+            // A second signal as the run ended: its exit sends the remote
+            // stops and leaves; ending here would cut that short.
+            groups?.waitIfExiting()
             signals.restoreDefaults()
             if code < 128, signals.caught != 0 { code = 128 + signals.caught }
             throw ExitCode(code)

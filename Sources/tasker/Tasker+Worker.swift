@@ -55,11 +55,13 @@ extension Tasker {
             let signals = WorkerSignals()
             var failure: String?
             var worker: QueueWorker?
+            var groups: ProcessGroups?
             let settings = QueueWorker.Settings(concurrency: concurrency, lease: lease,
                                                 retain: Retention.seconds(retain) ?? Retention.defaultSeconds)
             let url = store
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 let jobs = WorkerJobs(runtime: runtime)
+                groups = runtime.processGroups
                 runtime.engine.observers.append(jobs)
                 let loop = runtime.loop
                 loop.beginActivity()  // a worker waits for jobs until told to stop
@@ -92,6 +94,8 @@ extension Tasker {
                     }
                 }
             }
+            // a second signal's exit under way: it sends the remote stops and leaves
+            groups?.waitIfExiting()
             signals.stop()
             worker?.close()
             if let failure {

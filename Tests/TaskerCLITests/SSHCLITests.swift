@@ -60,7 +60,16 @@ struct SSHCLITests {
             try await Task.sleep(for: .milliseconds(50))
             left = sleeps.count()
         }
-        #expect(left == 0, "remote commands left running after a second signal: \(SSHTestHosts.run("/bin/sh", ["-c", "ps -eo pid,pgid,sid,stat,args --forest | grep -v grep | grep -B3 -A3 sleep; ls -la /tmp/.tasker-*"]).1)")
+        if left != 0 {
+            let fleet = try await SSHTestHosts.get()
+            Issue.record("""
+                remote commands left running after a second signal; tasker's stderr:
+                \(r.stderr)
+                \(SSHTestHosts.run("/bin/sh", ["-c", "ps -eo pid,pgid,stat,args | grep -e 'sleep 4[56]' -e ssh | grep -v grep; ls -la /tmp/.tasker-*"]).1)
+                \(fleet.logTail("h4", bytes: 1500))
+                \(fleet.logTail("h5", bytes: 1500))
+                """)
+        }
         var masters = dirs.map(RemoteSleeps.processes(naming:)).reduce(0, +)
         while (masters != 0 || dirs.contains(where: { FileManager.default.fileExists(atPath: $0) })) && Date() < deadline {
             try await Task.sleep(for: .milliseconds(50))

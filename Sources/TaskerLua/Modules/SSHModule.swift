@@ -356,6 +356,9 @@ final class SSHModule: LuaModule {
     /// Closes every master (`ssh -O exit`, waited for briefly) and removes
     /// the directory.
     func runEnded() {
+        // At a second signal the stops still to be sent go through the
+        // masters: the exit's own cleanup closes them once those are done.
+        if processGroups?.isExiting == true { return }
         for dest in masters.keys {
             guard let argv = try? options(acceptNew: false) + ["-O", "exit"] + dest.arguments else { continue }
             SSHRun.runBriefly(argv)
