@@ -31,11 +31,19 @@ public final class ProcessGroups: Sendable {
     /// A second signal came: the process is about to exit.
     var isExiting: Bool { closed.load(ordering: .relaxed) }
 
-    /// For the thread that would end the process the usual way: while a
+    /// Who ends the process: nobody yet (0), a second signal's exit (1),
+    /// or the run's own end (2). Taken once; the loser does not race the
+    /// winner out of the process.
+    private let exitOwner = Atomic<Int>(0)
+
+    /// For the thread that would end the process the usual way: if a
     /// second signal's exit is under way (stops still to send), it waits
-    /// for that exit instead of cutting it short.
-    public func waitIfExiting() {
-        while isExiting { usleep(100_000) }
+    /// for that exit (which never returns) instead of cutting it short;
+    /// otherwise the process is its to end, and a later second signal
+    /// only kills what is left (the run has ended: its stops were sent).
+    public func endOrAwaitSignalExit() {
+        guard !exitOwner.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged else { return }
+        while true { pause() }
     }
 
     /// Runs `spawn` unless the process is ending: under the lock that
@@ -56,6 +64,7 @@ public final class ProcessGroups: Sendable {
     /// loop thread starts while this runs; and every remote command still
     /// running is sent its stop.
     public func killAllForExit() {
+        let ours = exitOwner.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged
         groups.withLock { _ in closed.store(true, ordering: .relaxed) }
         // Taken first: the loop goes on meanwhile, and a local ssh killed
         // below would, as it is reaped, take its command's stop away.
@@ -63,7 +72,7 @@ public final class ProcessGroups: Sendable {
         killAll(grace: 0)
         // a child spawned while the first pass scanned /proc
         killAll(grace: 0)
-        sendRemoteStops(stops)
+        if ours { sendRemoteStops(stops) }
     }
 
     /// Remote commands running, by token: the command line (`ssh … kill

@@ -260,12 +260,19 @@ final class ProcessReactor: Sendable {
             for (k, fd) in w.fds.enumerated() where fd >= 0 { _ = st.register(fd, Epoll.readable, .output(w, k)) }
             if w.pidfd >= 0 { _ = st.register(w.pidfd, Epoll.readable, .exit(w)) }
         }
-        if !atExit.isEmpty { for w in st.watches where atExit.contains(w.pid) { w.atExit = true } }
+        var exitedAlready = false
+        if !atExit.isEmpty {
+            for w in st.watches where atExit.contains(w.pid) {
+                w.atExit = true
+                exitedAlready = exitedAlready || w.status != nil
+            }
+        }
         // Without pidfds, a child that closed its pipes is reaped by
         // polling; without a wake pipe (made when descriptors ran out),
         // new work is noticed by polling.
         let polling = st.epoll == nil || wake.read < 0 || st.watches.contains { $0.pidfd < 0 && $0.status == nil }
         var wait = timeout ?? -1
+        if exitedAlready { wait = 0 }  // reported below, without waiting for anything else
         if polling && (wait < 0 || wait > 10_000_000) { wait = 10_000_000 }
         var ready: [(UInt64, UInt32)] = []
         if let epoll = st.epoll {
@@ -301,7 +308,11 @@ final class ProcessReactor: Sendable {
                 // what is there now, then the pipes go (leaving the set as they close)
                 for k in w.fds.indices where w.fds[k] >= 0 {
                     _ = Self.drain(w, k, &st.buffer)
-                    if w.fds[k] >= 0 { close(w.fds[k]); w.fds[k] = -1 }
+                    guard w.fds[k] >= 0 else { continue }
+                    // out of the set first: a copy of the pipe elsewhere would keep it registered
+                    st.epoll?.remove(w.fds[k])
+                    close(w.fds[k])
+                    w.fds[k] = -1
                 }
                 st.owners = st.owners.filter { _, owner in
                     if case .output(let o, _) = owner { return o !== w }

@@ -49,7 +49,10 @@ enum RemoteCommand {
     /// Ends the command of `token` and its children: without a group id
     /// yet, leaves the stop file and looks again (the command may have
     /// written it meanwhile). A command that had already ended never takes
-    /// its stop file, so stop files over an hour old go then. TERM (and CONT, should it be stopped), KILL
+    /// its stop file, so stop files over an hour old go then. The group id
+    /// file goes only after the kill: a second stop at the same time (a
+    /// second signal's) finds it and signals a group that is gone, rather
+    /// than leave a stop file. TERM (and CONT, should it be stopped), KILL
     /// after 2 s if any is left. Zombies
     /// do not count (where nothing reaps orphans, as in some containers,
     /// they stay in the group): `ps` tells them apart where it exists.
@@ -59,14 +62,14 @@ enum RemoteCommand {
             alive() { if command -v ps >/dev/null 2>&1; then \
             ps -eo pgid=,stat= | awk -v p="$p" '$1 == p && $2 !~ /^Z/ { f = 1 } END { exit !f }'; \
             else kill -0 -$p 2>/dev/null; fi; }; \
-            sweep() { find "${TMPDIR:-/tmp}" -maxdepth 1 -name '.tasker-*.stop' -mmin +60 -exec rm -f {} + 2>/dev/null; }; \
+            sweep() { find "${TMPDIR:-/tmp}/" -maxdepth 1 -name '.tasker-*.stop' -mmin +60 -exec rm -f {} + 2>/dev/null; }; \
             if [ ! -e \(f) ]; then : > \(s); [ -e \(f) ] || { sweep; exit 0; }; rm -f \(s); fi; \
             i=0; while [ ! -s \(f) ] && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; \
-            p=$(cat \(f) 2>/dev/null); rm -f \(f); \
-            case "$p" in ''|*[!0-9]*) exit 0;; esac; \
+            p=$(cat \(f) 2>/dev/null); \
+            case "$p" in ''|*[!0-9]*) rm -f \(f); exit 0;; esac; \
             kill -s TERM -- -$p 2>/dev/null; kill -s CONT -- -$p 2>/dev/null; \
             i=0; while alive && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; \
-            kill -s KILL -- -$p 2>/dev/null; exit 0
+            kill -s KILL -- -$p 2>/dev/null; rm -f \(f); exit 0
             """
         return "exec sh -c " + quote(script)
     }

@@ -95,16 +95,20 @@ final class RemoteExecWait: FiberWait {
         }
         defer { if let fd = stdinFD { close(fd) } }
         let child: ProcessSpawner.Child
+        let stop = target.stopCommand(token: token, ssh: ssh), token = token
         do {
+            // the stop is known before the spawn's lock is let go: a second
+            // signal's exit, which takes that lock first, sees both or neither
             child = try groups.spawning { () throws(ProcessSpawner.SpawnError) in
-                try ProcessSpawner.spawn(argv: argv, env: ProcessSpawner.environment([:]), cwd: nil, stdin: stdinFD)
+                let c = try ProcessSpawner.spawn(argv: argv, env: ProcessSpawner.environment([:]), cwd: nil, stdin: stdinFD)
+                if let stop { groups.remoteStarted(token, stop: stop) }
+                return c
             }
         } catch {
             return answer(.local(.failed("cannot start ssh: \(error.message)", permanent: error.permanent)))
         }
         pid = child.pid
         groups.started(child.pid)
-        if let stop = target.stopCommand(token: token, ssh: ssh) { groups.remoteStarted(token, stop: stop) }
         runtime.loop.beginActivity()
         let me = LoopBound(self, loop: runtime.loop)
         ProcessReactor.shared.add(child, prefix: "[\(r.label)] ", lineSink: r.stream ? r.streamSink : nil) { finished in

@@ -264,7 +264,7 @@ extension Tasker {
             // read yet when the code above was set), is in the exit code.
             // A second signal as the run ended: its exit sends the remote
             // stops and leaves; ending here would cut that short.
-            groups?.waitIfExiting()
+            groups?.endOrAwaitSignalExit()
             signals.restoreDefaults()
             if code < 128, signals.caught != 0 { code = 128 + signals.caught }
             throw ExitCode(code)

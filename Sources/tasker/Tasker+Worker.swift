@@ -95,7 +95,7 @@ extension Tasker {
                 }
             }
             // a second signal's exit under way: it sends the remote stops and leaves
-            groups?.waitIfExiting()
+            groups?.endOrAwaitSignalExit()
             signals.stop()
             worker?.close()
             if let failure {
