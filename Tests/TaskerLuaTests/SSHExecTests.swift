@@ -222,7 +222,9 @@ struct SSHExecTests {
     }
 
     /// h:pause() stops the remote processes (state T on the host), resume
-    /// continues them.
+    /// continues them. (Found under load: dash runs a command with vfork,
+    /// and a stop that catches the child before its exec leaves the shell
+    /// in D, waiting on it; the group is stopped all the same.)
     @Test func pausingATaskStopsItsRemoteProcesses() async throws {
         let fleet = try await SSHTestHosts.get()
         let pidFile = "/tmp/tk-ssh-pause-\(UUID().uuidString.prefix(8))"
@@ -240,8 +242,14 @@ struct SSHExecTests {
               if f then pid = f:read("l"); f:close() end
             until (pid and #pid > 0) or h:state() == "failed" or tasker.now() > deadline
             if not (pid and #pid > 0) then error("no remote pid: " .. tostring(select(2, h:result()))) end
+            -- "T" when the command's process group is stopped: every process
+            -- in it stopped (T), but for a shell blocked in vfork (D) on a
+            -- child the stop caught before its exec; else the states seen
             local function state()
-              return tasker.sh("ps -o stat= -p " .. pid .. " || true", {host = "h5"}).stdout:sub(1, 1)
+              local states = tasker.sh("g=$(ps -o pgid= -p " .. pid .. " | tr -d ' '); " ..
+                "ps -eo pgid=,stat= | awk -v g=\\"$g\\" '$1 == g { print substr($2, 1, 1) }' | sort -u | tr -d '\\\\n'",
+                {host = "h5"}).stdout
+              return (states:find("T") and not states:find("[^TD]")) and "T" or states
             end
             local function waitFor(want)
               local s, limit = state(), tasker.now() + 30
