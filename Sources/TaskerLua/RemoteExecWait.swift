@@ -29,6 +29,8 @@ final class RemoteExecWait: FiberWait {
     private var answered = false
     private var timedOut = false
     private var stopping = false
+    private var remoteStopDone = false
+    private var endedWhileStopping: ProcessReactor.Finished?
     private var holdsSession = false
     private var timer: LoopTimer?
     private var killTimer: LoopTimer?
@@ -123,9 +125,31 @@ final class RemoteExecWait: FiberWait {
 
     private func commandEnded(_ finished: ProcessReactor.Finished) {
         exited = true
-        runtime?.processGroups.remoteEnded(token)
         releaseSession()
         killTimer?.cancel()
+        // The local ssh ends as soon as the remote shell does, while what
+        // it started may still be dying: a stop answers once its kill
+        // script has seen the group gone.
+        if stopping && !remoteStopDone {
+            endedWhileStopping = finished
+            return
+        }
+        settle(finished)
+    }
+
+    /// The stop's kill script has ended (or its backstop fired).
+    private func remoteStopFinished() {
+        guard !remoteStopDone else { return }
+        remoteStopDone = true
+        if let f = endedWhileStopping {
+            endedWhileStopping = nil
+            return settle(f)
+        }
+        terminateLocal()
+    }
+
+    private func settle(_ finished: ProcessReactor.Finished) {
+        runtime?.processGroups.remoteEnded(token)
         backstop?.cancel()
         if timedOut { return answer(.local(.timedOut)) }
         if finished.overflow { return answer(.local(.failed("output over \(ProcessReactor.outputLimit >> 20) MiB"))) }
@@ -193,7 +217,7 @@ final class RemoteExecWait: FiberWait {
         guard !exited else { return }
         // its output no longer matters, and the master holds its pipes
         ProcessReactor.shared.finishAtExit(pid)
-        backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) { [weak self] in self?.terminateLocal() }
+        backstop = target.stopRemoteGroup(token: token, ssh: ssh, runtime: runtime) { [weak self] in self?.remoteStopFinished() }
     }
 
     /// SIGTERM to the local ssh, SIGKILL 2 s later (`ProcessStop`).
