@@ -131,7 +131,12 @@ struct SSHExecTests {
         #expect(lines[1] == "false\ttimeout\th3\ttrue")
         #expect(lines[2] == "0\t0")
         #expect(lines[3].hasPrefix("false\tcancelled") || lines[3].hasPrefix("false"), "\(lines[3])")
-        #expect(lines[4] == "0")
+        #expect(lines[4] == "0", """
+            left on the host after the cancel:
+            \(SSHTestHosts.run("/bin/sh", ["-c", "ps -eo pid,ppid,pgid,stat,etime,args | grep -e 'sleep 41[6-9]' -e 'sleep 420' -e tasker- | grep -v grep; ls -la --time-style=+%T.%N /tmp/.tasker-*"]).1)
+            \(r.diagnostics)
+            \(fleet.logTail("h4", bytes: 2000))
+            """)
     }
 
     /// A timeout or cancel that comes before the remote command has started
