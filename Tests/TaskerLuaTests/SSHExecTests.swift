@@ -99,21 +99,24 @@ struct SSHExecTests {
     @Test func timeoutAndCancelLeaveNoRemoteProcess() async throws {
         let fleet = try await SSHTestHosts.get()
         let marker = "/tmp/tk-ssh-started-\(UUID().uuidString.prefix(8))"
+        // durations of this run only: the hosts share this machine's processes
+        // with any other test process, whose sleeps would count here
+        let tag = String(Int.random(in: 1000...9999))
         defer { try? FileManager.default.removeItem(atPath: marker) }
         let r = try await runLua(Self.leftovers + """
             tasker.configure{ssh_config = "\(fleet.configFile)"}
             -- the check sees a process that is there
-            local pid = tasker.sh("sleep 416 </dev/null >/dev/null 2>&1 & echo $!", {host = "h3"}).stdout:gsub("%s", "")
-            local seen = leftovers("h3", "sleep 416")
+            local pid = tasker.sh("sleep 416.\(tag) </dev/null >/dev/null 2>&1 & echo $!", {host = "h3"}).stdout:gsub("%s", "")
+            local seen = leftovers("h3", "sleep 416.\(tag)")
             tasker.sh("kill " .. pid, {host = "h3"})
             print("control", seen)
             local t0 = tasker.now()
-            local ok, e = pcall(tasker.sh, "sleep 417 & sleep 418; echo never", {host = "h3", timeout = 0.5})
+            local ok, e = pcall(tasker.sh, "sleep 417.\(tag) & sleep 418.\(tag); echo never", {host = "h3", timeout = 0.5})
             print(ok, e.kind, e.host, tasker.now() - t0 < 8)
             -- answered once the remote group is gone: nothing to wait for
-            print(leftovers("h3", "sleep 417"), leftovers("h3", "sleep 418"))
+            print(leftovers("h3", "sleep 417.\(tag)"), leftovers("h3", "sleep 418.\(tag)"))
             local h = tasker.add{name = "long", run = function()
-              tasker.sh("touch \(marker); sleep 419 & sleep 420", {host = "h4"})
+              tasker.sh("touch \(marker); sleep 419.\(tag) & sleep 420.\(tag)", {host = "h4"})
             end}
             local deadline = tasker.now() + 20
             while not fs.exists("\(marker)") and tasker.now() < deadline do tasker.sleep(0.02) end
@@ -122,7 +125,7 @@ struct SSHExecTests {
             -- a cancel does not wait: the remote side goes within seconds
             deadline = tasker.now() + 15
             local left
-            repeat left = leftovers("h4", "sleep 419") + leftovers("h4", "sleep 420") until left == 0 or tasker.now() > deadline
+            repeat left = leftovers("h4", "sleep 419.\(tag)") + leftovers("h4", "sleep 420.\(tag)") until left == 0 or tasker.now() > deadline
             print(left)
             """)
         #expect(r.lines.count == 5, "\(r.lines) \(r.diagnostics) \(r.result.mainError ?? "")")
@@ -133,7 +136,7 @@ struct SSHExecTests {
         #expect(lines[3].hasPrefix("false\tcancelled") || lines[3].hasPrefix("false"), "\(lines[3])")
         #expect(lines[4] == "0", """
             left on the host after the cancel:
-            \(SSHTestHosts.run("/bin/sh", ["-c", "ps -eo pid,ppid,pgid,stat,etime,args | grep -e 'sleep 41[6-9]' -e 'sleep 420' -e tasker- | grep -v grep; ls -la --time-style=+%T.%N /tmp/.tasker-*"]).1)
+            \(SSHTestHosts.run("/bin/sh", ["-c", "ps -eo pid,ppid,pgid,stat,etime,args | grep -F -e '.\(tag)' -e tasker- | grep -v grep; ls -la --time-style=+%T.%N /tmp/.tasker-*"]).1)
             \(r.diagnostics)
             \(fleet.logTail("h4", bytes: 2000))
             """)
