@@ -1,9 +1,10 @@
 import Synchronization
 
 /// A worker's upkeep of `tasker_jobs`, every second: deletes the finished
-/// rows of runs that ended more than `retain` seconds ago, in batches,
-/// vacuums the table when dead rows pile up, and rebuilds its indexes when
-/// they stay big over a near-empty table, on a connection of its own
+/// rows of runs that ended more than `retain` seconds ago, in batches
+/// (while the worker is idle, or every 10 s: see `QueueWorker`), vacuums
+/// the table when dead rows pile up, and rebuilds its indexes when they
+/// stay big over a near-empty table, on a connection of its own
 /// (claims and completions never wait behind it). One sweep at a time; a
 /// sweep goes on until nothing is left or the worker stops.
 final class QueueSweeper: Sendable {
@@ -27,8 +28,9 @@ final class QueueSweeper: Sendable {
         db = PGThread(url: url, name: "tasker.sweep")
     }
 
-    /// Starts a sweep unless one is going on.
-    func sweep() {
+    /// Starts a sweep unless one is going on; `deleting` false: the vacuum
+    /// and index checks only (dead rows pile up fastest while jobs stream).
+    func sweep(deleting: Bool = true) {
         let start = state.withLock { s in
             guard !s.sweeping, !s.stopping else { return false }
             s.sweeping = true
@@ -39,7 +41,7 @@ final class QueueSweeper: Sendable {
         db.submit({ [self] c, _ in
             defer { state.withLock { $0.sweeping = false } }
             while !state.withLock({ $0.stopping }) {
-                let n = try QueueStore.sweep(retain: retain, c)
+                let n = deleting ? try QueueStore.sweep(retain: retain, c) : 0
                 deleted.add(n, ordering: .relaxed)
                 if n < Retention.batch {
                     try QueueStore.forgetSweptRuns(retain: retain, c)
