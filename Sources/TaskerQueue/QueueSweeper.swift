@@ -2,7 +2,7 @@ import Synchronization
 
 /// A worker's upkeep of `tasker_jobs`, every second: deletes the finished
 /// rows of runs that ended more than `retain` seconds ago, in batches
-/// (while the worker is idle, or every 10 s: see `QueueWorker`), vacuums
+/// (outside a burst of jobs, or every 3 s: see `QueueWorker`), vacuums
 /// the table when dead rows pile up, and rebuilds its indexes when they
 /// stay big over a near-empty table, on a connection of its own
 /// (claims and completions never wait behind it). One sweep at a time; a

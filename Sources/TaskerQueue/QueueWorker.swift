@@ -157,7 +157,7 @@ public final class QueueWorker {
     /// Since when the deletes have waited for a burst to end (nil: they do not).
     private var deferredSince: UInt64?
     /// While busy, the deletes run at most this long apart.
-    static let sweepAtLeastEvery: UInt64 = 10_000_000_000
+    static let sweepAtLeastEvery: UInt64 = 3_000_000_000
 
     /// Jobs finished since the last tick (a second).
     private var finishedSinceTick = 0
@@ -165,7 +165,7 @@ public final class QueueWorker {
     static let burstRate = 100
 
     /// The deletes of the upkeep (ended runs' rows) unless this worker is
-    /// in a burst of jobs, and then every 10 s; the vacuum and index checks
+    /// in a burst of jobs, and then every 3 s; the vacuum and index checks
     /// every second all the same. A burst is not slowed by deletes beside
     /// it (measured: 4 workers starting on a queue of 10,000 each deleted
     /// the last run's rows at once, a third of the database's time), a
