@@ -305,7 +305,12 @@ public final class QueueWorker {
             self.turnEnding = false
             self.startAhead()
             self.flushCompletions()
-            self.claimMore()
+            // After a claim that found the queue empty, new jobs come with
+            // a NOTIFY (every insert and hand-back sends one; the tick is
+            // the backstop): claiming at each finished job only found
+            // nothing again (four workers on one producer: 1,070 claims
+            // for 10,000 jobs, half of PostgreSQL's time).
+            if !self.lastClaimShort { self.claimMore() }
         }
     }
     private var turnEnding = false
