@@ -15,9 +15,9 @@ struct RemoteTarget: Sendable {
 /// `tasker.exec`/`tasker.sh` with `host=`: the command runs through the
 /// host's master connection (opened first, shared by the run); results as
 /// locally. A cancel or timeout stops the remote process group (see
-/// RemoteCommand) and answers once the local ssh has ended, which it does
-/// when the remote command has (or, should the host not answer, when it is
-/// killed 10 s on): so nothing of it is left when the caller hears.
+/// RemoteCommand) and answers once the stop's kill script has seen the
+/// remote group gone and the local ssh has ended (should the host not
+/// answer, 10 s on): so nothing of it is left when the caller hears.
 /// ssh's own failures (exit 255 with its message, or a master that is gone)
 /// are kind `ssh`; the command's exit status is kind `exec` as locally.
 final class RemoteExecWait: FiberWait {
@@ -31,6 +31,10 @@ final class RemoteExecWait: FiberWait {
     private var stopping = false
     private var remoteStopDone = false
     private var endedWhileStopping: ProcessReactor.Finished?
+    /// Held while the ended command waits for its stop: a cancelled task
+    /// may let go of this wait, and the stop's end must still settle it
+    /// (its registration for a second signal is removed there).
+    private var keptUntilStopped: RemoteExecWait?
     private var holdsSession = false
     private var timer: LoopTimer?
     private var killTimer: LoopTimer?
@@ -132,6 +136,7 @@ final class RemoteExecWait: FiberWait {
         // script has seen the group gone.
         if stopping && !remoteStopDone {
             endedWhileStopping = finished
+            keptUntilStopped = self
             return
         }
         settle(finished)
@@ -149,6 +154,7 @@ final class RemoteExecWait: FiberWait {
     }
 
     private func settle(_ finished: ProcessReactor.Finished) {
+        defer { keptUntilStopped = nil }
         runtime?.processGroups.remoteEnded(token)
         backstop?.cancel()
         if timedOut { return answer(.local(.timedOut)) }
