@@ -154,9 +154,9 @@ public final class QueueWorker {
 
     public var runningCount: Int { running.count }
 
-    /// Since when the deletes have waited for a burst to end (nil: they do not).
+    /// Since when the deletes have waited for a burst to end (nil: not waiting).
     private var deferredSince: UInt64?
-    /// While busy, the deletes run at most this long apart.
+    /// In a burst, the deletes run at most this long apart.
     static let sweepAtLeastEvery: UInt64 = 3_000_000_000
 
     /// Jobs finished since the last tick (a second).
