@@ -248,11 +248,16 @@ extension LuaRuntime {
 }
 
 extension LuaRuntime {
-    /// The pipeline's real path, so that the key does not depend on the
-    /// directory the run was started from.
+    /// Keyed by the pipeline's real path, so that the key does not depend
+    /// on the directory the run was started from. The path is resolved
+    /// once per run: `realpath` walks every component (a readlink each),
+    /// a tenth of a coordinator's time when every remote task asked.
     func idempotencyKey(_ id: TaskID, in L: OpaquePointer) -> String {
-        let real = realpath(chunk.scriptPath, nil).map { p in defer { free(p) }; return String(cString: p) } ?? chunk.scriptPath
-        return identities.idempotencyKey(id, pipeline: real, in: L)
+        if chunk.realScriptPath == nil {
+            chunk.realScriptPath = realpath(chunk.scriptPath, nil).map { p in defer { free(p) }; return String(cString: p) }
+                ?? chunk.scriptPath
+        }
+        return identities.idempotencyKey(id, pipeline: chunk.realScriptPath ?? chunk.scriptPath, in: L)
     }
 }
 

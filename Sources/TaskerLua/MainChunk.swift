@@ -4,6 +4,8 @@ struct MainChunk {
     /// The file as given, and its directory (`tasker.use` paths are relative to it).
     var scriptPath = ""
     var scriptDirectory = "."
+    /// `scriptPath` with its links resolved, once asked for (idempotency keys).
+    var realScriptPath: String?
     var mainFiber: Fiber?
     /// It has ended (returned or failed).
     var done = false
