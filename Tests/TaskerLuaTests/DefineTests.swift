@@ -18,10 +18,16 @@ import Testing
             print(tasker.define("cp", function() end){args = {"in/a", "out/a"}}.name)
             print(tasker.define("long", function() end){args = {path = string.rep("x", 100)}}.name)
             print(tasker.define("call", function() end){args = {api_key = "AKIA123", url = "https://u:pw@h/x?token=abc&n=1"}}.name)
+            local mix = tasker.define("mix", function() end)
+            for _ = 1, 2 do  -- the second time, what each key is was remembered
+              print(mix{args = {z = 1, [2] = "b", [1] = "a", auth = "x"}}.name, mix{args = {auth = 7}}.name)
+            end
             """)
         #expect(r.lines == ["320\t240\tresize(h=480, w=640)\timg\tinteger", "thumb\timg", "", "cp(in/a, out/a)",
                            "long(path=" + String(repeating: "x", count: 54) + "…)",
-                           "call(api_key=***, url=https://u:***@h/x?token=***&n=1)"], "\(r.output)")
+                           "call(api_key=***, url=https://u:***@h/x?token=***&n=1)",
+                           "mix(a, b, auth=***, z=1)\tmix(auth=***)",
+                           "mix(a, b, auth=***, z=1)\tmix(auth=***)"], "\(r.output)")
     }
 
     @Test func misuseIsAUsageErrorAtTheCallersLineAndNonJSONValuesFailTheTask() async throws {
