@@ -16,6 +16,12 @@ struct ClaimPace {
 
     /// Jobs to hold claimed and not started yet.
     private(set) var ahead = 0
+    /// Whether a job that finishes claims again: the last claim came back
+    /// full (there may be more), or a wake-up (new jobs) came when there
+    /// was no room to claim. Otherwise new jobs come with a wake-up (the
+    /// queue's NOTIFY; the one-second tick is the backstop), and claiming at
+    /// each finished job only finds nothing again.
+    private(set) var claimOnFinish = true
     /// Jobs finished per second, smoothed over claims.
     private var rate = 0.0
     private var finished = 0
@@ -34,13 +40,17 @@ struct ClaimPace {
             since = now
         }
         ahead = full ? min(Self.most, Int(rate * Self.horizon)) : 0
+        claimOnFinish = full
     }
 
     /// How many to claim with `free` slots and `held` jobs claimed ahead
     /// (0: not now). A backlog is refilled once half of what is held ahead
-    /// has started, not one job at a time.
-    func toClaim(free: Int, held: Int) -> Int {
-        guard held <= ahead / 2 else { return 0 }
-        return max(0, free + ahead - held)
+    /// has started, not one job at a time. With no room now, the next job
+    /// to finish claims: a wake-up is never lost (dropped, a worker whose
+    /// last claim was short sat idle beside new jobs until the tick).
+    mutating func toClaim(free: Int, held: Int) -> Int {
+        let n = held <= ahead / 2 ? max(0, free + ahead - held) : 0
+        if n == 0 { claimOnFinish = true }
+        return n
     }
 }

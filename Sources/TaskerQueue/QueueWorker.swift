@@ -310,7 +310,7 @@ public final class QueueWorker {
             // the backstop): claiming at each finished job only found
             // nothing again (four workers on one producer: 1,070 claims
             // for 10,000 jobs, half of PostgreSQL's time).
-            if !self.lastClaimShort { self.claimMore() }
+            if self.pace.claimOnFinish { self.claimMore() }
         }
     }
     private var turnEnding = false

@@ -30,4 +30,26 @@ import Testing
         p.claimed(full: false)
         #expect(p.ahead == 0 && p.toClaim(free: 0, held: 0) == 0)
     }
+
+    @Test func aWakeUpWithNoRoomMakesTheNextFinishedJobClaim() {
+        var p = ClaimPace()
+        // a short claim: new jobs will come with a wake-up, finishing jobs do not claim
+        p.claimed(full: false)
+        #expect(!p.claimOnFinish)
+        #expect(p.toClaim(free: 2, held: 0) == 2)
+        #expect(!p.claimOnFinish)
+        // a wake-up while every slot is busy is kept for the next finished job
+        #expect(p.toClaim(free: 0, held: 0) == 0)
+        #expect(p.claimOnFinish)
+        // and so is one while more than half of a backlog is still held
+        for _ in 0..<1_000_000 { p.didFinish() }
+        p.claimed(full: true)
+        p.claimed(full: false)
+        #expect(!p.claimOnFinish)
+        #expect(p.toClaim(free: 4, held: 10) == 0)
+        #expect(p.claimOnFinish)
+        // a full claim: finishing jobs claim (there may be more)
+        p.claimed(full: true)
+        #expect(p.claimOnFinish)
+    }
 }
