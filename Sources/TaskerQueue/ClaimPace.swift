@@ -10,12 +10,20 @@ import TaskerCore
 /// work that other workers could have taken. (Paced by starts instead, the
 /// burst of starts after each claim made a worker of half-second jobs take
 /// the whole queue.)
+///
+/// The next claim goes out while the worker still holds what it will run
+/// during that claim's round trip (`reserve`: its pace times the claim's
+/// latency), so that a worker of short jobs does not run dry and wait for
+/// every claim (measured: on a loaded machine a claim took 10 ms, and the
+/// 130 jobs held ahead ran in 3).
 struct ClaimPace {
     static let horizon = 0.025
     static let most = 256
 
     /// Jobs to hold claimed and not started yet.
     private(set) var ahead = 0
+    /// Jobs the worker runs during one claim's round trip (at most `ahead`).
+    private(set) var reserve = 0
     /// Whether a job that finishes claims again: the last claim came back
     /// full (there may be more), or a wake-up (new jobs) came when there
     /// was no room to claim. Otherwise new jobs come with a wake-up (the
@@ -26,12 +34,23 @@ struct ClaimPace {
     private var rate = 0.0
     private var finished = 0
     private var since = Monotonic.now()
+    /// A claim's round trip in seconds, smoothed; when the one in flight went.
+    private var latency = 0.0
+    private var sent: UInt64 = 0
 
     mutating func didFinish() { finished += 1 }
+
+    /// A claim goes to the database.
+    mutating func claimSent() { sent = Monotonic.now() }
 
     /// A claim came back: `full` when it got all it asked for.
     mutating func claimed(full: Bool) {
         let now = Monotonic.now()
+        if sent != 0 {
+            let trip = Double(now &- sent) / 1e9
+            latency = latency == 0 ? trip : 0.5 * latency + 0.5 * trip
+            sent = 0
+        }
         let seconds = Double(now &- since) / 1e9
         if seconds > 0 {
             let recent = Double(finished) / seconds
@@ -40,16 +59,19 @@ struct ClaimPace {
             since = now
         }
         ahead = full ? min(Self.most, Int(rate * Self.horizon)) : 0
+        reserve = min(ahead, Int(rate * latency))
         claimOnFinish = full
     }
 
     /// How many to claim with `free` slots and `held` jobs claimed ahead
     /// (0: not now). A backlog is refilled once half of what is held ahead
-    /// has started, not one job at a time. With no room now, the next job
-    /// to finish claims: a wake-up is never lost (dropped, a worker whose
-    /// last claim was short sat idle beside new jobs until the tick).
+    /// has started (or what is held would run out during the claim), not
+    /// one job at a time, with what runs meanwhile on top. With no room
+    /// now, the next job to finish claims: a wake-up is never lost
+    /// (dropped, a worker whose last claim was short sat idle beside new
+    /// jobs until the tick).
     mutating func toClaim(free: Int, held: Int) -> Int {
-        let n = held <= ahead / 2 ? max(0, free + ahead - held) : 0
+        let n = held <= max(ahead / 2, reserve) ? max(0, free + ahead + reserve - held) : 0
         if n == 0 { claimOnFinish = true }
         return n
     }

@@ -198,6 +198,7 @@ public final class QueueWorker {
         }
         claimAgain = false
         claiming = true
+        pace.claimSent()
         let bound = LoopBound(self, loop: loop)
         let me = id, versions = settings.versions
         // What this worker holds or has results of, should the claim's

@@ -1,5 +1,6 @@
 import Testing
 @testable import TaskerQueue
+import TaskerCore
 
 /// A worker claims its free slots only until claims come back full; then
 /// it holds a short while of its own pace ahead, and lets go at once when
@@ -51,5 +52,26 @@ import Testing
         // a full claim: finishing jobs claim (there may be more)
         p.claimed(full: true)
         #expect(p.claimOnFinish)
+    }
+
+    @Test func theNextClaimGoesOutWhileWhatIsHeldCoversItsRoundTrip() {
+        var p = ClaimPace()
+        // a fast pace and claims that take a while: the reserve is what
+        // runs during one round trip, never more than what is held ahead
+        for _ in 0..<1_000_000 { p.didFinish() }
+        p.claimSent()
+        var spin = 0
+        let start = Monotonic.now()
+        while Monotonic.now() &- start < 2_000_000 { spin += 1 }  // a round trip of at least 2 ms
+        p.claimed(full: true)
+        #expect(p.ahead == ClaimPace.most)
+        #expect(p.reserve > 0 && p.reserve <= p.ahead)
+        // past half of what is held, it claims while the reserve is still held
+        #expect(p.toClaim(free: 0, held: p.reserve) == p.ahead)
+        #expect(p.toClaim(free: 0, held: max(p.ahead / 2, p.reserve) + 1) == 0)
+        // a short claim lets go of the backlog and the reserve
+        p.claimed(full: false)
+        #expect(p.ahead == 0 && p.reserve == 0)
+        #expect(p.toClaim(free: 3, held: 0) == 3)
     }
 }
