@@ -59,7 +59,25 @@ extension QueueStore {
     /// hundreds of thousands meanwhile.
     static let deadRowsToVacuum = 20000
 
-    /// Vacuums `tasker_jobs` when its dead rows outnumber both the bound
+    /// The tables a sweeper keeps small: the jobs, and the queue's list
+    /// (a claim deletes from it: 10,000 jobs leave as many dead rows), each
+    /// with an order its live rows are counted in through an index.
+    struct Kept: Sendable {
+        var table: String
+        var order: String
+        static let jobs = Kept(table: "tasker_jobs", order: "id")
+        static let queue = Kept(table: "tasker_queue", order: "priority DESC, id")
+        static let all = [jobs, queue]
+        /// How REINDEX CONCURRENTLY names the copies of its indexes.
+        var cutRebuildIndexName: String { "^\(table).*_cc(new|old)[0-9]*$" }
+        /// Whether it holds fewer than `fewLiveRows` rows (the parameter
+        /// `$2`), counted through an index, at most that many.
+        var fewLiveRowsCounted: String {
+            "(SELECT count(*) FROM (SELECT 1 FROM \(table) ORDER BY \(order) LIMIT $2::int) s) < $2::int"
+        }
+    }
+
+    /// Vacuums a kept table (`tasker_jobs`, `tasker_queue`) when its dead rows outnumber both the bound
     /// and its live rows, or when a big table holds few live rows (counted,
     /// as for `reindexIfBloated`) and either some dead ones (rows deleted
     /// while the last vacuum ran keep its trailing pages from being given
@@ -70,23 +88,23 @@ extension QueueStore {
     /// own the table does not try (the server would only warn, every
     /// second): autovacuum stays the only one. Returns whether it ran.
     @discardableResult
-    static func vacuumIfDead(_ c: PGConnection) throws -> Bool {
+    static func vacuumIfDead(_ kept: Kept, _ c: PGConnection) throws -> Bool {
         let rows = try c.query("""
             SELECT (n_dead_tup > greatest($1::bigint, n_live_tup)
                     OR CASE WHEN pg_relation_size(relid) > $3::bigint
                             AND (n_dead_tup > 0
                                  OR coalesce(greatest(last_vacuum, last_autovacuum), 'epoch') < now() - interval '30 seconds')
-                       THEN \(fewLiveRowsCounted) ELSE false END)
+                       THEN \(kept.fewLiveRowsCounted) ELSE false END)
                    AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
-            FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
+            FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
             """, [String(deadRowsToVacuum), String(fewLiveRows), String(bigBytes)])
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         // INDEX_CLEANUP ON: by default a vacuum that finds few pages with
         // dead rows skips the indexes and leaves those rows' slots in the
         // pages, which are then not empty and never given back
-        try c.execute("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) tasker_jobs")
+        try c.execute("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) \(kept.table)")
         return true
     }
 
@@ -95,19 +113,11 @@ extension QueueStore {
     /// rebuilt (an index keeps every page it ever had: 50,000 jobs leave
     /// ~10 MiB).
     static let bigBytes = 4 << 20
-    /// How REINDEX CONCURRENTLY names the copies of the queue's indexes.
-    static let cutRebuildIndexName = "^tasker_jobs.*_cc(new|old)[0-9]*$"
-
-    /// Whether `tasker_jobs` holds fewer than `fewLiveRows` rows (the
-    /// parameter `$2`), counted through the primary key, at most that many.
-    private static let fewLiveRowsCounted =
-        "(SELECT count(*) FROM (SELECT id FROM tasker_jobs ORDER BY id LIMIT $2::int) s) < $2::int"
-
     /// Live rows under which shrinking is cheap and worth it (their fresh
     /// indexes take well under a MiB).
     static let fewLiveRows = 1000
 
-    /// Rebuilds `tasker_jobs`'s indexes (REINDEX CONCURRENTLY: claims and
+    /// Rebuilds a kept table's indexes (REINDEX CONCURRENTLY: claims and
     /// completions go on meanwhile) when they are over the bound while the
     /// table holds few live rows, as after a big run is swept; one sweeper
     /// at a time (the vacuum's advisory lock), and only by a role that owns
@@ -117,7 +127,7 @@ extension QueueStore {
     /// its new indexes behind, invalid: never used, yet kept up to date by
     /// every write, and a later rebuild would leave more. They are dropped
     /// first: only those named as a rebuild of the queue's own indexes
-    /// names them (`tasker_jobs…_ccnew`, `_ccold`), so an index someone is
+    /// names them (`tasker_jobs…_ccnew`, `tasker_queue…_ccold`), so an index someone is
     /// building beside (CREATE INDEX CONCURRENTLY, invalid until done) is
     /// left alone.
     ///
@@ -126,15 +136,15 @@ extension QueueStore {
     /// estimate is what the last vacuum extrapolated from the pages it
     /// read, thousands of rows off for a minute after a big sweep.
     @discardableResult
-    static func reindexIfBloated(_ c: PGConnection) throws -> Bool {
-        // $1 bigBytes, $2 fewLiveRows; `relid` is tasker_jobs
+    static func reindexIfBloated(_ kept: Kept, _ c: PGConnection) throws -> Bool {
+        // $1 bigBytes, $2 fewLiveRows; `relid` is the kept table
         // and no run going on: a rebuild beside a stream of jobs doubles
         // their index work (and was seen beside a stall); on a table of no
         // run it takes milliseconds
         let bigAndFew = """
             CASE WHEN pg_indexes_size(relid) > $1::bigint
                       AND NOT EXISTS (SELECT 1 FROM tasker_coordinators WHERE stopped IS NULL)
-                 THEN \(fewLiveRowsCounted) ELSE false END
+                 THEN \(kept.fewLiveRowsCounted) ELSE false END
             """
         let rows = try c.query("""
             SELECT (\(bigAndFew)
@@ -142,23 +152,23 @@ extension QueueStore {
                                WHERE x.indrelid = relid AND NOT x.indisvalid AND i.relname ~ $3))
                    AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
-            FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
-            """, [String(bigBytes), String(fewLiveRows), Self.cutRebuildIndexName])
+            FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
+            """, [String(bigBytes), String(fewLiveRows), kept.cutRebuildIndexName])
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         let invalid = try c.query("""
             SELECT quote_ident(n.nspname) || '.' || quote_ident(i.relname) FROM pg_index x
             JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_namespace n ON n.oid = i.relnamespace
-            WHERE x.indrelid = 'tasker_jobs'::regclass AND NOT x.indisvalid AND i.relname ~ $1
-            """, [Self.cutRebuildIndexName])
+            WHERE x.indrelid = '\(kept.table)'::regclass AND NOT x.indisvalid AND i.relname ~ $1
+            """, [kept.cutRebuildIndexName])
         for row in invalid.rows {
             try c.execute("DROP INDEX CONCURRENTLY IF EXISTS \(try row.text(0))")
         }
         let bloated = try c.query("""
-            SELECT \(bigAndFew) FROM pg_stat_user_tables WHERE relid = 'tasker_jobs'::regclass
+            SELECT \(bigAndFew) FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
             """, [String(bigBytes), String(fewLiveRows)])
         guard try bloated.first?.bool(0) == true else { return !invalid.rows.isEmpty }
-        try c.execute("REINDEX TABLE CONCURRENTLY tasker_jobs")
+        try c.execute("REINDEX TABLE CONCURRENTLY \(kept.table)")
         return true
     }
 }

@@ -77,7 +77,8 @@ enum QueueStore {
         try c.query("""
             WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout, idempotency_key, version)
               SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::text[], $9::text[])
-              ON CONFLICT (run, task, attempt) DO NOTHING RETURNING 1)
+              ON CONFLICT (run, task, attempt) DO NOTHING RETURNING id, priority, name),
+                 q AS (INSERT INTO tasker_queue SELECT id, priority, name FROM ins)
             SELECT pg_notify('\(jobsChannel)', count(*)::text) FROM ins
             """, [run, PGArray.integers(attempts.map(\.task)), PGArray.integers(attempts.map(\.attempt)),
                   PGArray.text(attempts.map(\.name)), PGArray.text(attempts.map(\.args)),
@@ -91,15 +92,19 @@ enum QueueStore {
     /// recorded with it): highest priority first, then in the order they
     /// were added; rows other workers hold are skipped, not waited for, and
     /// jobs of other definitions stay queued for a worker that has them.
+    /// The claimed jobs leave `tasker_queue` (by their row's address: the
+    /// rows just locked); the job's own update is fenced by its state, so
+    /// a queue row left over by anything else is dropped, never run.
     static func claim(worker: String, limit: Int, versions: [String: String?], _ c: PGConnection) throws -> [ClaimedJob] {
         let names = versions.keys.sorted()
         let rows = try c.query("""
-            WITH c AS (SELECT id FROM tasker_jobs WHERE worker IS NULL AND state = 'queued' AND name = ANY($3::text[])
+            WITH c AS (SELECT ctid FROM tasker_queue WHERE name = ANY($3::text[])
                        ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+                 q AS (DELETE FROM tasker_queue WHERE ctid = ANY(ARRAY(SELECT ctid FROM c)) RETURNING id),
                  k AS (SELECT nextval('tasker_claim_seq') AS claim)
             UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = k.claim, claimed_at = now(),
               ran_version = ($4::text[])[array_position($3::text[], j.name)]
-            FROM c, k WHERE j.id = c.id
+            FROM q, k WHERE j.id = q.id AND j.state = 'queued' AND j.worker IS NULL
             RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout, j.attempt, j.idempotency_key, j.version
             """, [worker, String(limit), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
         return try rows.rows.map { r throws(PGError) in
@@ -113,8 +118,7 @@ enum QueueStore {
     /// for a worker to say once which jobs it leaves to others).
     static func queuedNames(notIn names: [String], _ c: PGConnection) throws -> [String] {
         try c.query("""
-            SELECT DISTINCT name FROM (SELECT name FROM tasker_jobs WHERE worker IS NULL AND state = 'queued' AND name <> ALL($1::text[])
-                                       LIMIT 1000) q
+            SELECT DISTINCT name FROM (SELECT name FROM tasker_queue WHERE name <> ALL($1::text[]) LIMIT 1000) q
             """, [PGArray.text(names.sorted())]).firstColumn
     }
 
@@ -198,13 +202,25 @@ enum QueueStore {
     /// hears of it at once (NOTIFY) or at its next heartbeat.
     static func cancel(run: String, task: Int, attempt: Int, _ c: PGConnection) throws {
         let rows = try c.query("""
-            UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
-              claim = NULL, worker = coalesce(worker, ''), finished_at = now()
-            WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
-            RETURNING id, worker
+            WITH u AS (UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
+                         claim = NULL, worker = coalesce(worker, ''), finished_at = now()
+                       WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
+                       RETURNING id, worker, priority),
+                 \(unqueueCancelled)
+            SELECT id, worker FROM u
             """, [run, String(task), String(attempt)])
         try notifyCancelled(rows, c)
     }
+
+    /// A cancel's jobs that were queued (the worker '') leave the queue; `u`
+    /// holds the cancelled rows (`id, worker, priority`).
+    private static let unqueueCancelled = """
+        d AS (DELETE FROM tasker_queue q USING u WHERE u.worker = '' AND q.priority = u.priority AND q.id = u.id)
+        """
+
+    /// Jobs going back to the queue (`b`: `id, priority, name`) are listed
+    /// in it again.
+    private static let requeue = "q AS (INSERT INTO tasker_queue SELECT id, priority, name FROM b)"
 
     /// Tells the workers running the jobs in `rows` (`id, worker`) that
     /// they were cancelled (a job cancelled while queued has the worker '').
@@ -295,10 +311,12 @@ enum QueueStore {
     /// them hear of it at once (NOTIFY) or at their next heartbeat.
     static func cancel(runs: [String], why: String, _ c: PGConnection) throws {
         let rows = try c.query("""
-            UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled: ' || $2, error_kind = 'cancelled',
-              claim = NULL, worker = coalesce(worker, ''), finished_at = now()
-            WHERE run = ANY($1::text[]) AND state IN ('queued', 'running')
-            RETURNING id, worker
+            WITH u AS (UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled: ' || $2, error_kind = 'cancelled',
+                         claim = NULL, worker = coalesce(worker, ''), finished_at = now()
+                       WHERE run = ANY($1::text[]) AND state IN ('queued', 'running')
+                       RETURNING id, worker, priority),
+                 \(unqueueCancelled)
+            SELECT id, worker FROM u
             """, [PGArray.text(runs), why])
         try notifyCancelled(rows, c)
     }
@@ -355,8 +373,10 @@ enum QueueStore {
     /// (`known`: those it runs or has results of) go back to the queue.
     static func handBackUnknown(worker: String, known: [Int64], _ c: PGConnection) throws {
         let rows = try c.query("""
-            UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL
-            WHERE worker = $1 AND state = 'running' AND NOT id = ANY($2::bigint[]) RETURNING id
+            WITH b AS (UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL
+                       WHERE worker = $1 AND state = 'running' AND NOT id = ANY($2::bigint[]) RETURNING id, priority, name),
+                 \(requeue)
+            SELECT id FROM b
             """, [worker, PGArray.integers(known)])
         if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
     }
@@ -367,16 +387,23 @@ enum QueueStore {
     static func handBack(_ jobs: [(id: Int64, claim: Int64)], _ c: PGConnection) throws {
         guard !jobs.isEmpty else { return }
         let rows = try c.query("""
-            UPDATE tasker_jobs j SET state = 'queued', worker = NULL, claim = NULL
-            FROM unnest($1::bigint[], $2::bigint[]) AS v(id, claim) WHERE j.id = v.id AND j.claim = v.claim
-            RETURNING j.id
+            WITH b AS (UPDATE tasker_jobs j SET state = 'queued', worker = NULL, claim = NULL
+                       FROM unnest($1::bigint[], $2::bigint[]) AS v(id, claim) WHERE j.id = v.id AND j.claim = v.claim
+                       RETURNING j.id, j.priority, j.name),
+                 \(requeue)
+            SELECT id FROM b
             """, [PGArray.integers(jobs.map(\.id)), PGArray.integers(jobs.map(\.claim))])
         if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
     }
 
     /// A worker that stops hands back what it still holds.
     static func handBack(worker: String, _ c: PGConnection) throws {
-        try c.query("UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL WHERE worker = $1 AND state = 'running'", [worker])
+        try c.query("""
+            WITH b AS (UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL
+                       WHERE worker = $1 AND state = 'running' RETURNING id, priority, name),
+                 \(requeue)
+            SELECT count(*) FROM b
+            """, [worker])
         try markStopped(worker: worker, c)
         try c.query("SELECT pg_notify('\(jobsChannel)', '')")
     }

@@ -45,8 +45,10 @@ final class QueueSweeper: Sendable {
                 deleted.add(n, ordering: .relaxed)
                 if n < Retention.batch {
                     try QueueStore.forgetSweptRuns(retain: retain, c)
-                    try QueueStore.vacuumIfDead(c)
-                    try QueueStore.reindexIfBloated(c)
+                    for kept in QueueStore.Kept.all {
+                        try QueueStore.vacuumIfDead(kept, c)
+                        try QueueStore.reindexIfBloated(kept, c)
+                    }
                     return
                 }
             }

@@ -68,13 +68,17 @@ import Testing
         #expect(try db.sync { c in try QueueStore.finished(ids: [j.id], c) }.map(\.result) == ["[2]"])
     }
 
-    /// A completion changes no indexed column: with room on the page it
-    /// is a HOT update (no new index entries), and a cancelled queued job
-    /// leaves the queued index.
-    @Test func completionsAreHOTUpdates() throws {
+    /// Neither a claim nor a completion changes an indexed column: with
+    /// room on the page both are HOT updates (no new index entries), and a
+    /// cancelled queued job leaves the queue's list.
+    @Test func claimsAndCompletionsAreHOTUpdates() throws {
         try db.sync { c in try QueueStore.enqueue(run: "r1", (1...50).map { job($0) }, c) }
+        var hotBefore = try hotUpdates()
         let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 50, versions: QueueStoreTests.work, c) }
-        let hotBefore = try hotUpdates()
+        #expect(js.count == 50)
+        let hotClaims = try hotUpdates() - hotBefore
+        #expect(hotClaims > 25, "\(hotClaims) of 50 claims were HOT")
+        hotBefore = try hotUpdates()
         #expect(try db.sync { c in
             try QueueStore.complete(js.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[]") }, c)
         }.isEmpty)
@@ -86,7 +90,53 @@ import Testing
             try QueueStore.cancel(run: "r2", task: 1, attempt: 1, c)
         }
         #expect(try db.sync { c in try c.query("SELECT worker FROM tasker_jobs WHERE run = 'r2'").first?.optionalText(0) } == "")
+        #expect(try queueList() == [])
         #expect(try db.sync { c in try QueueStore.claim(worker: "w", limit: 5, versions: QueueStoreTests.work, c) }.isEmpty)
+    }
+
+    /// The tasks of `tasker_queue`, in claim order.
+    func queueList() throws -> [Int] {
+        try db.sync { c in
+            try c.query("SELECT j.task FROM tasker_queue q JOIN tasker_jobs j ON j.id = q.id ORDER BY q.priority DESC, q.id")
+                .rows.map { r throws(PGError) in try r.int(0) }
+        }
+    }
+
+    /// Every way a job becomes queued or stops being so keeps the queue's
+    /// list in step: enqueue, claim, cancel (one, or a run's), each
+    /// hand-back; a job is never listed twice nor lost from the list.
+    @Test func theQueueListFollowsEveryWayAJobComesAndGoes() throws {
+        try db.sync { c in
+            try QueueStore.enqueue(run: "r1", (1...6).map { job($0) }, c)
+            try QueueStore.enqueue(run: "r2", [job(7), job(8)], c)
+            try QueueStore.enqueue(run: "r1", [job(1)], c)  // again: listed once
+        }
+        #expect(try queueList() == [1, 2, 3, 4, 5, 6, 7, 8])
+        try db.sync { c in
+            try QueueStore.cancel(run: "r1", task: 6, attempt: 1, c)
+            try QueueStore.cancel(runs: ["r2"], why: "test", c)
+        }
+        #expect(try queueList() == [1, 2, 3, 4, 5])
+        let a = try db.sync { c in try QueueStore.claim(worker: "wa", limit: 2, versions: QueueStoreTests.work, c) }
+        let b = try db.sync { c in try QueueStore.claim(worker: "wb", limit: 2, versions: QueueStoreTests.work, c) }
+        #expect(a.count == 2 && b.count == 2)
+        #expect(try queueList() == [5])
+        // back to the queue: by claim, a stopping worker's, and what a worker does not know of
+        try db.sync { c in try QueueStore.handBack([(a[0].id, a[0].claim)], c) }
+        #expect(try queueList().sorted() == [1, 5])
+        try db.sync { c in try QueueStore.handBack(worker: "wa", c) }
+        #expect(try queueList().sorted() == [1, 2, 5])
+        try db.sync { c in try QueueStore.handBackUnknown(worker: "wb", known: [b[0].id], c) }
+        #expect(try queueList().sorted() == [1, 2, 4, 5])
+        // a running job cancelled is not listed again; the rest run once each
+        try db.sync { c in try QueueStore.cancel(run: "r1", task: 3, attempt: 1, c) }
+        let rest = try db.sync { c in try QueueStore.claim(worker: "wc", limit: 10, versions: QueueStoreTests.work, c) }
+        #expect(rest.map(\.args).sorted() == ["{\"n\":1}", "{\"n\":2}", "{\"n\":4}", "{\"n\":5}"])
+        #expect(try queueList() == [])
+        // a list row whose job is no longer queued is dropped, never run
+        _ = try db.sync { c in try c.query("INSERT INTO tasker_queue SELECT id, priority, name FROM tasker_jobs WHERE task = 1") }
+        #expect(try db.sync { c in try QueueStore.claim(worker: "wd", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
+        #expect(try queueList() == [])
     }
 
     /// HOT updates of `tasker_jobs` so far (this connection's flushed first).
