@@ -307,6 +307,20 @@ enum QueueStore {
         }
     }
 
+    /// Lists queued jobs that `tasker_queue` does not hold: those a process
+    /// of a release before the list queued (a coordinator or worker still
+    /// running across the upgrade), or anything else that left one out. A
+    /// scan of the jobs, at each heartbeat: the table holds little beyond
+    /// the runs going on. Returns how many it listed.
+    @discardableResult
+    static func listUnlisted(_ c: PGConnection) throws -> Int {
+        try c.query("""
+            INSERT INTO tasker_queue SELECT id, priority, name FROM tasker_jobs j
+            WHERE j.state = 'queued' AND j.worker IS NULL
+              AND NOT EXISTS (SELECT 1 FROM tasker_queue q WHERE q.priority = j.priority AND q.id = j.id)
+            """).affected
+    }
+
     /// Cancels the queued and running jobs of `runs`; the workers running
     /// them hear of it at once (NOTIFY) or at their next heartbeat.
     static func cancel(runs: [String], why: String, _ c: PGConnection) throws {

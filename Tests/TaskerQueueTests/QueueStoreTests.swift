@@ -133,6 +133,15 @@ import Testing
         let rest = try db.sync { c in try QueueStore.claim(worker: "wc", limit: 10, versions: QueueStoreTests.work, c) }
         #expect(rest.map(\.args).sorted() == ["{\"n\":1}", "{\"n\":2}", "{\"n\":4}", "{\"n\":5}"])
         #expect(try queueList() == [])
+        // a job queued without its list row (by a release before the
+        // list) is listed at the next heartbeat, once, and then claimed
+        _ = try db.sync { c in
+            try c.query("INSERT INTO tasker_jobs (run, task, attempt, name, args) VALUES ('old', 9, 1, 'work', '{\"n\":9}')")
+        }
+        #expect(try db.sync { c in try QueueStore.claim(worker: "wd", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
+        #expect(try db.sync { c in try QueueStore.listUnlisted(c) } == 1)
+        #expect(try db.sync { c in try QueueStore.listUnlisted(c) } == 0)
+        #expect(try db.sync { c in try QueueStore.claim(worker: "wd", limit: 10, versions: QueueStoreTests.work, c) }.map(\.args) == ["{\"n\":9}"])
         // a list row whose job is no longer queued is dropped, never run
         _ = try db.sync { c in try c.query("INSERT INTO tasker_queue SELECT id, priority, name FROM tasker_jobs WHERE task = 1") }
         #expect(try db.sync { c in try QueueStore.claim(worker: "wd", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
