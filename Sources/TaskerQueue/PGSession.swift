@@ -49,6 +49,7 @@ final class PGSession {
                 _ body: (PGConnection, _ again: Bool) throws -> T) throws -> T {
         var again = false
         var reached = false
+        var conflicts = 0
         while true {
             if let gaveUp { throw gaveUp }
             let c: PGConnection
@@ -66,6 +67,12 @@ final class PGSession {
                 return try body(c, again)
             } catch {
                 let e = PGError(error)
+                // A deadlock's victim (or a serialization failure) was rolled
+                // back whole: tried again at once, a few times.
+                if Self.isTransientConflict(e), conflicts < Self.conflictRetries {
+                    conflicts += 1
+                    continue
+                }
                 guard Self.isConnectionLoss(e, c) else { throw e }
                 connection = nil
                 again = true
@@ -138,6 +145,14 @@ final class PGSession {
 
     static func seconds(_ s: Double) -> String {
         s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
+    }
+
+    static let conflictRetries = 3
+
+    /// A deadlock (40P01) or a serialization failure (40001): the statement
+    /// was rolled back and may simply be run again.
+    static func isTransientConflict(_ e: PGError) -> Bool {
+        e.sqlState == "40P01" || e.sqlState == "40001"
     }
 
     /// Whether `e` means the connection is gone (the statement may be tried

@@ -53,6 +53,34 @@ extension QueueStore {
 }
 
 extension QueueStore {
+    /// Seconds between looks at the queue's list as a whole (`tidyList`).
+    static let listTidyInterval: Double = 30
+
+    /// Keeps `tasker_queue` in step with the jobs, whatever wrote them:
+    /// lists queued jobs it lacks (queued by a coordinator or worker of a
+    /// release before the list, still running across the upgrade) and
+    /// drops rows whose job is no longer queued (a hand-back that landed
+    /// beside a cancel, a duplicate; a claim would drop them too, but rows
+    /// of a name no worker has would stay). Scans both tables: every
+    /// `listTidyInterval`, on the sweeper's connection. Returns how many it
+    /// listed (they need a wake-up).
+    @discardableResult
+    static func tidyList(_ c: PGConnection) throws -> Int {
+        try c.query("""
+            WITH s AS (SELECT q.ctid FROM tasker_queue q
+                       WHERE NOT EXISTS (SELECT 1 FROM tasker_jobs j WHERE j.id = q.id AND j.state = 'queued' AND j.worker IS NULL)
+                       FOR UPDATE SKIP LOCKED)
+            DELETE FROM tasker_queue WHERE ctid = ANY(ARRAY(SELECT ctid FROM s))
+            """)
+        let listed = try c.query("""
+            INSERT INTO tasker_queue SELECT id, priority, name FROM tasker_jobs j
+            WHERE j.state = 'queued' AND j.worker IS NULL
+              AND NOT EXISTS (SELECT 1 FROM tasker_queue q WHERE q.priority = j.priority AND q.id = j.id)
+            """).affected
+        if listed > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
+        return listed
+    }
+
     /// Dead row versions past which a sweeper vacuums the table itself: a
     /// job leaves three (claim, completion, deletion) and autovacuum looks
     /// at a table about once a minute, so a steady stream would pile up

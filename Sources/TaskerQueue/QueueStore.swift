@@ -118,7 +118,8 @@ enum QueueStore {
     /// for a worker to say once which jobs it leaves to others).
     static func queuedNames(notIn names: [String], _ c: PGConnection) throws -> [String] {
         try c.query("""
-            SELECT DISTINCT name FROM (SELECT name FROM tasker_queue WHERE name <> ALL($1::text[]) LIMIT 1000) q
+            SELECT DISTINCT name FROM (SELECT q.name FROM tasker_queue q JOIN tasker_jobs j ON j.id = q.id
+                                       WHERE q.name <> ALL($1::text[]) AND j.state = 'queued' LIMIT 1000) q
             """, [PGArray.text(names.sorted())]).firstColumn
     }
 
@@ -202,21 +203,26 @@ enum QueueStore {
     /// hears of it at once (NOTIFY) or at its next heartbeat.
     static func cancel(run: String, task: Int, attempt: Int, _ c: PGConnection) throws {
         let rows = try c.query("""
-            WITH u AS (UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
+            WITH d AS (DELETE FROM tasker_queue q USING tasker_jobs j
+                       WHERE j.run = $1 AND j.task = $2::bigint AND j.attempt = $3::int AND \(listed) RETURNING q.id),
+                 u AS (UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
                          claim = NULL, worker = coalesce(worker, ''), finished_at = now()
-                       WHERE run = $1 AND task = $2::bigint AND attempt = $3::int AND state IN ('queued', 'running')
-                       RETURNING id, worker, priority),
-                 \(unqueueCancelled)
+                       WHERE \(afterUnlisting) AND run = $1 AND task = $2::bigint AND attempt = $3::int
+                         AND state IN ('queued', 'running')
+                       RETURNING id, worker)
             SELECT id, worker FROM u
             """, [run, String(task), String(attempt)])
         try notifyCancelled(rows, c)
     }
 
-    /// A cancel's jobs that were queued (the worker '') leave the queue; `u`
-    /// holds the cancelled rows (`id, worker, priority`).
-    private static let unqueueCancelled = """
-        d AS (DELETE FROM tasker_queue q USING u WHERE u.worker = '' AND q.priority = u.priority AND q.id = u.id)
-        """
+    /// A cancel unlists the queued jobs it ends (`d`, from the list row of
+    /// job `j`), then updates the jobs: in that order, as a claim locks
+    /// them (list rows, then jobs). Updating the jobs first, a cancel and a
+    /// claim each held what the other waited for: a deadlock, whose victim
+    /// (the cancel, often) was rolled back, and its job then ran.
+    private static let listed = "j.state = 'queued' AND j.worker IS NULL AND q.priority = j.priority AND q.id = j.id"
+    /// Makes the update wait for `d`: a one-time filter reading it.
+    private static let afterUnlisting = "(SELECT count(*) FROM d) >= 0"
 
     /// Jobs going back to the queue (`b`: `id, priority, name`) are listed
     /// in it again.
@@ -307,29 +313,15 @@ enum QueueStore {
         }
     }
 
-    /// Lists queued jobs that `tasker_queue` does not hold: those a process
-    /// of a release before the list queued (a coordinator or worker still
-    /// running across the upgrade), or anything else that left one out. A
-    /// scan of the jobs, at each heartbeat: the table holds little beyond
-    /// the runs going on. Returns how many it listed.
-    @discardableResult
-    static func listUnlisted(_ c: PGConnection) throws -> Int {
-        try c.query("""
-            INSERT INTO tasker_queue SELECT id, priority, name FROM tasker_jobs j
-            WHERE j.state = 'queued' AND j.worker IS NULL
-              AND NOT EXISTS (SELECT 1 FROM tasker_queue q WHERE q.priority = j.priority AND q.id = j.id)
-            """).affected
-    }
-
     /// Cancels the queued and running jobs of `runs`; the workers running
     /// them hear of it at once (NOTIFY) or at their next heartbeat.
     static func cancel(runs: [String], why: String, _ c: PGConnection) throws {
         let rows = try c.query("""
-            WITH u AS (UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled: ' || $2, error_kind = 'cancelled',
+            WITH d AS (DELETE FROM tasker_queue q USING tasker_jobs j WHERE j.run = ANY($1::text[]) AND \(listed) RETURNING q.id),
+                 u AS (UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled: ' || $2, error_kind = 'cancelled',
                          claim = NULL, worker = coalesce(worker, ''), finished_at = now()
-                       WHERE run = ANY($1::text[]) AND state IN ('queued', 'running')
-                       RETURNING id, worker, priority),
-                 \(unqueueCancelled)
+                       WHERE \(afterUnlisting) AND run = ANY($1::text[]) AND state IN ('queued', 'running')
+                       RETURNING id, worker)
             SELECT id, worker FROM u
             """, [PGArray.text(runs), why])
         try notifyCancelled(rows, c)

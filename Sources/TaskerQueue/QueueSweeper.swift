@@ -1,4 +1,5 @@
 import Synchronization
+import TaskerCore
 
 /// A worker's upkeep of `tasker_jobs`, every second: deletes the finished
 /// rows of runs that ended more than `retain` seconds ago, in batches
@@ -45,10 +46,18 @@ final class QueueSweeper: Sendable {
                 deleted.add(n, ordering: .relaxed)
                 if n < Retention.batch {
                     try QueueStore.forgetSweptRuns(retain: retain, c)
+                    try tidyListIfDue(c)
+                    // each table's upkeep on its own: one that fails does not skip the other's
+                    var failure: Error?
                     for kept in QueueStore.Kept.all {
-                        try QueueStore.vacuumIfDead(kept, c)
-                        try QueueStore.reindexIfBloated(kept, c)
+                        do {
+                            try QueueStore.vacuumIfDead(kept, c)
+                            try QueueStore.reindexIfBloated(kept, c)
+                        } catch {
+                            failure = failure ?? error
+                        }
                     }
+                    if let failure { throw failure }
                     return
                 }
             }
@@ -56,6 +65,19 @@ final class QueueSweeper: Sendable {
             state.withLock { $0.sweeping = false }
             report("the upkeep of tasker_jobs (deleting ended runs' rows, vacuum, index rebuild) failed: \(error.message)")
         })
+    }
+
+    /// When the queue's list was last tidied (on the sweeper's thread).
+    private let listTidied = Mutex<UInt64?>(nil)
+
+    private func tidyListIfDue(_ c: PGConnection) throws {
+        let now = Monotonic.now()
+        let due = listTidied.withLock { last in
+            guard last.map({ Double(now &- $0) / 1e9 >= QueueStore.listTidyInterval }) ?? true else { return false }
+            last = now
+            return true
+        }
+        if due { try QueueStore.tidyList(c) }
     }
 
     /// Ends the sweep going on after its current batch, and the connection.

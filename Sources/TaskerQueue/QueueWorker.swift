@@ -405,7 +405,6 @@ public final class QueueWorker {
         db.submit({ c, _ in
             let result = try QueueStore.heartbeat(worker: me, running: ids, c)
             try QueueStore.rescue(c)
-            if try QueueStore.listUnlisted(c) > 0 { try c.query("SELECT pg_notify('\(QueueStore.jobsChannel)', '')") }
             // only for a log line: never a reason to count the heartbeat failed
             let lacking = lookForLacking ? ((try? QueueStore.queuedNames(notIn: names, c)) ?? []) : []
             bound.loop.execute {

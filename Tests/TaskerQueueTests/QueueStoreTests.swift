@@ -134,18 +134,49 @@ import Testing
         #expect(rest.map(\.args).sorted() == ["{\"n\":1}", "{\"n\":2}", "{\"n\":4}", "{\"n\":5}"])
         #expect(try queueList() == [])
         // a job queued without its list row (by a release before the
-        // list) is listed at the next heartbeat, once, and then claimed
+        // list) is listed by the sweeper's tidy, once, and then claimed;
+        // a list row whose job is not queued (of a name nobody claims) goes
         _ = try db.sync { c in
             try c.query("INSERT INTO tasker_jobs (run, task, attempt, name, args) VALUES ('old', 9, 1, 'work', '{\"n\":9}')")
+            try c.query("INSERT INTO tasker_queue SELECT id, priority, 'nobody' FROM tasker_jobs WHERE task = 2")
         }
         #expect(try db.sync { c in try QueueStore.claim(worker: "wd", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
-        #expect(try db.sync { c in try QueueStore.listUnlisted(c) } == 1)
-        #expect(try db.sync { c in try QueueStore.listUnlisted(c) } == 0)
+        #expect(try db.sync { c in try QueueStore.tidyList(c) } == 1)
+        #expect(try db.sync { c in try QueueStore.tidyList(c) } == 0)
+        #expect(try db.sync { c in try c.query("SELECT count(*) FROM tasker_queue").first?.int(0) } == 1)
         #expect(try db.sync { c in try QueueStore.claim(worker: "wd", limit: 10, versions: QueueStoreTests.work, c) }.map(\.args) == ["{\"n\":9}"])
         // a list row whose job is no longer queued is dropped, never run
         _ = try db.sync { c in try c.query("INSERT INTO tasker_queue SELECT id, priority, name FROM tasker_jobs WHERE task = 1") }
         #expect(try db.sync { c in try QueueStore.claim(worker: "wd", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
         #expect(try queueList() == [])
+    }
+
+    /// A cancel and claims beside it never deadlock (they lock list rows,
+    /// then jobs, in that order): the cancel ends every job of its run that
+    /// no claim took, and none of them is listed or claimed after.
+    @Test func aCancelBesideClaimsEndsEveryJobItDidNotLoseToAClaim() async throws {
+        for round in 1...3 {
+            let run = "big\(round)"
+            try db.sync { c in try QueueStore.enqueue(run: run, (1...4000).map { job($0) }, c) }
+            let other = PGThread(url: url, name: "claimer")
+            defer { other.stop() }
+            async let claimed: [ClaimedJob] = {
+                var all: [ClaimedJob] = []
+                for _ in 0..<40 {
+                    all += try other.sync { c in try QueueStore.claim(worker: "w", limit: 50, versions: QueueStoreTests.work, c) }
+                }
+                return all
+            }()
+            try db.sync { c in try QueueStore.cancel(runs: [run], why: "test", c) }
+            let got = try await claimed
+            let states = try db.sync { c in
+                try c.query("SELECT state, count(*) FROM tasker_jobs WHERE run = $1 GROUP BY state ORDER BY state", [run])
+                    .rows.map { r throws(PGError) in "\(try r.text(0))=\(try r.int(1))" }
+            }
+            // claimed before the cancel: cancelled while running (their workers hear of it); the rest cancelled queued
+            #expect(states == ["cancelled=4000"], "\(states), \(got.count) claimed")
+            #expect(try queueList() == [])
+        }
     }
 
     /// HOT updates of `tasker_jobs` so far (this connection's flushed first).
