@@ -93,8 +93,11 @@ extension QueueStore {
     struct Kept: Sendable {
         var table: String
         var order: String
-        static let jobs = Kept(table: "tasker_jobs", order: "id")
-        static let queue = Kept(table: "tasker_queue", order: "priority DESC, id")
+        /// Bytes past which it is shrunk when it holds few live rows.
+        var bigBytes: Int
+        static let jobs = Kept(table: "tasker_jobs", order: "id", bigBytes: QueueStore.bigBytes)
+        /// Its rows are small: 50,000 jobs left 2.3 MiB of index pages.
+        static let queue = Kept(table: "tasker_queue", order: "priority DESC, id", bigBytes: 256 << 10)
         static let all = [jobs, queue]
         /// How REINDEX CONCURRENTLY names the copies of its indexes.
         var cutRebuildIndexName: String { "^\(table).*_cc(new|old)[0-9]*$" }
@@ -126,7 +129,7 @@ extension QueueStore {
                    AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
-            """, [String(deadRowsToVacuum), String(fewLiveRows), String(bigBytes)])
+            """, [String(deadRowsToVacuum), String(fewLiveRows), String(kept.bigBytes)])
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         // INDEX_CLEANUP ON: by default a vacuum that finds few pages with
@@ -181,7 +184,7 @@ extension QueueStore {
                    AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
-            """, [String(bigBytes), String(fewLiveRows), kept.cutRebuildIndexName])
+            """, [String(kept.bigBytes), String(fewLiveRows), kept.cutRebuildIndexName])
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         let invalid = try c.query("""
@@ -194,7 +197,7 @@ extension QueueStore {
         }
         let bloated = try c.query("""
             SELECT \(bigAndFew) FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
-            """, [String(bigBytes), String(fewLiveRows)])
+            """, [String(kept.bigBytes), String(fewLiveRows)])
         guard try bloated.first?.bool(0) == true else { return !invalid.rows.isEmpty }
         try c.execute("REINDEX TABLE CONCURRENTLY \(kept.table)")
         return true
