@@ -94,18 +94,22 @@ enum QueueStore {
     /// jobs of other definitions stay queued for a worker that has them.
     /// The claimed jobs leave `tasker_queue` (by their row's address: the
     /// rows just locked); the job's own update is fenced by its state, so
-    /// a queue row left over by anything else is dropped, never run.
+    /// a queue row left over by anything else is dropped, never run. They
+    /// come back in claim order (the worker starts them in it): deleted by
+    /// address, they came in the order of their rows on disk.
     static func claim(worker: String, limit: Int, versions: [String: String?], _ c: PGConnection) throws -> [ClaimedJob] {
         let names = versions.keys.sorted()
         let rows = try c.query("""
             WITH c AS (SELECT ctid FROM tasker_queue WHERE name = ANY($3::text[])
                        ORDER BY priority DESC, id LIMIT $2 FOR UPDATE SKIP LOCKED),
                  q AS (DELETE FROM tasker_queue WHERE ctid = ANY(ARRAY(SELECT ctid FROM c)) RETURNING id),
-                 k AS (SELECT nextval('tasker_claim_seq') AS claim)
-            UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = k.claim, claimed_at = now(),
-              ran_version = ($4::text[])[array_position($3::text[], j.name)]
-            FROM q, k WHERE j.id = q.id AND j.state = 'queued' AND j.worker IS NULL
-            RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout, j.attempt, j.idempotency_key, j.version
+                 k AS (SELECT nextval('tasker_claim_seq') AS claim),
+                 u AS (UPDATE tasker_jobs j SET state = 'running', worker = $1, claim = k.claim, claimed_at = now(),
+                         ran_version = ($4::text[])[array_position($3::text[], j.name)]
+                       FROM q, k WHERE j.id = q.id AND j.state = 'queued' AND j.worker IS NULL
+                       RETURNING j.id, j.claim, j.run, j.name, j.args, j.timeout, j.attempt, j.idempotency_key, j.version,
+                         j.priority)
+            SELECT id, claim, run, name, args, timeout, attempt, idempotency_key, version FROM u ORDER BY priority DESC, id
             """, [worker, String(limit), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
         return try rows.rows.map { r throws(PGError) in
             ClaimedJob(id: try r.int64(0), claim: try r.int64(1), run: try r.text(2), name: try r.text(3), args: try r.text(4),

@@ -33,6 +33,17 @@ import Testing
         #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
     }
 
+    /// A claimed batch comes back in claim order, whatever the order of
+    /// its rows on disk (the worker starts its jobs in it).
+    @Test func aClaimedBatchIsInPriorityThenAddOrder() throws {
+        try db.sync { c in
+            try QueueStore.enqueue(run: "r1", (1...5).map { job($0) }, c)
+            try QueueStore.enqueue(run: "r1", (6...10).map { job($0, priority: 1) }, c)
+        }
+        let got = try db.sync { c in try QueueStore.claim(worker: "w", limit: 8, versions: QueueStoreTests.work, c) }
+        #expect(got.map(\.args) == [6, 7, 8, 9, 10, 1, 2, 3].map { "{\"n\":\($0)}" })
+    }
+
     @Test func twoConnectionsNeverClaimTheSameJob() async throws {
         try db.sync { c in try QueueStore.enqueue(run: "r1", (1...200).map { job($0) }, c) }
         let other = PGThread(url: url, name: "test2")
