@@ -1,11 +1,12 @@
 import Synchronization
 import TaskerCore
 
-/// A worker's upkeep of `tasker_jobs`, every second: deletes the finished
-/// rows of runs that ended more than `retain` seconds ago, in batches
-/// (outside a burst of jobs, or every 3 s: see `QueueWorker`), vacuums
-/// the table when dead rows pile up, and rebuilds its indexes when they
-/// stay big over a near-empty table, on a connection of its own
+/// A worker's upkeep of `tasker_jobs` and the queue's list, every second:
+/// deletes the finished rows of runs that ended more than `retain` seconds
+/// ago, in batches (outside a burst of jobs, or every 3 s: see
+/// `QueueWorker`), vacuums each table when dead rows pile up, rebuilds its
+/// indexes when they stay big over a near-empty table, and every 30 s
+/// tidies the list (`QueueStore.tidyList`), on a connection of its own
 /// (claims and completions never wait behind it). One sweep at a time; a
 /// sweep goes on until nothing is left or the worker stops.
 final class QueueSweeper: Sendable {
