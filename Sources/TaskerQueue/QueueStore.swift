@@ -230,9 +230,16 @@ enum QueueStore {
     /// Makes the update wait for `d`: a one-time filter reading it.
     private static let afterUnlisting = "(SELECT count(*) FROM d) >= 0"
 
-    /// Jobs going back to the queue (`b`: `id, priority, name`) are listed
-    /// in it again.
-    private static let requeue = "q AS (INSERT INTO tasker_queue SELECT id, priority, name FROM b)"
+    /// The statement that sends the jobs `fromWhere` picks (`j`) back to
+    /// the queue and lists them again; it returns their ids.
+    private static func requeue(_ fromWhere: String) -> String {
+        """
+        WITH b AS (UPDATE tasker_jobs j SET state = 'queued', worker = NULL, claim = NULL \(fromWhere)
+                   RETURNING j.id, j.priority, j.name),
+             q AS (INSERT INTO tasker_queue SELECT id, priority, name FROM b)
+        SELECT id FROM b
+        """
+    }
 
     /// Tells the workers running the jobs in `rows` (`id, worker`) that
     /// they were cancelled (a job cancelled while queued has the worker '').
@@ -384,12 +391,8 @@ enum QueueStore {
     /// been committed): the worker's running jobs it does not know of
     /// (`known`: those it runs or has results of) go back to the queue.
     static func handBackUnknown(worker: String, known: [Int64], _ c: PGConnection) throws {
-        let rows = try c.query("""
-            WITH b AS (UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL
-                       WHERE worker = $1 AND state = 'running' AND NOT id = ANY($2::bigint[]) RETURNING id, priority, name),
-                 \(requeue)
-            SELECT id FROM b
-            """, [worker, PGArray.integers(known)])
+        let rows = try c.query(requeue("WHERE j.worker = $1 AND j.state = 'running' AND NOT j.id = ANY($2::bigint[])"),
+                               [worker, PGArray.integers(known)])
         if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
     }
 
@@ -398,24 +401,14 @@ enum QueueStore {
     /// claim ended meanwhile (rescued, cancelled).
     static func handBack(_ jobs: [(id: Int64, claim: Int64)], _ c: PGConnection) throws {
         guard !jobs.isEmpty else { return }
-        let rows = try c.query("""
-            WITH b AS (UPDATE tasker_jobs j SET state = 'queued', worker = NULL, claim = NULL
-                       FROM unnest($1::bigint[], $2::bigint[]) AS v(id, claim) WHERE j.id = v.id AND j.claim = v.claim
-                       RETURNING j.id, j.priority, j.name),
-                 \(requeue)
-            SELECT id FROM b
-            """, [PGArray.integers(jobs.map(\.id)), PGArray.integers(jobs.map(\.claim))])
+        let rows = try c.query(requeue("FROM unnest($1::bigint[], $2::bigint[]) AS v(id, claim) WHERE j.id = v.id AND j.claim = v.claim"),
+                               [PGArray.integers(jobs.map(\.id)), PGArray.integers(jobs.map(\.claim))])
         if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
     }
 
     /// A worker that stops hands back what it still holds.
     static func handBack(worker: String, _ c: PGConnection) throws {
-        try c.query("""
-            WITH b AS (UPDATE tasker_jobs SET state = 'queued', worker = NULL, claim = NULL
-                       WHERE worker = $1 AND state = 'running' RETURNING id, priority, name),
-                 \(requeue)
-            SELECT count(*) FROM b
-            """, [worker])
+        try c.query(requeue("WHERE j.worker = $1 AND j.state = 'running'"), [worker])
         try markStopped(worker: worker, c)
         try c.query("SELECT pg_notify('\(jobsChannel)', '')")
     }
