@@ -34,7 +34,7 @@ final class TaskIdentities {
     /// Derived identities by task id (dense, like ids): the hash and the
     /// occurrence (0: none; `uncounted` while counted elsewhere); explicit
     /// and missing ones apart (rare).
-    private var derivedByID: [Derived] = []
+    private var derivedByID = PagedArray<Derived>()
     private struct Derived {
         var hash: UInt64
         var occurrence: Int32

@@ -18,7 +18,10 @@ final class JournalRecorder: EngineObserver {
     let runtime: LuaRuntime
     /// What few tasks have: held time, earlier attempts.
     private var extras: [TaskID: Extra] = [:]
+    /// Tasks started since the last tick, in start order, from
+    /// `recentHead` on (the ones before it finished already).
     private var recentlyStarted: [TaskID] = []
+    private var recentHead = 0
     /// A few tasks recorded as running, oldest first: every `beatInterval`
     /// one still running is recorded again with how long it has run so
     /// far, so a run killed later shows how long its lost tasks (and it)
@@ -156,6 +159,25 @@ final class JournalRecorder: EngineObserver {
         scheduleTick(engine)
     }
 
+    /// Most tasks end before the next tick, in the order they started (a
+    /// batch started in one turn ends in the next) or at once (a task
+    /// that never waits): the tick need not look at them again (it looked
+    /// at 180,000 a run of 200,000 no-op tasks, most of it cache misses).
+    @inline(__always)
+    private func forgetStarted(_ id: TaskID) {
+        let n = recentlyStarted.count
+        guard recentHead < n else { return }
+        if recentlyStarted[recentHead] == id {
+            recentHead += 1
+            if recentHead == n {
+                recentlyStarted.removeAll(keepingCapacity: true)
+                recentHead = 0
+            }
+        } else if recentlyStarted[n - 1] == id {
+            recentlyStarted.removeLast()
+        }
+    }
+
     private func scheduleTick(_ engine: Engine) {
         guard !ticking else { return }
         ticking = true
@@ -170,13 +192,14 @@ final class JournalRecorder: EngineObserver {
     /// last tick and are still running, then everything to the writer.
     private func tick(_ engine: Engine) {
         ticking = false
-        for id in recentlyStarted where !engine.isFinished(id) {
+        for id in recentlyStarted[recentHead...] where !engine.isFinished(id) {
             var e = entry(id, engine.facts(id), engine, state: .running)
             e.attempts = max(1, engine.attempts(id))
             entries.append(e)
             if runningSample.count < 64 { runningSample.append(id) }
         }
         recentlyStarted.removeAll(keepingCapacity: true)
+        recentHead = 0
         handOver()
     }
 
@@ -283,9 +306,7 @@ final class JournalRecorder: EngineObserver {
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         let end = source.now()
-        // Most tasks end in the turn they start in: the tick need not look
-        // at them again (it did, at 200,000 a second, in a no-op run).
-        if recentlyStarted.last == id { recentlyStarted.removeLast() }
+        forgetStarted(id)
         recordOutput(id, failed: outcome.state == .failed)
         let state: JournalEntry.State = switch outcome.state {
         case .succeeded: .succeeded
