@@ -200,13 +200,22 @@ import Testing
     }
 
     @Test func arrayParametersKeepQuotesAndBackslashes() throws {
-        let values = ["plain", "with \"quotes\"", "back\\slash", "comma, {brace}"]
+        let values = ["plain", "with \"quotes\"", "back\\slash", "comma, {brace}", "", "NULL", "ünïcödé ✓ 🚀",
+                      "\\\"\\", "tab\tand\nnewline", " spaced "]
         let rows = try db.sync { c in
             try c.query("SELECT unnest($1::text[])", [PGArray.text(values)]).rows.map { $0.optionalText(0) }
         }
         #expect(rows == values)
-        let ints = try db.sync { c in try c.query("SELECT sum(x) FROM unnest($1::bigint[]) x", [PGArray.integers([1, 2, 40])]) }
-        #expect(ints.first?.optionalText(0) == "43")
+        // NULLs stay NULL (the string "NULL" stays a string); a NUL becomes U+FFFD
+        let optional: [String?] = [nil, "NULL", "a\0b", nil]
+        let back = try db.sync { c in
+            try c.query("SELECT unnest($1::text[])", [PGArray.text(optional)]).rows.map { $0.optionalText(0) }
+        }
+        #expect(back == [nil, "NULL", "a\u{FFFD}b", nil])
+        let none = try db.sync { c in try c.query("SELECT cardinality($1::text[])", [PGArray.text([String]())]) }
+        #expect(none.first?.optionalText(0) == "0")
+        let ints = try db.sync { c in try c.query("SELECT sum(x) FROM unnest($1::bigint[]) x", [PGArray.integers([1, 2, 40, -5, Int64.max - 100])]) }
+        #expect(ints.first?.optionalText(0) == String(Int64(38) + (Int64.max - 100)))
     }
 
     /// Rows are read by type: a NULL where a value must be, or text of
