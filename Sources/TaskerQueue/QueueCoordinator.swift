@@ -313,9 +313,10 @@ public final class QueueCoordinator: RemoteQueue {
     }
 
     /// Warns (once per name) about attempts that waited past
-    /// `undefinedAfter` for a definition no live worker has: they stay
-    /// queued, never failed for it, but someone must start such a worker.
-    /// Looks at most every few seconds.
+    /// `undefinedAfter` for a definition no live worker has, or whose live
+    /// workers cannot claim (each says why in its row): they stay queued,
+    /// never failed for it, but someone must start such a worker or mend
+    /// the store. Looks at most every few seconds.
     private func checkUndefined() {
         let now = Monotonic.now()
         let after = UInt64(Self.undefinedAfter * 1e9)
@@ -334,14 +335,23 @@ public final class QueueCoordinator: RemoteQueue {
         guard !names.isEmpty else { return }
         db.submit({ [self] c, _ in
             let undefined = (try? QueueStore.undefined(Array(names.keys), c)) ?? []
-            let fresh = state.withLock { s in
+            let troubled = (try? QueueStore.troubled(Array(names.keys), c)) ?? []
+            let (fresh, freshTroubled) = state.withLock { s in
                 s.checking = false
-                return undefined.filter { s.warnedUndefined.insert($0).inserted }
+                let fresh = undefined.filter { s.warnedUndefined.insert($0).inserted }
+                let freshTroubled = Set(troubled.map(\.name)).filter { s.warnedUndefined.insert($0).inserted }
+                return (fresh, freshTroubled)
             }
             for name in fresh.sorted() {
                 let n = names[name] ?? 0
                 warn("no live worker defines '\(name)': \(n) task\(n == 1 ? "" : "s") of it wait in the queue "
                      + "(start `tasker worker` with a FILE that defines it)")
+            }
+            for name in freshTroubled.sorted() {
+                let n = names[name] ?? 0
+                let why = troubled.filter { $0.name == name }.prefix(3).map { "worker \($0.worker): \($0.problem)" }
+                warn("the live workers that define '\(name)' cannot claim jobs: \(n) task\(n == 1 ? "" : "s") of it "
+                     + "wait in the queue (\(why.joined(separator: "; ")))")
             }
         }, failed: { [self] _ in state.withLock { $0.checking = false } })
     }

@@ -111,7 +111,15 @@ enum QueueSchema {
         sql + definitionColumns,
         hotCompletions,
         queueTable,
+        workerProblem,
     ]
+
+    /// 4: a worker whose claims fail says why in its row (`problem`, set
+    /// by its heartbeat; NULL once a claim works again), so the run whose
+    /// jobs wait can name it instead of waiting in silence.
+    static let workerProblem = """
+        ALTER TABLE tasker_workers ADD COLUMN IF NOT EXISTS problem text;
+        """
 
     /// 2: a claim takes a job out of the queued index by `worker`, which
     /// its completion keeps, so a completion changes no indexed column and,

@@ -139,6 +139,17 @@ enum QueueStore {
             """, [PGArray.text(names.sorted())]).firstColumn
     }
 
+    /// Live workers that define one of `names` and whose claims fail: the
+    /// name, the worker and why, by name then worker.
+    static func troubled(_ names: [String], _ c: PGConnection) throws -> [(name: String, worker: String, problem: String)] {
+        let rows = try c.query("""
+            SELECT n, w.id, w.problem FROM unnest($1::text[]) AS n JOIN tasker_workers w ON n = ANY(w.defines)
+            WHERE w.stopped IS NULL AND w.heartbeat > now() - make_interval(secs => w.lease) AND w.problem IS NOT NULL
+            ORDER BY n, w.id
+            """, [PGArray.text(names.sorted())])
+        return try rows.rows.map { r throws(PGError) in (try r.text(0), try r.text(1), try r.text(2)) }
+    }
+
     /// Records completions that still hold their claim, tells the
     /// coordinators, and returns the ids that were refused (the claim was
     /// lost: the job was rescued, cancelled or handed back meanwhile).
@@ -260,11 +271,15 @@ enum QueueStore {
             """, [worker, host, String(pid), String(lease), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
     }
 
-    /// The worker is alive. Returns whether it had been declared dead (its
+    /// The worker is alive, and why its claims fail if they do (`problem`,
+    /// nil when they work). Returns whether it had been declared dead (its
     /// claims are gone) and which of `running` it must stop (cancelled, or
     /// no longer its own).
-    static func heartbeat(worker: String, running: [Int64], _ c: PGConnection) throws -> (wasDead: Bool, stop: [Int64]) {
-        let rows = try c.query("UPDATE tasker_workers SET heartbeat = now() WHERE id = $1 RETURNING stopped IS NOT NULL", [worker])
+    static func heartbeat(worker: String, running: [Int64], problem: String? = nil,
+                          _ c: PGConnection) throws -> (wasDead: Bool, stop: [Int64]) {
+        let rows = try c.query("""
+            UPDATE tasker_workers SET heartbeat = now(), problem = $2 WHERE id = $1 RETURNING stopped IS NOT NULL
+            """, [worker, problem])
         let wasDead = try rows.first?.bool(0) ?? true
         var stop: [Int64] = []
         if !running.isEmpty {

@@ -79,6 +79,11 @@ public final class QueueWorker {
     /// mostly not for this worker, so looking at it is cheap and useful (a
     /// backlog of its own jobs is not walked at every heartbeat).
     private var lastClaimShort = true
+    /// Why the last claim failed (nil: it worked): each heartbeat records
+    /// it in the worker's row, where a coordinator whose jobs wait reads it.
+    private var claimProblem: String?
+    /// When the worker's log last said so (once a minute while it lasts).
+    private var claimProblemSaid: UInt64 = 0
     /// Lines for the worker's log (claims refused, lease trouble, outages).
     public var log: (String) -> Void = { _ in }
 
@@ -217,8 +222,15 @@ public final class QueueWorker {
     private func claimed(_ jobs: [ClaimedJob], limit: Int, failure: String?) {
         claiming = false
         if let failure {
-            log("cannot claim jobs: \(failure)")
+            let now = Monotonic.now()
+            if String(failure.prefix(500)) != claimProblem || now &- claimProblemSaid >= 60_000_000_000 {
+                log("cannot claim jobs: \(failure)")
+                claimProblemSaid = now
+            }
+            claimProblem = String(failure.prefix(500))
         } else {
+            if claimProblem != nil { log("claims work again") }
+            claimProblem = nil
             lastClaimShort = jobs.count < limit
             pace.claimed(full: jobs.count == limit)
         }
@@ -402,8 +414,9 @@ public final class QueueWorker {
         let ids = Array(running.keys) + ahead.map(\.id)
         let names = Array(settings.versions.keys)
         let lookForLacking = lastClaimShort
+        let problem = claimProblem
         db.submit({ c, _ in
-            let result = try QueueStore.heartbeat(worker: me, running: ids, c)
+            let result = try QueueStore.heartbeat(worker: me, running: ids, problem: problem, c)
             try QueueStore.rescue(c)
             // only for a log line: never a reason to count the heartbeat failed
             let lacking = lookForLacking ? ((try? QueueStore.queuedNames(notIn: names, c)) ?? []) : []

@@ -144,6 +144,42 @@ import Testing
         #expect(sql("SELECT count(*) FROM tasker_jobs WHERE version IS NULL OR ran_version IS DISTINCT FROM version") == "0")
     }
 
+    /// A live worker that defines the task but whose claims fail: the run
+    /// that waits names it and why (it used to wait in silence), the worker
+    /// says it once, and both go on once claims work again.
+    @Test func aWorkerWhoseClaimsFailIsNamedByTheRunThatWaits() async throws {
+        let s = try Scratch(["defs.lua": Self.thumbs, "p.lua": """
+            dofile("defs.lua")
+            print("got " .. double{args = {n = 21}}:await())
+            """])
+        defer { s.cleanup() }
+        let w = try worker(s, lease: "10")
+        #expect(await w.waitFor("waiting for jobs", onStderr: true))
+        // claims delete from the queue's list: refused there, enqueues still work
+        _ = sql("""
+            CREATE FUNCTION refuse_claims() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN RAISE EXCEPTION 'claims refused by the test'; END $$;
+            CREATE TRIGGER refuse_claims BEFORE DELETE ON tasker_queue FOR EACH STATEMENT EXECUTE FUNCTION refuse_claims();
+            """)
+        let run = try Background(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir,
+                                 environment: ["TASKER_TEST_UNDEFINED_AFTER": "0.5"])
+        #expect(await w.waitFor("cannot claim jobs", onStderr: true))
+        #expect(await run.waitFor("the live workers that define 'double' cannot claim jobs: 1 task of it wait in the queue",
+                                  onStderr: true))
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'queued'") == "1")
+        _ = sql("DROP TRIGGER refuse_claims ON tasker_queue")
+        let result = await run.finish()
+        #expect(await w.waitFor("claims work again", onStderr: true))
+        w.signal(SIGTERM)
+        let ws = await w.finish()
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stdout.contains("got 42"), "\(result.stdout)")
+        #expect(result.stderr.contains("claims refused by the test") && result.stderr.contains("worker "), "\(result.stderr)")
+        #expect(result.stderr.components(separatedBy: "cannot claim jobs").count == 2, "said once: \(result.stderr)")
+        #expect(ws.stderr.components(separatedBy: "cannot claim jobs").count == 2, "said once: \(ws.stderr)")
+        #expect(!result.stderr.contains("no live worker defines"), "\(result.stderr)")
+    }
+
     @Test func anotherVersionOfADefinitionOnAWorkerIsRecordedAndNamed() async throws {
         let s = try Scratch(["defs.lua": """
             double = tasker.define("double", function(ctx, args) return args.n * 2 end)
