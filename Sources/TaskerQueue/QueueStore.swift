@@ -71,20 +71,34 @@ enum QueueStore {
     static let cancelChannel = "tasker_cancel"
 
     /// Inserts attempts of `run` (an attempt already there is left alone: a
-    /// resumed coordinator may hand one over again) and wakes the workers.
+    /// resumed coordinator, or a batch sent again after a lost connection,
+    /// may hand one over again) and wakes the workers.
     static func enqueue(run: String, _ attempts: [RemoteAttempt], _ c: PGConnection) throws {
         guard !attempts.isEmpty else { return }
-        try c.query("""
-            WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout, idempotency_key, version)
-              SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::text[], $9::text[])
-              ON CONFLICT (run, task, attempt) DO NOTHING RETURNING id, priority, name),
-                 q AS (INSERT INTO tasker_queue SELECT id, priority, name FROM ins)
-            SELECT pg_notify('\(jobsChannel)', count(*)::text) FROM ins
-            """, [run, PGArray.integers(attempts.map(\.task)), PGArray.integers(attempts.map(\.attempt)),
-                  PGArray.text(attempts.map(\.name)), PGArray.text(attempts.map(\.args)),
-                  PGArray.integers(attempts.map(\.priority)),
-                  PGArray.text(attempts.map { a in a.timeout.map { String($0) } }),
-                  PGArray.text(attempts.map(\.key)), PGArray.text(attempts.map(\.version))])
+        let params = [run, PGArray.integers(attempts.map(\.task)), PGArray.integers(attempts.map(\.attempt)),
+                      PGArray.text(attempts.map(\.name)), PGArray.text(attempts.map(\.args)),
+                      PGArray.integers(attempts.map(\.priority)),
+                      PGArray.text(attempts.map { a in a.timeout.map { String($0) } }),
+                      PGArray.text(attempts.map(\.key)), PGArray.text(attempts.map(\.version))]
+        // A plain insert first: ON CONFLICT inserts each row speculatively
+        // and confirms it (measured: 10,000 rows in 66-94 ms against 46).
+        // The statement is all or nothing, so when one attempt is there
+        // already it inserts none, and the batch goes again skipping those.
+        do {
+            try c.query(enqueueStatement(skippingPresent: false), params)
+        } catch let e as PGError where e.sqlState == "23505" {
+            try c.query(enqueueStatement(skippingPresent: true), params)
+        }
+    }
+
+    private static func enqueueStatement(skippingPresent: Bool) -> String {
+        """
+        WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout, idempotency_key, version)
+          SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::text[], $9::text[])
+          \(skippingPresent ? "ON CONFLICT (run, task, attempt) DO NOTHING" : "") RETURNING id, priority, name),
+             q AS (INSERT INTO tasker_queue SELECT id, priority, name FROM ins)
+        SELECT pg_notify('\(jobsChannel)', count(*)::text) FROM ins
+        """
     }
 
     /// Claims up to `limit` queued jobs for `worker` among the definitions

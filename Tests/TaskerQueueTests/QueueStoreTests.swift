@@ -31,6 +31,13 @@ import Testing
         // the same attempt handed over again (a resumed coordinator) is not queued twice
         try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1)], c) }
         #expect(try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
+        // a batch with one attempt there already and new ones: the new ones
+        // are queued (once), the present one is left alone
+        try db.sync { c in try QueueStore.enqueue(run: "r1", [job(5), job(3), job(6)], c) }
+        let again = try db.sync { c in try QueueStore.claim(worker: "w2", limit: 10, versions: QueueStoreTests.work, c) }
+        #expect(again.map(\.args).sorted() == ["{\"n\":5}", "{\"n\":6}"])
+        let rows = try db.sync { c in try c.query("SELECT count(*), count(DISTINCT task) FROM tasker_jobs WHERE run = 'r1'") }
+        #expect(rows.first?.optionalText(0) == "6" && rows.first?.optionalText(1) == "6")
     }
 
     /// A claimed batch comes back in claim order, whatever the order of
