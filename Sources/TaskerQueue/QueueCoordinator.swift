@@ -45,6 +45,9 @@ public final class QueueCoordinator: RemoteQueue {
         /// worker ran another version), and when live workers were last
         /// looked up.
         var warnedUndefined: Set<String> = []
+        /// Names whose workers were said to fail their claims (apart: a
+        /// name said undefined may later get a worker that cannot claim).
+        var warnedTroubled: Set<String> = []
         var warnedVersion: Set<String> = []
         var checkedWorkers: UInt64 = 0
         var checking = false
@@ -54,6 +57,7 @@ public final class QueueCoordinator: RemoteQueue {
         /// The server was away past the outage limit: the run fails.
         var gaveUp: TaskFailure?
         var notice: @Sendable (String) -> Void = { _ in }
+        var deliveryLoop: EventLoop?
     }
 
     /// Seconds an attempt waits before the coordinator looks whether any
@@ -66,6 +70,13 @@ public final class QueueCoordinator: RemoteQueue {
     /// Where warnings go (the run's log); stderr until set.
     public func onWarning(_ warn: @escaping @Sendable (String) -> Void) {
         state.withLock { $0.warn = warn }
+    }
+
+    /// The loop the attempts' callbacks run on: the results of one fetch
+    /// go there in one hop (a callback then finds itself on its loop)
+    /// instead of one per attempt, each a lock and a wake-up.
+    public func deliver(on loop: EventLoop) {
+        state.withLock { $0.deliveryLoop = loop }
     }
 
     private func warn(_ message: String) {
@@ -279,7 +290,7 @@ public final class QueueCoordinator: RemoteQueue {
     private func fetched(_ rows: [FinishedJob]) {
         var deliveries: [(@Sendable (RemoteOutcome) -> Void, RemoteOutcome)] = []
         var otherVersions: [FinishedJob] = []
-        let again = state.withLock { s in
+        let (again, loop) = state.withLock { s in
             for r in rows {
                 guard let w = s.waiting.removeValue(forKey: Key(task: r.task, attempt: r.attempt)) else { continue }
                 deliveries.append((w.done, Self.outcome(r)))
@@ -288,13 +299,18 @@ public final class QueueCoordinator: RemoteQueue {
                 }
             }
             s.fetching = false
-            return (!s.named.isEmpty || s.scan) && s.gaveUp == nil
+            return ((!s.named.isEmpty || s.scan) && s.gaveUp == nil, s.deliveryLoop)
         }
         for r in otherVersions {
             warn("'\(r.name)' ran on worker \(r.worker ?? "?") with another version of its definition "
                  + "(the worker's \(r.ranVersion ?? "?"), this pipeline's \(r.version ?? "?")): update the workers' FILE")
         }
-        for (cb, o) in deliveries { cb(o) }
+        if let loop, deliveries.count > 1 {
+            let batch = deliveries
+            loop.execute { for (cb, o) in batch { cb(o) } }
+        } else {
+            for (cb, o) in deliveries { cb(o) }
+        }
         if again { fetch() }
     }
 
@@ -323,7 +339,8 @@ public final class QueueCoordinator: RemoteQueue {
         let names: [String: Int] = state.withLock { s in
             guard !s.checking, now &- s.checkedWorkers >= min(after, 5_000_000_000) else { return [:] }
             var due: [String: Int] = [:]
-            for w in s.waiting.values where now &- w.since >= after && !s.warnedUndefined.contains(w.name) {
+            for w in s.waiting.values where now &- w.since >= after
+                && !(s.warnedUndefined.contains(w.name) && s.warnedTroubled.contains(w.name)) {
                 due[w.name, default: 0] += 1
             }
             if !due.isEmpty {
@@ -339,7 +356,7 @@ public final class QueueCoordinator: RemoteQueue {
             let (fresh, freshTroubled) = state.withLock { s in
                 s.checking = false
                 let fresh = undefined.filter { s.warnedUndefined.insert($0).inserted }
-                let freshTroubled = Set(troubled.map(\.name)).filter { s.warnedUndefined.insert($0).inserted }
+                let freshTroubled = Set(troubled.map(\.name)).filter { s.warnedTroubled.insert($0).inserted }
                 return (fresh, freshTroubled)
             }
             for name in fresh.sorted() {
@@ -349,9 +366,11 @@ public final class QueueCoordinator: RemoteQueue {
             }
             for name in freshTroubled.sorted() {
                 let n = names[name] ?? 0
-                let why = troubled.filter { $0.name == name }.prefix(3).map { "worker \($0.worker): \($0.problem)" }
+                let workers = troubled.filter { $0.name == name }
+                var why = workers.prefix(3).map { "worker \($0.worker): \($0.problem)" }.joined(separator: "; ")
+                if workers.count > 3 { why += "; and \(workers.count - 3) more" }
                 warn("the live workers that define '\(name)' cannot claim jobs: \(n) task\(n == 1 ? "" : "s") of it "
-                     + "wait in the queue (\(why.joined(separator: "; ")))")
+                     + "wait in the queue (\(why))")
             }
         }, failed: { [self] _ in state.withLock { $0.checking = false } })
     }

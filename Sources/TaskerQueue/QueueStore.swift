@@ -153,12 +153,21 @@ enum QueueStore {
             """, [PGArray.text(names.sorted())]).firstColumn
     }
 
-    /// Live workers that define one of `names` and whose claims fail: the
-    /// name, the worker and why, by name then worker.
+    /// Records why the worker's claims fail (nil: they work).
+    static func record(worker: String, problem: String?, _ c: PGConnection) throws {
+        try c.query("UPDATE tasker_workers SET problem = $2 WHERE id = $1", [worker, problem])
+    }
+
+    /// Names among `names` that live workers define but none of them can
+    /// claim (each has a problem; a healthy one may just be busy): the
+    /// name, each such worker and why, by name then worker.
     static func troubled(_ names: [String], _ c: PGConnection) throws -> [(name: String, worker: String, problem: String)] {
         let rows = try c.query("""
             SELECT n, w.id, w.problem FROM unnest($1::text[]) AS n JOIN tasker_workers w ON n = ANY(w.defines)
             WHERE w.stopped IS NULL AND w.heartbeat > now() - make_interval(secs => w.lease) AND w.problem IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM tasker_workers h
+                              WHERE h.stopped IS NULL AND h.heartbeat > now() - make_interval(secs => h.lease)
+                                AND n = ANY(h.defines) AND h.problem IS NULL)
             ORDER BY n, w.id
             """, [PGArray.text(names.sorted())])
         return try rows.rows.map { r throws(PGError) in (try r.text(0), try r.text(1), try r.text(2)) }

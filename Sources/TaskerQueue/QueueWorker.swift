@@ -82,8 +82,10 @@ public final class QueueWorker {
     /// Why the last claim failed (nil: it worked): each heartbeat records
     /// it in the worker's row, where a coordinator whose jobs wait reads it.
     private var claimProblem: String?
-    /// When the worker's log last said so (once a minute while it lasts).
+    /// When the worker's log last said so (once a minute while it lasts),
+    /// and when a claim last failed.
     private var claimProblemSaid: UInt64 = 0
+    private var lastClaimFailure: UInt64 = 0
     /// Lines for the worker's log (claims refused, lease trouble, outages).
     public var log: (String) -> Void = { _ in }
 
@@ -222,15 +224,26 @@ public final class QueueWorker {
     private func claimed(_ jobs: [ClaimedJob], limit: Int, failure: String?) {
         claiming = false
         if let failure {
+            // Once a minute whatever the text (the server's may differ each
+            // time: a pid, a DETAIL line); the row gets its first line.
             let now = Monotonic.now()
-            if String(failure.prefix(500)) != claimProblem || now &- claimProblemSaid >= 60_000_000_000 {
+            if claimProblem == nil || now &- claimProblemSaid >= 60_000_000_000 {
                 log("cannot claim jobs: \(failure)")
                 claimProblemSaid = now
             }
-            claimProblem = String(failure.prefix(500))
+            let first = claimProblem == nil
+            claimProblem = Self.headline(failure)
+            lastClaimFailure = now
+            if first { recordProblem() }
         } else {
-            if claimProblem != nil { log("claims work again") }
-            claimProblem = nil
+            // A claim that got jobs shows claims work; an empty one (nothing
+            // queued, or every row locked by another worker) may never have
+            // reached what fails, so only some seconds without a failure do.
+            if claimProblem != nil, !jobs.isEmpty || Monotonic.now() &- lastClaimFailure >= 10_000_000_000 {
+                log("claims work again")
+                claimProblem = nil
+                recordProblem()
+            }
             lastClaimShort = jobs.count < limit
             pace.claimed(full: jobs.count == limit)
         }
@@ -243,6 +256,19 @@ public final class QueueWorker {
         startAhead()
         // a full batch: there may be more waiting
         if jobs.count == limit || claimAgain { claimMore() }
+    }
+
+    /// The first line of a server error, at most 300 characters.
+    static func headline(_ message: String) -> String {
+        String((message.split(separator: "\n", maxSplits: 1).first ?? "").prefix(300))
+    }
+
+    /// Writes `claimProblem` to the worker's row now (heartbeats write it
+    /// too): when claims begin or stop failing, a coordinator that looks
+    /// meanwhile sees it. Best effort.
+    private func recordProblem() {
+        let me = id, problem = claimProblem
+        db.submit({ c, _ in try QueueStore.record(worker: me, problem: problem, c) }, failed: { _ in })
     }
 
     /// Starts jobs held ahead while there are free slots.

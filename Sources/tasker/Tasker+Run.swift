@@ -194,6 +194,7 @@ extension Tasker {
             let result = PipelineRunner.run(path: file, options: options) { runtime in
                 groups = runtime.processGroups
                 queue?.onWarning(runtime.warningLog)
+                queue?.deliver(on: runtime.loop)
                 if let journalWriter { recorder = JournalRecorder(writer: journalWriter, runtime: runtime) }
                 if let events {
                     events.runtime = runtime

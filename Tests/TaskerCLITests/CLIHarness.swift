@@ -172,6 +172,13 @@ final class Background: @unchecked Sendable {
         return out
     }
 
+    /// What it has written to stderr so far.
+    var errors: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return err
+    }
+
     /// Waits (at most `seconds`) until stdout (or stderr) contains `text`,
     /// on a thread of its own: blocking one of the few threads async tests
     /// share could starve the very process it waits for.

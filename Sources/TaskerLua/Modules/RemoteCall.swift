@@ -55,20 +55,28 @@ final class RemoteWait: FiberWait {
 
     var lendsSlot: Bool { true }
 
+    /// Inside `start`: a result given there (the queue gave up before)
+    /// waits for the next turn, as the fiber is still being suspended.
+    private var starting = false
+
     func start(_ fiber: Fiber, in runtime: LuaRuntime) {
         waiting = true
+        starting = true
+        defer { starting = false }
         // Work is under way elsewhere: the run is not idle (nor deadlocked).
         loop = runtime.loop
         runtime.loop.beginActivity()
         let target = LoopBound((fiber, runtime, self), loop: runtime.loop)
         queue.submit(attempt) { outcome in
-            target.loop.execute {
+            let finish: @Sendable () -> Void = {
                 let (fiber, runtime, wait) = target.value
                 guard wait.waiting else { return }
                 wait.waiting = false
                 runtime.loop.endActivity()
                 runtime.finishWait(fiber, wait.resumption(outcome, runtime))
             }
+            // a batch of results is delivered on the loop already
+            if target.loop.inLoop, !target.value.2.starting { finish() } else { target.loop.execute(finish) }
         }
     }
 
