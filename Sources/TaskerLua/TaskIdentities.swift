@@ -553,16 +553,39 @@ final class TaskIdentities {
 
     /// "string", "_G.print", "tasker.exec": loaded modules by name, and the
     /// functions in them.
+    /// The name a loaded module gives `p`. Whether the set of modules
+    /// changed is looked at most once a millisecond (counting
+    /// `package.loaded` was a tenth of a defined task's derivation), and
+    /// again on a miss: a module loaded since is found at once.
     private func name(of p: UnsafeRawPointer, _ L: OpaquePointer) -> String? {
         if !namesChecked {
             namesChecked = true
-            let count = loadedModuleCount(L)
-            if count != loadedCount || names == nil {
-                loadedCount = count
-                names = loadedNames(L)
+            let now = Monotonic.now()
+            if names == nil || now &- namesLookedAt >= 1_000_000 {
+                namesLookedAt = now
+                refreshNames(L)
+                missRechecked = true
+            } else {
+                missRechecked = false
             }
         }
+        if let name = names?[p] { return name }
+        guard !missRechecked else { return nil }
+        missRechecked = true
+        namesLookedAt = Monotonic.now()
+        refreshNames(L)
         return names?[p]
+    }
+
+    private var namesLookedAt: UInt64 = 0
+    private var missRechecked = false
+
+    private func refreshNames(_ L: OpaquePointer) {
+        let count = loadedModuleCount(L)
+        if count != loadedCount || names == nil {
+            loadedCount = count
+            names = loadedNames(L)
+        }
     }
 
     /// Pushes `package.loaded` (and what led to it); false if it is not a table.
@@ -625,6 +648,8 @@ final class TaskIdentities {
     /// identity, the same across attempts and resumes. A task added while
     /// identities were not derived gets one now (its body and args as they
     /// are); one without an identity gets a key stable within the run.
+    private var pipelinePrefix: (pipeline: String, hasher: IdentityHasher)?
+
     func idempotencyKey(_ id: TaskID, pipeline: String, in L: OpaquePointer) -> String {
         if self[id] == nil {
             let top = lua_gettop(L)
@@ -637,8 +662,14 @@ final class TaskIdentities {
             record(id, explicitID: nil, name: runtime.engine.explicitName(id), body: body, args: args, in: L)
             lua_settop(L, top)
         }
-        var h = IdentityHasher()
-        h.string(pipeline)
+        // The pipeline's part once per run (a path hashed a byte at a time
+        // for every remote task).
+        if pipelinePrefix?.pipeline != pipeline {
+            var p = IdentityHasher()
+            p.string(pipeline)
+            pipelinePrefix = (pipeline, p)
+        }
+        var h = pipelinePrefix!.hasher
         if let text = self[id]?.text {
             h.string(text)
         } else {

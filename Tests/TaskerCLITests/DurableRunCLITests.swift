@@ -25,6 +25,33 @@ import Testing
         end}
         """
 
+    /// A captured module is its name in a task's identity, not its
+    /// content, also for a module loaded in the middle of adding tasks
+    /// (the names of loaded modules are looked at again on a miss).
+    @Test func aModuleLoadedBetweenAddsIsItsNameInTheIdentity() async throws {
+        let script = """
+            package.path = "./?.lua;" .. package.path
+            local first = tasker.add{args = {n = string.len("x")}, run = function(ctx) return ctx.idempotency_key end}
+            local m = require("mymod")
+            local second = tasker.add(function(ctx) return m.x, ctx.idempotency_key end)
+            local x, key = second:await()
+            print("x=" .. x .. " key=" .. key .. " first=" .. first:await())
+            """
+        var keys: [String] = []
+        let s = try Scratch(["p.lua": script])
+        defer { s.cleanup() }
+        for x in [1, 2] {
+            // the same pipeline (its path is part of the key), the module changed
+            try "return {x = \(x)}".write(to: s.dir.appendingPathComponent("mymod.lua"), atomically: true, encoding: .utf8)
+            for journal in [[], ["--no-journal"]] {
+                let r = try await tasker(["run", "--no-progress"] + journal + ["p.lua"], in: s.dir)
+                #expect(r.status == 0 && r.stdout.contains("x=\(x) "), "\(r.stdout)\(r.stderr)")
+                keys.append(String(r.stdout.split(separator: " ").dropFirst().first ?? ""))
+            }
+        }
+        #expect(Set(keys).count == 1 && keys.first?.hasPrefix("key=") == true, "\(keys)")
+    }
+
     func runs(_ s: Scratch, _ name: String) -> Int {
         (try? String(contentsOf: s.dir.appendingPathComponent("out/\(name)"), encoding: .utf8))?.count ?? 0
     }
