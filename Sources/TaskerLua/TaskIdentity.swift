@@ -18,9 +18,16 @@ public enum TaskIdentity: Sendable, Equatable {
         }
     }
 
+    /// 16 lower-case hex digits (one per remote task's key: written
+    /// directly, not through `String(_:radix:)` and a padding string).
     static func hex(_ h: UInt64) -> String {
-        let s = String(h, radix: 16)
-        return String(repeating: "0", count: 16 - s.count) + s
+        String(unsafeUninitializedCapacity: 16) { buffer in
+            let digits: StaticString = "0123456789abcdef"
+            digits.withUTF8Buffer { d in
+                for i in 0..<16 { buffer[i] = d[Int((h >> UInt64(60 - 4 * i)) & 0xf)] }
+            }
+            return 16
+        }
     }
 }
 
