@@ -97,20 +97,37 @@ public final class QueueCoordinator: RemoteQueue {
         let events = OutageRelay()
         db = PGThread(url: url, name: "tasker.queue", outageLimit: StoreOutage.limit) { events.send($0) }
         let host = QueueWorker.hostName
-        try db.sync { c throws in
-            try QueueSchema.ensure(c)
-            try QueueStore.register(run: run, host: host, pid: getpid(), lease: lease, c)
-            if let resuming { try QueueStore.takeOver(run: resuming, host: host, c) }
+        // The listener connects beside the set-up (LISTEN needs no table):
+        // a run's start waited for one connection after the other.
+        let onNotify: @Sendable (String, String) -> Void = { [weak self] _, payload in self?.notified(payload) }
+        let onTick: @Sendable () -> Void = { [weak self] in
+            self?.fetch(scan: true)
+            self?.checkUndefined()
+            self?.heartbeatIfDue()
+        }
+        let listening = Mutex<PGListener?>(nil)
+        let listened = DispatchSemaphore(value: 0)
+        Thread {
+            let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 1, onNotify: onNotify, onTick: onTick)
+            listening.withLock { $0 = listener }
+            listened.signal()
+        }.start()
+        do {
+            try db.sync { c throws in
+                try QueueSchema.ensure(c)
+                try QueueStore.register(run: run, host: host, pid: getpid(), lease: lease, c)
+                if let resuming { try QueueStore.takeOver(run: resuming, host: host, c) }
+            }
+        } catch {
+            listened.wait()
+            listening.withLock { $0 }?.stop()
+            throw error
         }
         events.target = { [weak self] event in self?.outage(event) }
-        let listener = PGListener(
-            url: url, channels: [QueueStore.doneChannel], tick: 1,
-            onNotify: { [weak self] _, payload in self?.notified(payload) },
-            onTick: { [weak self] in
-                self?.fetch(scan: true)
-                self?.checkUndefined()
-                self?.heartbeatIfDue()
-            })
+        // Listening before anything is queued: no completion's NOTIFY can
+        // come before it.
+        listened.wait()
+        let listener = listening.withLock { $0 }
         state.withLock { $0.listener = listener }
     }
 
