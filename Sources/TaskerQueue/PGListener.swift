@@ -63,8 +63,13 @@ public final class PGListener: Sendable {
         }
     }
 
+    /// Whether the first connection (the one `init` waits for) was made.
+    public var listenedAtStart: Bool { startedListening.load(ordering: .relaxed) }
+    private let startedListening = Atomic<Bool>(false)
+
     private func run(_ ready: DispatchSemaphore) {
         var conn = connect()
+        startedListening.store(conn != nil, ordering: .relaxed)
         ready.signal()
         var lastTick = Date()
         var backoff = StoreOutage.firstBackoff

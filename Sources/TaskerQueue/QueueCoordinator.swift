@@ -58,6 +58,8 @@ public final class QueueCoordinator: RemoteQueue {
         var gaveUp: TaskFailure?
         var notice: @Sendable (String) -> Void = { _ in }
         var deliveryLoop: EventLoop?
+        /// The set-up is done: the listener's calls count from then on.
+        var setUp = false
     }
 
     /// Seconds an attempt waits before the coordinator looks whether any
@@ -99,36 +101,56 @@ public final class QueueCoordinator: RemoteQueue {
         let host = QueueWorker.hostName
         // The listener connects beside the set-up (LISTEN needs no table):
         // a run's start waited for one connection after the other.
-        let onNotify: @Sendable (String, String) -> Void = { [weak self] _, payload in self?.notified(payload) }
-        let onTick: @Sendable () -> Void = { [weak self] in
-            self?.fetch(scan: true)
-            self?.checkUndefined()
-            self?.heartbeatIfDue()
+        // Nothing from the listener before the set-up is done (its tick
+        // would hand the database thread work meanwhile).
+        let onNotify: @Sendable (String, String) -> Void = { [weak self] _, payload in
+            guard let self, self.state.withLock({ $0.setUp }) else { return }
+            self.notified(payload)
         }
-        let listening = Mutex<PGListener?>(nil)
-        let listened = DispatchSemaphore(value: 0)
-        Thread {
-            let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 1, onNotify: onNotify, onTick: onTick)
-            listening.withLock { $0 = listener }
-            listened.signal()
-        }.start()
-        do {
+        let onTick: @Sendable () -> Void = { [weak self] in
+            guard let self, self.state.withLock({ $0.setUp }) else { return }
+            self.fetch(scan: true)
+            self.checkUndefined()
+            self.heartbeatIfDue()
+        }
+        let makeListener: @Sendable () -> PGListener = { PGListener(url: url, channels: [QueueStore.doneChannel], tick: 1, onNotify: onNotify, onTick: onTick) }
+        let setUp = { [db] in
             try db.sync { c throws in
                 try QueueSchema.ensure(c)
                 try QueueStore.register(run: run, host: host, pid: getpid(), lease: lease, c)
                 if let resuming { try QueueStore.takeOver(run: resuming, host: host, c) }
             }
+        }
+        let listening = Mutex<PGListener?>(nil)
+        let listened = DispatchSemaphore(value: 0)
+        Thread {
+            let listener = makeListener()
+            listening.withLock { $0 = listener }
+            listened.signal()
+        }.start()
+        var listener: PGListener?
+        do {
+            try setUp()
+            listened.wait()
+            listener = listening.withLock { $0 }
         } catch {
             listened.wait()
-            listening.withLock { $0 }?.stop()
-            throw error
+            let early = listening.withLock { $0 }
+            early?.stop()
+            // The server took the listener's connection and refused this
+            // one (a role or server at its connection limit): as before
+            // the listener came first, set up, then listen if it can.
+            guard early?.listenedAtStart == true else { throw error }
+            try setUp()
+            listener = makeListener()
         }
         events.target = { [weak self] event in self?.outage(event) }
         // Listening before anything is queued: no completion's NOTIFY can
         // come before it.
-        listened.wait()
-        let listener = listening.withLock { $0 }
-        state.withLock { $0.listener = listener }
+        state.withLock { s in
+            s.listener = listener
+            s.setUp = true
+        }
     }
 
     /// Lines for the user about the server going away and coming back.
