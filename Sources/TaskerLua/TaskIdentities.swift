@@ -551,9 +551,8 @@ final class TaskIdentities {
         return h.finish()
     }
 
-    /// "string", "_G.print", "tasker.exec": loaded modules by name, and the
-    /// functions in them.
-    /// The name a loaded module gives `p`. Whether the set of modules
+    /// The name a loaded module gives `p` ("string", "_G.print",
+    /// "tasker.exec": modules and the functions in them). Whether the set of modules
     /// changed is looked at most once a millisecond (counting
     /// `package.loaded` was a tenth of a defined task's derivation), and
     /// again on a miss: a module loaded since is found at once.

@@ -14,12 +14,7 @@ enum PGArray {
 
     /// Strings quoted, `"` and `\` escaped.
     static func text(_ values: some Sequence<String>) -> String {
-        var out = Bytes()
-        for v in values {
-            out.separate()
-            out.quote(v)
-        }
-        return out.finish()
+        text(values.lazy.map(Optional.some))
     }
 
     /// The same with NULLs (nil).

@@ -114,7 +114,7 @@ public final class QueueCoordinator: RemoteQueue {
             self.heartbeatIfDue()
         }
         let makeListener: @Sendable () -> PGListener = { PGListener(url: url, channels: [QueueStore.doneChannel], tick: 1, onNotify: onNotify, onTick: onTick) }
-        let setUp = { [db] in
+        let register = { [db] in
             try db.sync { c throws in
                 try QueueSchema.ensure(c)
                 try QueueStore.register(run: run, host: host, pid: getpid(), lease: lease, c)
@@ -130,7 +130,7 @@ public final class QueueCoordinator: RemoteQueue {
         }.start()
         var listener: PGListener?
         do {
-            try setUp()
+            try register()
             listened.wait()
             listener = listening.withLock { $0 }
         } catch {
@@ -141,7 +141,7 @@ public final class QueueCoordinator: RemoteQueue {
             // one (a role or server at its connection limit): as before
             // the listener came first, set up, then listen if it can.
             guard early?.listenedAtStart == true else { throw error }
-            try setUp()
+            try register()
             listener = makeListener()
         }
         events.target = { [weak self] event in self?.outage(event) }
@@ -344,9 +344,9 @@ public final class QueueCoordinator: RemoteQueue {
             warn("'\(r.name)' ran on worker \(r.worker ?? "?") with another version of its definition "
                  + "(the worker's \(r.ranVersion ?? "?"), this pipeline's \(r.version ?? "?")): update the workers' FILE")
         }
-        if let loop, deliveries.count > 1 {
+        if let loop {
             let batch = deliveries
-            loop.execute { for (cb, o) in batch { cb(o) } }
+            if !batch.isEmpty { loop.execute { for (cb, o) in batch { cb(o) } } }
         } else {
             for (cb, o) in deliveries { cb(o) }
         }

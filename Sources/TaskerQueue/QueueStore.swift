@@ -85,13 +85,16 @@ enum QueueStore {
         // The statement is all or nothing, so when one attempt is there
         // already it inserts none, and the batch goes again skipping those.
         do {
-            try c.query(enqueueStatement(skippingPresent: false), params)
+            try c.query(enqueuePlain, params)
         } catch let e as PGError where e.sqlState == "23505" {
-            try c.query(enqueueStatement(skippingPresent: true), params)
+            try c.query(enqueueSkipping, params)
         }
     }
 
-    private static func enqueueStatement(skippingPresent: Bool) -> String {
+    private static let enqueuePlain = enqueueStatementText(skippingPresent: false)
+    private static let enqueueSkipping = enqueueStatementText(skippingPresent: true)
+
+    private static func enqueueStatementText(skippingPresent: Bool) -> String {
         """
         WITH ins AS (INSERT INTO tasker_jobs(run, task, attempt, name, args, priority, timeout, idempotency_key, version)
           SELECT $1, * FROM unnest($2::bigint[], $3::int[], $4::text[], $5::text[], $6::int[], $7::float8[], $8::text[], $9::text[])
