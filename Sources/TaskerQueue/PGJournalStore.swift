@@ -17,6 +17,9 @@ public final class PGJournalStore: JournalStore {
 
     public init(url: String) throws {
         session = PGSession(url: url, limit: StoreOutage.limit)
+        // Past an outage's limit the run failed, but its journal is still
+        // written once the server is back (the end waits for it).
+        session.triesAfterGivingUp = true
         host = JournalReader.hostName
         // A server that is not there at the start fails at once; one
         // restarting just then is waited for.

@@ -25,8 +25,13 @@ final class PGSession {
     private var connection: PGConnection?
     private var downSince: UInt64?
     private var backoff = StoreOutage.firstBackoff
-    /// Set past the limit: everything fails at once from then on.
+    /// Set past the limit: everything fails at once from then on (but
+    /// see `triesAfterGivingUp`).
     private(set) var gaveUp: PGError?
+    /// Past the limit, each `run` still makes one attempt to connect (no
+    /// waiting) and goes on if the server is back: for a journal, whose
+    /// end is worth recording once it can be, not for a run that failed.
+    var triesAfterGivingUp = false
 
     init(url: String, limit: Double?, setUp: @escaping (PGConnection) throws -> Void = { _ in },
          onEvent: @escaping (PGOutageEvent) -> Void = { _ in }) {
@@ -51,13 +56,24 @@ final class PGSession {
         var reached = false
         var conflicts = 0
         while true {
-            if let gaveUp { throw gaveUp }
+            if let gaveUp {
+                // Past the limit everything fails at once, unless this
+                // session tries again (one connection, no waiting).
+                guard triesAfterGivingUp, (try? live()) != nil else { throw gaveUp }
+                self.gaveUp = nil
+            }
             let c: PGConnection
             do {
                 c = try live()
                 reached = true
+            } catch let failure as SetUpFailure where failure.lost {
+                // Reached, then lost during the set-up (a restart just
+                // then): an outage like any other.
+                reached = true
+                try wait(after: failure.error, pause)
+                continue
             } catch {
-                let e = PGError(error)
+                let e = (error as? SetUpFailure)?.error ?? PGError(error)
                 guard patient || reached || e.sqlState == "57P03" || (e.sqlState == "08001" && withinStartGrace())
                 else { throw e }
                 try wait(after: e, pause)
@@ -95,12 +111,24 @@ final class PGSession {
     /// Drops the connection (stopping).
     func close() { connection = nil }
 
+    /// The set-up failed on a connection that was made: `lost` when the
+    /// connection went with it.
+    private struct SetUpFailure: Error {
+        var error: PGError
+        var lost: Bool
+    }
+
     private func live() throws -> PGConnection {
         if let c = connection, !c.isBroken { return c }
         connection = nil
         do {
             let c = try PGConnection(url: url)
-            try setUp(c)
+            do {
+                try setUp(c)
+            } catch {
+                let e = PGError(error)
+                throw SetUpFailure(error: e, lost: Self.isConnectionLoss(e, c))
+            }
             connection = c
             if let since = downSince {
                 onEvent(.back(Double(Monotonic.now() &- since) / 1e9))
@@ -108,6 +136,8 @@ final class PGSession {
             downSince = nil
             backoff = StoreOutage.firstBackoff
             return c
+        } catch let failure as SetUpFailure {
+            throw failure
         } catch {
             throw PGError(error)
         }

@@ -34,6 +34,12 @@ public final class QueueCoordinator: RemoteQueue {
         /// tried again after a reconnect).
         var inFlight: [RemoteAttempt] = []
         var flushing = false
+        /// Attempts to cancel in the database, gathered while a cancel
+        /// statement runs (`cancelling`); those it holds, kept until it
+        /// succeeds (it may be tried again after a reconnect).
+        var cancels: [Key] = []
+        var cancelsInFlight: [Key] = []
+        var cancelling = false
         var fetching = false
         /// Finished ids named by notifications, not read yet.
         var named: [Int64] = []
@@ -438,6 +444,41 @@ public final class QueueCoordinator: RemoteQueue {
             return s.outbox.count == before
         }
         guard inDatabase else { return }
-        db.submit { [run] c, _ in try QueueStore.cancel(run: run, task: task, attempt: attempt, c) }
+        let start = state.withLock { s in
+            s.cancels.append(Key(task: task, attempt: attempt))
+            if s.cancelling { return false }
+            s.cancelling = true
+            return true
+        }
+        if start { sendCancels() }
+    }
+
+    /// Cancels what gathered since the last cancel, in one statement (a
+    /// stopped run cancels thousands at once). Taken when the statement
+    /// runs: every attempt among them was inserted by then (the insert
+    /// that took it from the outbox was submitted, and so ran, first).
+    private func sendCancels() {
+        db.submit({ [self] c, _ in
+            let keys = state.withLock { s in
+                s.cancelsInFlight += s.cancels
+                s.cancels = []
+                return s.cancelsInFlight
+            }
+            // Safe twice: a cancelled attempt is left alone.
+            try QueueStore.cancel(run: run, attempts: keys.map { ($0.task, $0.attempt) }, c)
+            cancelsSent()
+        }, failed: { [self] _ in cancelsSent() })
+    }
+
+    private func cancelsSent() {
+        let again = state.withLock { s in
+            s.cancelsInFlight = []
+            if s.cancels.isEmpty || s.gaveUp != nil {
+                s.cancelling = false
+                return false
+            }
+            return true
+        }
+        if again { sendCancels() }
     }
 }

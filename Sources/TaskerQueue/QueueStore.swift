@@ -242,19 +242,25 @@ enum QueueStore {
         }.sorted { $0.seq < $1.seq }
     }
 
-    /// Cancels an attempt that is queued or running; a worker running it
-    /// hears of it at once (NOTIFY) or at its next heartbeat.
-    static func cancel(run: String, task: Int, attempt: Int, _ c: PGConnection) throws {
+    /// Cancels attempts of `run` that are queued or running, in one
+    /// statement however many (a run stopped with thousands waiting); a
+    /// worker running one hears of it at once (NOTIFY) or at its next
+    /// heartbeat. Locks in (task, attempt) order, as every cancel does.
+    static func cancel(run: String, attempts: [(task: Int, attempt: Int)], _ c: PGConnection) throws {
+        guard !attempts.isEmpty else { return }
+        let sorted = attempts.sorted { ($0.task, $0.attempt) < ($1.task, $1.attempt) }
         let rows = try c.query("""
-            WITH d AS (DELETE FROM tasker_queue q USING tasker_jobs j
-                       WHERE j.run = $1 AND j.task = $2::bigint AND j.attempt = $3::int AND \(listed) RETURNING q.id),
-                 u AS (UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
+            WITH k AS (SELECT * FROM unnest($2::bigint[], $3::int[]) AS k(task, attempt)),
+                 d AS (DELETE FROM tasker_queue q USING tasker_jobs j, k
+                       WHERE j.run = $1 AND j.task = k.task AND j.attempt = k.attempt AND \(listed) RETURNING q.id),
+                 u AS (UPDATE tasker_jobs j SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
                          claim = NULL, worker = coalesce(worker, ''), finished_at = now()
-                       WHERE \(afterUnlisting) AND run = $1 AND task = $2::bigint AND attempt = $3::int
-                         AND state IN ('queued', 'running')
-                       RETURNING id, worker)
+                       FROM k
+                       WHERE \(afterUnlisting) AND j.run = $1 AND j.task = k.task AND j.attempt = k.attempt
+                         AND j.state IN ('queued', 'running')
+                       RETURNING j.id, j.worker)
             SELECT id, worker FROM u
-            """, [run, String(task), String(attempt)])
+            """, [run, PGArray.integers(sorted.map { Int64($0.task) }), PGArray.integers(sorted.map { Int64($0.attempt) })])
         try notifyCancelled(rows, c)
     }
 
@@ -281,9 +287,10 @@ enum QueueStore {
     /// Tells the workers running the jobs in `rows` (`id, worker`) that
     /// they were cancelled (a job cancelled while queued has the worker '').
     private static func notifyCancelled(_ rows: PGRows, _ c: PGConnection) throws {
-        for r in rows.rows where !(r.optionalText(1) ?? "").isEmpty {
-            try c.query("SELECT pg_notify('\(cancelChannel)', $1)", [try r.text(0)])
-        }
+        let ids = try rows.rows.filter { !($0.optionalText(1) ?? "").isEmpty }.map { r throws(PGError) in try r.text(0) }
+        guard !ids.isEmpty else { return }
+        // one notification per job (a worker reads one id from each), sent in one statement
+        try c.query("SELECT pg_notify('\(cancelChannel)', id) FROM unnest($1::text[]) AS id", [PGArray.text(ids)])
     }
 
     /// Registers (or re-registers) a worker with the definitions it has.

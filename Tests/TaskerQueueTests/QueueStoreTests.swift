@@ -105,7 +105,7 @@ import Testing
         #expect(hot > 0, "\(hot) of 50 completions were HOT")
         try db.sync { c in
             try QueueStore.enqueue(run: "r2", [job(1)], c)
-            try QueueStore.cancel(run: "r2", task: 1, attempt: 1, c)
+            try QueueStore.cancel(run: "r2", attempts: [(1, 1)], c)
         }
         #expect(try db.sync { c in try c.query("SELECT worker FROM tasker_jobs WHERE run = 'r2'").first?.optionalText(0) } == "")
         #expect(try queueList() == [])
@@ -131,7 +131,7 @@ import Testing
         }
         #expect(try queueList() == [1, 2, 3, 4, 5, 6, 7, 8])
         try db.sync { c in
-            try QueueStore.cancel(run: "r1", task: 6, attempt: 1, c)
+            try QueueStore.cancel(run: "r1", attempts: [(6, 1)], c)
             try QueueStore.cancel(runs: ["r2"], why: "test", c)
         }
         #expect(try queueList() == [1, 2, 3, 4, 5])
@@ -147,7 +147,7 @@ import Testing
         try db.sync { c in try QueueStore.handBackUnknown(worker: "wb", known: [b[0].id], c) }
         #expect(try queueList().sorted() == [1, 2, 4, 5])
         // a running job cancelled is not listed again; the rest run once each
-        try db.sync { c in try QueueStore.cancel(run: "r1", task: 3, attempt: 1, c) }
+        try db.sync { c in try QueueStore.cancel(run: "r1", attempts: [(3, 1)], c) }
         let rest = try db.sync { c in try QueueStore.claim(worker: "wc", limit: 10, versions: QueueStoreTests.work, c) }
         #expect(rest.map(\.args).sorted() == ["{\"n\":1}", "{\"n\":2}", "{\"n\":4}", "{\"n\":5}"])
         #expect(try queueList() == [])
@@ -280,8 +280,37 @@ import Testing
             try QueueStore.enqueue(run: "r1", [job(1)], c)
         }
         let j = try db.sync { c in try QueueStore.claim(worker: "w", limit: 1, versions: QueueStoreTests.work, c) }
-        try db.sync { c in try QueueStore.cancel(run: "r1", task: 1, attempt: 1, c) }
+        try db.sync { c in try QueueStore.cancel(run: "r1", attempts: [(1, 1)], c) }
         #expect(try db.sync { c in try QueueStore.heartbeat(worker: "w", running: [j[0].id], c) }.stop == [j[0].id])
+    }
+
+    /// Many attempts cancel in one statement: the queued ones leave the
+    /// list, the running ones' workers each hear of their own job, and an
+    /// attempt that is not there (or is done already) is left alone.
+    @Test func aRunsManyCancelsEndEveryJobInOneStatement() throws {
+        let payloads = PayloadBox()
+        let listener = PGListener(url: url, channels: [QueueStore.cancelChannel], tick: 30,
+                                  onNotify: { _, p in payloads.add(p) }, onTick: {})
+        defer { listener.stop() }
+        try db.sync { c in
+            try QueueStore.enqueue(run: "r1", (1...300).map { job($0) }, c)
+            try QueueStore.enqueue(run: "r2", [job(1)], c)
+        }
+        let running = try db.sync { c in try QueueStore.claim(worker: "w", limit: 20, versions: QueueStoreTests.work, c) }
+        #expect(running.count == 20)
+        let done = running[0]
+        _ = try db.sync { c in try QueueStore.complete([JobCompletion(id: done.id, claim: done.claim, state: .succeeded, result: "[]")], c) }
+        let attempts = (1...300).reversed().map { (task: $0, attempt: 1) } + [(task: 999, attempt: 1), (task: 5, attempt: 2)]
+        try db.sync { c in try QueueStore.cancel(run: "r1", attempts: attempts, c) }
+        let states = try db.sync { c in
+            try c.query("SELECT run, state, worker, count(*) FROM tasker_jobs GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
+                .rows.map { r throws(PGError) in "\(try r.text(0)) \(try r.text(1)) \(r.optionalText(2) ?? "-") \(try r.int(3))" }
+        }
+        #expect(states == ["r1 cancelled  280", "r1 cancelled w 19", "r1 succeeded w 1", "r2 queued - 1"])
+        #expect(try queueList() == [1])  // r2's
+        var heard: Set<Int64> = []
+        while heard.count < 19, let p = payloads.wait(), let id = Int64(p) { heard.insert(id) }
+        #expect(heard == Set(running.dropFirst().map(\.id)))
     }
 
     @Test func aNotificationArrivesWhenJobsAreQueued() throws {
