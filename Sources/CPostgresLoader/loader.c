@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #define PQ_FUNCTIONS(X) \
-    X(PQclear) X(PQcmdTuples) X(PQconnectdb) X(PQconsumeInput) X(PQerrorMessage) X(PQescapeIdentifier) \
+    X(PQclear) X(PQcmdTuples) X(PQconnectdbParams) X(PQconsumeInput) X(PQerrorMessage) X(PQescapeIdentifier) \
     X(PQexec) X(PQexecParams) X(PQexecPrepared) X(PQprepare) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) X(PQfname) \
     X(PQnotifies) X(PQntuples) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) \
     X(PQsetNoticeProcessor) X(PQsocket) X(PQstatus)
@@ -50,7 +50,10 @@ static void need(void) {
 
 void PQclear(PGresult *r) { need(); real.PQclear(r); }
 char *PQcmdTuples(PGresult *r) { need(); return real.PQcmdTuples(r); }
-PGconn *PQconnectdb(const char *info) { need(); return real.PQconnectdb(info); }
+PGconn *PQconnectdbParams(const char *const *keywords, const char *const *values, int expand_dbname) {
+    need();
+    return real.PQconnectdbParams(keywords, values, expand_dbname);
+}
 int PQconsumeInput(PGconn *c) { need(); return real.PQconsumeInput(c); }
 char *PQerrorMessage(const PGconn *c) { need(); return real.PQerrorMessage(c); }
 char *PQescapeIdentifier(PGconn *c, const char *s, size_t n) { need(); return real.PQescapeIdentifier(c, s, n); }

@@ -16,6 +16,10 @@ public final class JournalWriter {
     static let interval = 0.05
     /// How long the end waits for a journal another process keeps locked.
     public static let lockWait = 5.0
+    /// What `close` waits beyond the store's end wait, at most, for a write
+    /// under way (a connection attempt gives up after 5 s).
+    public static let closeSlack = 10.0
+    private let closeBound: Double
 
     /// Starts the thread, which opens the journal in `directory`, records
     /// `run` and keeps the connection; errors come back from `close`.
@@ -28,7 +32,13 @@ public final class JournalWriter {
 
     /// Starts the thread, which opens the store with `open`, records `run`
     /// and keeps the connection; errors come back from `close`.
-    public init(run: JournalRun, open: @escaping @Sendable () throws -> JournalStore) {
+    /// `endWait`: how long the store's end may wait (its `endWait`), which
+    /// bounds `close` from the caller's side too: a write blocked in the
+    /// store (a connection attempt) is not waited for past it and
+    /// `closeSlack`.
+    public init(run: JournalRun, endWait: Double = JournalWriter.lockWait, closeSlack: Double = JournalWriter.closeSlack,
+                open: @escaping @Sendable () throws -> JournalStore) {
+        closeBound = endWait + closeSlack
         let queue = self.queue
         let thread = Thread {
             Thread.current.name = "tasker-journal"  // set from the thread itself: Linux shows it
@@ -122,7 +132,10 @@ public final class JournalWriter {
     public func close(ended: Double, exitCode: Int, counts: [String: Int], requests: [JournalHostRequests],
                       waitingAtMost seconds: Double? = nil) -> String? {
         queue.close(RunEnd(ended: ended, exitCode: exitCode, counts: counts, requests: requests))
-        return queue.waitFinished(until: seconds.map { Date(timeIntervalSinceNow: $0) })?.description
+        // Told how long (a signal ends the run): interrupted. Else past the
+        // bound the store did not answer.
+        return queue.waitFinished(until: Date(timeIntervalSinceNow: seconds ?? closeBound),
+                                  unanswered: seconds == nil ? closeBound : nil)?.description
     }
 
     /// Stops `close` waiting (a signal ends the run): it returns at once,
@@ -449,8 +462,9 @@ private final class WriteQueue: @unchecked Sendable {
     }
 
     /// Waits until the thread is done, or `abandon`, or `deadline`: then
-    /// what it holds and what it has not taken yet are unrecorded.
-    func waitFinished(until deadline: Date? = nil) -> Shortfall? {
+    /// what it holds and what it has not taken yet are unrecorded (because
+    /// the store did not answer in `unanswered` seconds, when given).
+    func waitFinished(until deadline: Date? = nil, unanswered: Double? = nil) -> Shortfall? {
         condition.lock()
         defer { condition.unlock() }
         while !state.finished && !state.abandoned {
@@ -464,6 +478,9 @@ private final class WriteQueue: @unchecked Sendable {
         var n = state.unrecorded + state.pending.plain.reduce(0) { $0 + $1.entries.count } + state.pending.entries.count
         if !state.pending.encoded.isEmpty {
             n += ([JournalCodec.version] + state.pending.encoded).withUnsafeBytes { JournalCodec.decode($0)?.count ?? 0 }
+        }
+        if let unanswered, !state.abandoned {
+            return Shortfall(unrecorded: n, endRecorded: false, reason: "the journal did not answer", waited: unanswered)
         }
         return Shortfall(unrecorded: n, endRecorded: false, reason: "interrupted while waiting for the journal")
     }

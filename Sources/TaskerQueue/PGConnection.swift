@@ -26,7 +26,7 @@ final class PGConnection {
             let why = String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             throw PGError(message: "--store needs libpq (Debian: libpq5): \(why)", sqlState: nil)
         }
-        guard let c = PQconnectdb(url) else { throw PGError(message: "out of memory", sqlState: nil) }
+        guard let c = Self.connect(url) else { throw PGError(message: "out of memory", sqlState: nil) }
         guard PQstatus(c) == CONNECTION_OK else {
             let message = StoreURL.redact(Self.trimmed(String(cString: PQerrorMessage(c))), url: url)
             PQfinish(c)
@@ -38,6 +38,32 @@ final class PGConnection {
     }
 
     deinit { PQfinish(conn) }
+
+    /// What tasker sets unless the URL says otherwise (`?connect_timeout=30`):
+    /// a server that accepts the connection and never answers (hung, or a
+    /// pooler whose server is down) fails the attempt after 5 s instead of
+    /// blocking for ever, so an outage's limit holds; and a connection to a
+    /// host that vanished is found dead by TCP within about half a minute,
+    /// not the system's two hours.
+    static let defaults: [(key: String, value: String)] = [
+        ("connect_timeout", "5"), ("keepalives", "1"), ("keepalives_idle", "10"), ("keepalives_interval", "5"),
+        ("keepalives_count", "3"), ("tcp_user_timeout", "30000"),
+    ]
+
+    /// `PQconnectdbParams` with `defaults` first and the URL last: libpq
+    /// applies keywords in order, so what the URL sets wins.
+    private static func connect(_ url: String) -> OpaquePointer? {
+        let pairs = defaults + [("dbname", url)]
+        let keys = pairs.map { strdup($0.key) }
+        let values = pairs.map { strdup($0.value) }
+        defer {
+            keys.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        let k = keys.map { UnsafePointer($0) } + [nil]
+        let v = values.map { UnsafePointer($0) } + [nil]
+        return PQconnectdbParams(k, v, 1)
+    }
 
     /// libpq gives no SQLSTATE for a failed connection. A server that is
     /// there but shutting down or starting up (a restart) says so in words

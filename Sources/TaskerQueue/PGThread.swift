@@ -11,6 +11,9 @@ public final class PGThread: @unchecked Sendable {
     private let condition = NSCondition()
     private var jobs: [Job] = []
     private var stopping = false
+    /// Until when work handed over before `stop` still waits for a server
+    /// that is away (nil: it fails at once once stopping).
+    private var stopGrace: Date?
     private let session: PGSession
     private let done = DispatchSemaphore(value: 0)
 
@@ -85,24 +88,31 @@ public final class PGThread: @unchecked Sendable {
     }
 
     /// Finishes what was handed over while the server answers (work still
-    /// waiting for it fails), then closes the connection.
-    public func stop() {
+    /// waiting for it fails, after `grace` seconds at most), then closes
+    /// the connection.
+    public func stop(grace: Double = 0) {
         condition.lock()
         stopping = true
+        stopGrace = grace > 0 ? Date(timeIntervalSinceNow: grace) : nil
         condition.signal()
         condition.unlock()
         done.wait()
     }
 
-    /// Waits `seconds` between tries; false when stopping.
+    /// Waits `seconds` between tries; false when stopping (past its grace).
     private func pause(_ seconds: Double) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         let until = Date(timeIntervalSinceNow: seconds)
-        while !stopping {
-            if !condition.wait(until: until) { break }
+        while true {
+            var end = until
+            if stopping {
+                guard let grace = stopGrace, grace > Date() else { return false }
+                end = min(end, grace)
+            }
+            if !condition.wait(until: end) { break }
         }
-        return !stopping
+        return !stopping || (stopGrace.map { $0 > Date() } ?? false)
     }
 
     private func run() {

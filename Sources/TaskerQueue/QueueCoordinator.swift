@@ -23,8 +23,10 @@ public final class QueueCoordinator: RemoteQueue {
 
     private struct Waiter {
         var done: @Sendable (RemoteOutcome) -> Void
-        var name: String
+        /// Kept to be sent again after a server restart (its row may be lost).
+        var attempt: RemoteAttempt
         var since: UInt64
+        var name: String { attempt.name }
     }
 
     private struct State {
@@ -165,7 +167,13 @@ public final class QueueCoordinator: RemoteQueue {
         set { state.withLock { $0.notice = newValue } }
     }
 
-    /// Gives up the lease (the run is over) and closes the connections.
+    /// How long the end waits for a server that is away at that moment (a
+    /// restart) to record it: past it the run's lease lapses and the
+    /// workers cancel its jobs then.
+    static let stopGrace = 5.0
+
+    /// Gives up the lease (the run is over), cancelling whatever of the run
+    /// is still queued or running, and closes the connections.
     public func stop() {
         let run = self.run
         db.submit { c, _ in try QueueStore.coordinatorStopped(run: run, c) }
@@ -174,7 +182,7 @@ public final class QueueCoordinator: RemoteQueue {
             s.listener = nil
             return l
         }?.stop()
-        db.stop()
+        db.stop(grace: Self.stopGrace)
     }
 
     /// A database error seen while the run went on, if any.
@@ -186,7 +194,7 @@ public final class QueueCoordinator: RemoteQueue {
     public func submit(_ a: RemoteAttempt, done: @escaping @Sendable (RemoteOutcome) -> Void) {
         let (start, gaveUp) = state.withLock { s -> (Bool, TaskFailure?) in
             if let g = s.gaveUp { return (false, g) }
-            s.waiting[Key(task: a.task, attempt: a.attempt)] = Waiter(done: done, name: a.name, since: Monotonic.now())
+            s.waiting[Key(task: a.task, attempt: a.attempt)] = Waiter(done: done, attempt: a, since: Monotonic.now())
             s.outbox.append(a)
             if s.flushing { return (false, nil) }
             s.flushing = true
@@ -248,9 +256,26 @@ public final class QueueCoordinator: RemoteQueue {
             notice("lost the connection to PostgreSQL (\(why)): reconnecting (the run waits for it up to \(PGSession.seconds(StoreOutage.limit)))")
         case .back(let seconds):
             notice("reconnected to PostgreSQL after \(String(format: "%.1f", seconds)) s")
+            resendWaiting()
         case .gaveUp(let why):
             giveUp(why)
         }
+    }
+
+    /// The server may have restarted, losing its last commits (they are
+    /// not flushed one by one): every attempt still waiting is queued again
+    /// (one already there is left alone), else one whose row was lost
+    /// would be waited for for ever.
+    private func resendWaiting() {
+        let start = state.withLock { s -> Bool in
+            guard s.gaveUp == nil else { return false }
+            let pending = Set((s.outbox + s.inFlight).map { Key(task: $0.task, attempt: $0.attempt) })
+            s.outbox += s.waiting.filter { !pending.contains($0.key) }.map(\.value.attempt).sorted { $0.task < $1.task }
+            if s.flushing || s.outbox.isEmpty { return false }
+            s.flushing = true
+            return true
+        }
+        if start { flush() }
     }
 
     /// Past the outage limit: every attempt waiting fails with kind

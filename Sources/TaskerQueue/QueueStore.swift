@@ -407,8 +407,17 @@ enum QueueStore {
         return try rows.first?.bool(0) ?? false
     }
 
+    /// The run has ended: its lease is given up, and any of its jobs still
+    /// queued or running is cancelled (the run cancels each task it stops,
+    /// but a cancel lost to a crash or a restart at that moment would leave
+    /// the workers running them; this statement is the one that counts).
     static func coordinatorStopped(run: String, _ c: PGConnection) throws {
-        try c.query("UPDATE tasker_coordinators SET stopped = now() WHERE run = $1", [run])
+        try c.transaction {
+            // one flush a run: this commit survives a crash that follows
+            try c.execute("SET LOCAL synchronous_commit TO on")
+            try cancel(runs: [run], why: "its run ended", c)
+            try c.query("UPDATE tasker_coordinators SET stopped = now() WHERE run = $1", [run])
+        }
     }
 
     /// A resumed run takes over the run it resumes: when that run's

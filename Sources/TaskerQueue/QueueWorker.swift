@@ -205,6 +205,8 @@ public final class QueueWorker {
         }
         claimAgain = false
         claiming = true
+        let handBack = handBackAtNextClaim
+        handBackAtNextClaim = false
         pace.claimSent()
         let bound = LoopBound(self, loop: loop)
         let me = id, versions = settings.versions
@@ -212,7 +214,7 @@ public final class QueueWorker {
         // answer be lost with the connection (see `handBackUnknown`).
         let known = Array(running.keys) + ahead.map(\.id) + outbox.map(\.id) + returns.map(\.id) + Array(inFlight)
         db.submit({ c, again in
-            if again { try QueueStore.handBackUnknown(worker: me, known: known, c) }
+            if again || handBack { try QueueStore.handBackUnknown(worker: me, known: known, c) }
             let claimed = try QueueStore.claim(worker: me, limit: limit, versions: versions, c)
             bound.loop.execute { bound.value.claimed(claimed, limit: limit, failure: nil) }
         }, failed: { error in
@@ -494,6 +496,10 @@ public final class QueueWorker {
         }
     }
 
+    /// Hand back, before the next claim, the jobs the server says run here
+    /// and this worker does not know (see `outage`).
+    private var handBackAtNextClaim = false
+
     /// The server went away or came back.
     private func outage(_ event: PGOutageEvent) {
         switch event {
@@ -502,6 +508,10 @@ public final class QueueWorker {
             log("lost the connection to PostgreSQL (\(why)): reconnecting; results are kept until it is back")
         case .back(let seconds):
             log("reconnected to PostgreSQL after \(String(format: "%.1f", seconds)) s")
+            // A restart may have lost the last completions (commits are not
+            // flushed one by one): their jobs, running here by the server's
+            // account but not by this worker's, go back to the queue.
+            handBackAtNextClaim = true
             // What waited went first; heartbeat now rather than at the next tick.
             heartbeat()
             claimMore()

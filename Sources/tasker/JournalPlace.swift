@@ -57,7 +57,7 @@ enum JournalPlace: CustomStringConvertible {
         case .directory(let d):
             Self.announce(d)
             return try JournalWriter(directory: d, run: run)
-        case .store(let url): return JournalWriter(run: run) { try PGJournalStore(url: url) }
+        case .store(let url): return JournalWriter(run: run, endWait: StoreOutage.limit) { try PGJournalStore(url: url) }
         }
     }
 }

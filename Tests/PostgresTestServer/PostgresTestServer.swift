@@ -118,6 +118,11 @@ public final class PostgresTestServer: Sendable {
     @discardableResult
     public func stop() -> Bool { pgCtlRun(["-m", "fast", "-w", "stop"]).0 == 0 }
 
+    /// `pg_ctl stop -m immediate`: a crash, as far as the data goes (what
+    /// was committed without a flush may be lost).
+    @discardableResult
+    public func crash() -> Bool { pgCtlRun(["-m", "immediate", "-w", "stop"]).0 == 0 }
+
     @discardableResult
     public func start() -> Bool { pgCtlRun(["-o", options, "-l", root + "/log", "-w", "start"]).0 == 0 }
 

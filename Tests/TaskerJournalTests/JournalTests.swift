@@ -10,6 +10,25 @@ import Testing
         JournalRun(id: id, pipeline: "/p.lua", args: ["a"], vars: ["k": "v"], started: started, pid: pid)
     }
 
+    /// A store that never answers (a connection attempt that hangs) holds
+    /// the run's end no longer than its end wait and the slack: the end
+    /// says what went unrecorded and why.
+    @Test func theEndWaitsForAStoreThatNeverAnswersNoLongerThanItsBound() {
+        let never = DispatchSemaphore(value: 0)
+        let w = JournalWriter(run: run("hung"), endWait: 0.2, closeSlack: 0.3) {
+            never.wait()
+            throw SQLiteError(code: 1, message: "unreachable")
+        }
+        w.submit(JournalEntry(id: 1, state: .succeeded))
+        let started = Date()
+        let shortfall = w.close(ended: 2000, exitCode: 0, counts: [:], requests: [])
+        let took = Date().timeIntervalSince(started)
+        never.signal()
+        #expect(took >= 0.4 && took < 5, "\(took) s")
+        #expect(shortfall?.contains("the journal did not answer") == true, "\(shortfall ?? "nil")")
+        #expect(shortfall?.contains("1 journal entry could not be recorded") == true, "\(shortfall ?? "nil")")
+    }
+
     @Test func entriesRoundTripThroughTheCodec() {
         var e = JournalEntry(id: 300, state: .failed)
         e.identity = .derived(0xdead_beef_0000_0001, occurrence: 3)

@@ -313,6 +313,28 @@ import Testing
         #expect(heard == Set(running.dropFirst().map(\.id)))
     }
 
+    /// A run's end gives up its lease and cancels whatever of it is still
+    /// queued or running (a cancel lost at that moment included); other
+    /// runs' jobs are left alone.
+    @Test func aRunsEndCancelsWhatIsLeftOfItAndGivesUpItsLease() throws {
+        try db.sync { c in
+            try QueueStore.register(run: "r1", host: "h", pid: 1, lease: 60, c)
+            try QueueStore.enqueue(run: "r1", (1...5).map { job($0) }, c)
+            try QueueStore.enqueue(run: "r2", [job(1)], c)
+        }
+        let running = try db.sync { c in try QueueStore.claim(worker: "w", limit: 2, versions: QueueStoreTests.work, c) }
+        #expect(running.map(\.args) == ["{\"n\":1}", "{\"n\":2}"])
+        try db.sync { c in try QueueStore.coordinatorStopped(run: "r1", c) }
+        let states = try db.sync { c in
+            try c.query("SELECT run, state, count(*) FROM tasker_jobs GROUP BY 1, 2 ORDER BY 1, 2")
+                .rows.map { r throws(PGError) in "\(try r.text(0)) \(try r.text(1)) \(try r.int(2))" }
+        }
+        #expect(states == ["r1 cancelled 5", "r2 queued 1"])
+        #expect(try queueList() == [1])  // r2's
+        #expect(try db.sync { c in try c.query("SELECT stopped IS NOT NULL FROM tasker_coordinators WHERE run = 'r1'").first?.bool(0) } == true)
+        #expect(try db.sync { c in try QueueStore.heartbeat(worker: "w", running: running.map(\.id), c) }.stop.sorted() == running.map(\.id).sorted())
+    }
+
     @Test func aNotificationArrivesWhenJobsAreQueued() throws {
         let heard = DispatchSemaphore(value: 0)
         let listener = PGListener(url: url, channels: [QueueStore.jobsChannel], tick: 30,
@@ -359,6 +381,11 @@ final class PayloadBox: @unchecked Sendable {
         items.append(p)
         condition.signal()
         condition.unlock()
+    }
+    var count: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return items.count
     }
     func wait() -> String? {
         condition.lock()

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresTestServer
+import TaskerCore
 import TaskerJournal
 import Testing
 @testable import TaskerQueue
@@ -69,4 +70,103 @@ import Testing
         #expect(journal.gaveUp == nil)
         #expect(throws: PGError.self) { try select(coordinator) }
     }
+
+    /// A crash loses the commits not flushed yet (`synchronous_commit` is
+    /// off): the coordinator, once reconnected, queues again what it still
+    /// waits for, so a job whose row was lost is run, not waited for for
+    /// ever.
+    @Test func anEnqueueLostInACrashIsQueuedAgainOnceTheServerIsBack() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let url = server.url()
+        func count() -> String {
+            server.psql(url, "SELECT count(*) FROM tasker_jobs WHERE run = 'lost'").trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        // nothing flushes the enqueue's commit before the crash
+        _ = server.psql(url, "ALTER SYSTEM SET wal_writer_delay = '10s'")
+        _ = server.psql(url, "SELECT pg_reload_conf()")
+        let q = try QueueCoordinator(url: url, run: "lost")
+        defer { q.stop() }
+        let outcome = PayloadBox()
+        q.submit(RemoteAttempt(task: 1, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil)) { o in
+            if case .succeeded(let json) = o { outcome.add(json) } else { outcome.add("failed: \(o)") }
+        }
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while count() != "1", Date() < deadline { usleep(20_000) }
+        #expect(count() == "1")
+        #expect(server.crash())
+        #expect(server.start())
+        // the row is gone, so the coordinator must send it again (it does on its next statement: the 1 s poll)
+        #expect(count() == "0", "the crash kept the commit: this test needs it lost")
+        while count() != "1", Date() < deadline { usleep(20_000) }
+        let db = PGThread(url: url, name: "worker")
+        defer { db.stop() }
+        let claimed = try db.sync { c in try QueueStore.claim(worker: "w", limit: 5, versions: ["work": nil], c) }
+        #expect(claimed.map(\.args) == ["{}"])
+        _ = try db.sync { c in
+            try QueueStore.complete(claimed.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[7]") }, c)
+        }
+        #expect(outcome.wait() == "[7]")
+    }
+
+    /// Work handed over before `stop` still waits, within the grace, for a
+    /// server that is away: a run that ends during a restart still records
+    /// its end (and cancels what is left).
+    @Test func workHandedOverBeforeStopWaitsOutAShortOutageWithinItsGrace() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let db = PGThread(url: server.url(), name: "test")
+        try db.sync { c in try c.execute("CREATE TABLE t (n int)") }
+        #expect(server.stop())
+        let failure = PayloadBox()
+        db.submit({ c, _ in try c.query("INSERT INTO t VALUES (1)") }, failed: { e in failure.add(e.message) })
+        let stopped = DispatchSemaphore(value: 0)
+        Thread {
+            db.stop(grace: 30)
+            stopped.signal()
+        }.start()
+        #expect(server.start())
+        #expect(stopped.wait(timeout: .now() + 30) == .success)
+        #expect(server.psql(server.url(), "SELECT count(*) FROM t").trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+        #expect(failure.count == 0)
+    }
+
+    /// A server that accepts the connection and never answers (hung, or a
+    /// pooler whose server is down) fails the attempt after the connect
+    /// timeout: it cannot hold a run (or its end) for ever.
+    @Test func aServerThatNeverAnswersFailsTheConnectionAttemptInSeconds() throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let started = Date()
+        #expect(throws: PGError.self) { try PGConnection(url: "postgres://tasker@127.0.0.1:\(listener.port)/postgres") }
+        let took = Date().timeIntervalSince(started)
+        #expect(took >= 4 && took < 15, "\(took) s")
+    }
+}
+
+/// A TCP port on 127.0.0.1 that accepts connections (the kernel's backlog)
+/// and never says a word.
+final class SilentListener {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
+        }
+        guard bound == 0, listen(fd, 16) == 0 else { throw PGError(message: "cannot listen", sqlState: nil) }
+        _ = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: addr.sin_port))
+    }
+
+    func close() { _ = Glibc.close(fd) }
 }
