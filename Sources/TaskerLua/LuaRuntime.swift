@@ -98,6 +98,23 @@ public final class LuaRuntime {
     /// Whether the main chunk raised (or the file did not load).
     public var mainChunkFailed: Bool { chunk.mainError != nil }
     lazy var taskBody = LuaTaskBody(runtime: self)
+    /// The fields of a spec table and of a retry table (see `SpecReader`),
+    /// made at the first read, on the thread that reads (every thread of
+    /// the state shares the registry and the strings).
+    private var specKeysMade: InternedKeys?
+    private var retryKeysMade: InternedKeys?
+    func specKeys(_ L: OpaquePointer) -> InternedKeys {
+        if let k = specKeysMade { return k }
+        let k = InternedKeys(SpecReader.fieldOrder, in: L)
+        specKeysMade = k
+        return k
+    }
+    func retryKeys(_ L: OpaquePointer) -> InternedKeys {
+        if let k = retryKeysMade { return k }
+        let k = InternedKeys(SpecReader.retryFieldOrder, in: L)
+        retryKeysMade = k
+        return k
+    }
     /// Each task's identity across runs (see `TaskIdentities`). A `let`:
     /// the journal reads it per task, and a computed path through the
     /// module list cost a retain each time.

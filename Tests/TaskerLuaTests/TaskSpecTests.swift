@@ -199,6 +199,9 @@ import TaskerCore
             try({run = function() end, when = "sometimes"})
             try({run = function() end, after = {1, 2}})
             try(42)
+            try({run = function() end, retry = {attempts = 2, tries = 3}})
+            try({function() end})
+            try({run = function() end, ["a_field_name_longer_than_forty_bytes_is_no_field"] = 1})
             local ok, err = pcall(function() tasker.add({run = print, priority = 1.5}) end)
             print(tostring(err))
             """)
@@ -210,7 +213,10 @@ import TaskerCore
             "usage\tbad field 'when' in 'tasker.add' spec (\"success\", \"failure\" or \"always\" expected, got \"sometimes\")",
             "usage\tbad field 'after' in 'tasker.add' spec (handle or list of handles expected, got table)",
             "usage\tbad argument #1 to 'tasker.add' (function or table expected, got number)",
-            "pipeline.lua:12: usage: bad field 'priority' in 'tasker.add' spec (integer expected, got 1.5)",
+            "usage\tunknown field 'tries' in 'tasker.add' retry table (known: attempts, backoff, delay, factor, jitter, max_delay, when)",
+            "usage\tunknown field of type number in 'tasker.add' spec (known: after, args, delay, id, key, name, priority, retry, run, start, tags, timeout, when)",
+            "usage\tunknown field 'a_field_name_longer_than_forty_bytes_is_no_field' in 'tasker.add' spec (known: after, args, delay, id, key, name, priority, retry, run, start, tags, timeout, when)",
+            "pipeline.lua:15: usage: bad field 'priority' in 'tasker.add' spec (integer expected, got 1.5)",
         ])
     }
 
