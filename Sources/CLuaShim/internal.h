@@ -33,6 +33,8 @@ struct tasker_Runtime {
     /// The thread whose yield came from the hook, and whether it was a stop.
     lua_State *hook_yield;
     int hook_stop;
+    /// Entries added to package.loaded so far (its __newindex counts them).
+    uint64_t loaded_changes;
     /// Lua's memory (the state's allocator's `ud` is this record).
     tasker_Pool pool;
 };

@@ -125,12 +125,31 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     }
 }
 
+// package.loaded's __newindex: stores the new entry (raw) and counts it,
+// so whoever names loaded modules (task identities) knows when to look
+// again without counting package.loaded at every look. `require` and
+// `package.loaded.x = t` both add entries through it.
+static int loaded_newindex(lua_State *L) {
+    lua_settop(L, 3);
+    lua_rawset(L, 1);
+    tasker_runtime(L)->loaded_changes++;
+    return 0;
+}
+
 static int open_all(lua_State *L) {
     luaL_openlibs(L);
     lua_pushcfunction(L, tasker_open_coroutine);
     lua_call(L, 0, 0);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, loaded_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_setmetatable(L, -2);
+    lua_pop(L, 1);
     return 0;
 }
+
+uint64_t tasker_loaded_changes(lua_State *L) { return tasker_runtime(L)->loaded_changes; }
 
 lua_State *tasker_newstate(tasker_Runtime *rt, char *err, size_t errlen) {
     lua_State *L = lua_newstate(tasker_pool_alloc, rt);

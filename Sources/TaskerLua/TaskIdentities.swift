@@ -64,10 +64,8 @@ final class TaskIdentities {
     private var bytecodeHashes: Int32 = LUA_NOREF
     /// Names of loaded modules and their functions, by address; built the
     /// first time a walk meets a table or a C function, and again when the
-    /// set of loaded modules changes (checked once per derivation).
+    /// set of loaded modules changes (see `name(of:)`).
     private var names: [UnsafeRawPointer: String]?
-    private var namesChecked = false
-    private var loadedCount = -1
 
 
     subscript(id: TaskID) -> Entry? {
@@ -246,7 +244,6 @@ final class TaskIdentities {
     /// A walk of the name, body and args (`record` first tries the body it
     /// saw last).
     private func derive(name: String?, body: Int32, args: Int32, in L: OpaquePointer) -> TaskIdentity {
-        namesChecked = false
         var h = IdentityHasher()
         // Taken out, not copied: a copy would share the array's storage and
         // the first append would copy it (an allocation per task).
@@ -283,7 +280,6 @@ final class TaskIdentities {
     /// hex; nil when it cannot be taken. A definition's version.
     func version(ofFunctionAt f: Int32, in L: OpaquePointer) -> String? {
         guard lua_type(L, f) == LUA_TFUNCTION else { return nil }
-        namesChecked = false
         var h = IdentityHasher()
         var walk = Walk()
         do { try value(L, lua_absindex(L, f), into: &h, &walk) } catch { return nil }
@@ -552,40 +548,24 @@ final class TaskIdentities {
     }
 
     /// The name a loaded module gives `p` ("string", "_G.print",
-    /// "tasker.exec": modules and the functions in them). Whether the set of modules
-    /// changed is looked at most once a millisecond (counting
-    /// `package.loaded` was a tenth of a defined task's derivation), and
-    /// again on a miss: a module loaded since is found at once.
+    /// "tasker.exec": modules and the functions in them). Looked up again
+    /// when an entry was added to `package.loaded` since (its __newindex
+    /// counts them: `require`, or by hand), so a module loaded between two
+    /// adds is found at once; counting `package.loaded` at each look (or at
+    /// each miss: every args table) was most of a defined task's
+    /// derivation. Entries replaced in place, or a metatable of the
+    /// script's own on `package.loaded`, go unseen.
     private func name(of p: UnsafeRawPointer, _ L: OpaquePointer) -> String? {
-        if !namesChecked {
-            namesChecked = true
-            let now = Monotonic.now()
-            if names == nil || now &- namesLookedAt >= 1_000_000 {
-                namesLookedAt = now
-                refreshNames(L)
-                missRechecked = true
-            } else {
-                missRechecked = false
-            }
+        let changes = tasker_loaded_changes(L)
+        if names == nil || changes != namesChanges {
+            namesChanges = changes
+            names = loadedNames(L)
         }
-        if let name = names?[p] { return name }
-        guard !missRechecked else { return nil }
-        missRechecked = true
-        namesLookedAt = Monotonic.now()
-        refreshNames(L)
         return names?[p]
     }
 
-    private var namesLookedAt: UInt64 = 0
-    private var missRechecked = false
-
-    private func refreshNames(_ L: OpaquePointer) {
-        let count = loadedModuleCount(L)
-        if count != loadedCount || names == nil {
-            loadedCount = count
-            names = loadedNames(L)
-        }
-    }
+    /// `tasker_loaded_changes` when `names` was built.
+    private var namesChanges: UInt64 = 0
 
     /// Pushes `package.loaded` (and what led to it); false if it is not a table.
     private func pushLoaded(_ L: OpaquePointer) -> Bool {
@@ -596,19 +576,6 @@ final class TaskIdentities {
         guard s.type(-1) == LUA_TTABLE else { return false }
         s.rawGet(-1, "loaded")
         return s.type(-1) == LUA_TTABLE
-    }
-
-    private func loadedModuleCount(_ L: OpaquePointer) -> Int {
-        let top = lua_gettop(L)
-        defer { lua_settop(L, top) }
-        guard pushLoaded(L) else { return -1 }
-        var n = 0
-        lua_pushnil(L)
-        while lua_next(L, -2) != 0 {
-            n += 1
-            tasker_pop(L, 1)
-        }
-        return n
     }
 
     private func loadedNames(_ L: OpaquePointer) -> [UnsafeRawPointer: String] {

@@ -34,8 +34,13 @@ import Testing
             local first = tasker.add{args = {n = string.len("x")}, run = function(ctx) return ctx.idempotency_key end}
             local m = require("mymod")
             local second = tasker.add(function(ctx) return m.x, ctx.idempotency_key end)
+            -- a module put in package.loaded by hand, between adds, is named too
+            local byHand = {x = m.x}
+            package.loaded.byhand = byHand
+            local third = tasker.add(function(ctx) return byHand.x, ctx.idempotency_key end)
             local x, key = second:await()
-            print("x=" .. x .. " key=" .. key .. " first=" .. first:await())
+            local _, handKey = third:await()
+            print("x=" .. x .. " key=" .. key .. handKey .. " first=" .. first:await())
             """
         var keys: [String] = []
         let s = try Scratch(["p.lua": script])

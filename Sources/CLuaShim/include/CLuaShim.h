@@ -79,6 +79,9 @@ void tasker_reset_hook(lua_State *L);
 /// Returns NULL on failure (message written to `err`, up to `errlen`).
 lua_State *tasker_newstate(tasker_Runtime *rt, char *err, size_t errlen);
 tasker_Runtime *tasker_runtime(lua_State *L);
+/// How many entries were added to package.loaded so far (by `require` or
+/// by hand): a change says the set of loaded modules may have changed.
+uint64_t tasker_loaded_changes(lua_State *L);
 
 /// Pushes a Lua function that calls `fn` through the trampoline. The `nup`
 /// values on top become upvalues 2...nup+1 (upvalue 1 holds `fn`).
