@@ -151,6 +151,10 @@ public struct PlainEntry: Sendable {
     public var valueLength: Int32
     /// The task's one value, when `valueLength` is `loneInteger`.
     public var integer: Int64 = 0
+    /// Where the task's name (UTF-8, given by its spec) is in the values
+    /// buffer; `nameLength` -1: no name given.
+    public var nameStart: Int32 = 0
+    public var nameLength: Int32 = -1
     /// No value stored.
     public static let notStored: Int32 = -1
     /// The values are `[integer]`.
@@ -318,7 +322,7 @@ public enum JournalCodec {
         switch p.valueLength {
         case PlainEntry.noValues:
             var text: (UInt8, UInt8) = (UInt8(ascii: "["), UInt8(ascii: "]"))
-            withUnsafeBytes(of: &text) { encode(plain: p, value: $0, scale: scale, previous: &previous, into: &out) }
+            withUnsafeBytes(of: &text) { encode(plain: p, value: $0, scale: scale, previous: &previous, values: values, into: &out) }
         case PlainEntry.loneInteger:
             // `[digits]`, written backwards from the end of a buffer on the stack
             var text: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
@@ -328,18 +332,21 @@ public enum JournalCodec {
                 let digits = DecimalText.write(p.integer, endingAt: UnsafeMutableRawBufferPointer(rebasing: buf[..<(buf.count - 1)]))
                 buf[digits - 1] = UInt8(ascii: "[")
                 encode(plain: p, value: UnsafeRawBufferPointer(rebasing: buf[(digits - 1)...]), scale: scale,
-                       previous: &previous, into: &out)
+                       previous: &previous, values: values, into: &out)
             }
         default:
             let inside = p.valueLength >= 0 && Int(p.valueStart) + Int(p.valueLength) <= values.count
             encode(plain: p, value: inside ? UnsafeRawBufferPointer(rebasing: values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)]) : nil,
-                   scale: scale, previous: &previous, into: &out)
+                   scale: scale, previous: &previous, values: values, into: &out)
         }
     }
 
     private static func encode(plain p: PlainEntry, value: UnsafeRawBufferPointer?, scale: TickScale, previous: inout (UInt64, Int)?,
-                               into out: inout [UInt8]) {
+                               values: UnsafeRawBufferPointer, into out: inout [UInt8]) {
         var flags = stateAndKind(p.state, .task)
+        let name: UnsafeRawBufferPointer? = p.nameLength >= 0 && Int(p.nameStart) + Int(p.nameLength) <= values.count
+            ? UnsafeRawBufferPointer(rebasing: values[Int(p.nameStart)..<Int(p.nameStart + p.nameLength)]) : nil
+        if name != nil { flags |= Flag.name }
         var same = false
         if p.occurrence > 0 {
             if let (h, n) = previous, h == p.identityHash, n + 1 == p.occurrence {
@@ -371,6 +378,17 @@ public enum JournalCodec {
             if p.occurrence > 0 && !same {
                 w.word(p.identityHash)
                 w.varint(UInt64(p.occurrence))
+            }
+            if let name {
+                // the fixed part so far, the name (masked like every name), the rest
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[..<w.count]))
+                w.count = 0
+                if SecretMask.shared.isEmpty {
+                    varint(UInt64(name.count), &out)
+                    out.append(contentsOf: name)
+                } else {
+                    string(String(decoding: name, as: UTF8.self), &out)
+                }
             }
             w.varint(UInt64(p.attempts))
             w.time(added)

@@ -249,14 +249,22 @@ final class JournalRecorder: EngineObserver {
     }
 
     /// The common case as a plain value, or nil when the task needs more
-    /// (a name, `spec.id`, tags, dependencies, values, a held time…).
-    private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64) -> PlainEntry? {
-        guard case .succeeded(let value) = outcome, !f.hasExplicitName, !f.isReused, !f.isGroup,
+    /// (`spec.id`, tags, dependencies, values that cannot be stored, a held
+    /// time…).
+    private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64,
+                            _ engine: Engine) -> PlainEntry? {
+        guard case .succeeded(let value) = outcome, !f.isReused, !f.isGroup,
               !f.isSchedule, !f.isEphemeral, !f.hasDependencies, extras.isEmpty || extras[id] == nil else { return nil }
         let d = runtime.plainIdentity(of: id)  // occurrence -1: the writer counts it
         guard d.occurrence != 0 else { return nil }
         var p = PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
                            occurrence: d.occurrence, added: f.added, started: f.started, ended: ended)
+        let valuesBefore = plainValues.count
+        if f.hasExplicitName, let name = engine.explicitName(id) {
+            p.nameStart = Int32(valuesBefore)
+            plainValues.append(contentsOf: name.utf8)
+            p.nameLength = Int32(plainValues.count - valuesBefore)
+        }
         switch value {
         case .none:  // the writer thread writes these two forms
             p.valueLength = PlainEntry.noValues
@@ -266,7 +274,10 @@ final class JournalRecorder: EngineObserver {
         default:
             let start = plainValues.count
             // Values that cannot be stored take the full path, which says why.
-            guard runtime.appendStorableValues(value, to: &plainValues) else { return nil }
+            guard runtime.appendStorableValues(value, to: &plainValues) else {
+                plainValues.removeSubrange(valuesBefore...)
+                return nil
+            }
             p.valueStart = Int32(start)
             p.valueLength = Int32(plainValues.count - start)
         }
@@ -316,7 +327,7 @@ final class JournalRecorder: EngineObserver {
         }
         let f = engine.facts(id)
         if f.started > 0 { noteDuration(id, ticks: end &- f.started, f, engine) }
-        if let p = plainEntry(id, outcome, f, ended: end) {
+        if let p = plainEntry(id, outcome, f, ended: end, engine) {
             plain.append(p)
             if plain.count >= Self.plainBatch || plainValues.count >= Self.plainValuesBatch { submitPlain() }
             scheduleTick(engine)

@@ -19,6 +19,8 @@ import Testing
         -- a lone integer result (the journal's writer formats it) holding a secret
         local code = math.tointeger(tonumber(tasker.secret("CODE")))
         tasker.add(function() return code end)
+        -- a named task that succeeds (the journal's plain entries) named with a secret
+        tasker.add{name = "ok-" .. api, run = function() end}
         """
     static let secrets = ["tok-SECRET-1", "key-12345", "db-pa55word", "73519264"]
 

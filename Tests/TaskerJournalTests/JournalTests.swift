@@ -105,6 +105,29 @@ import Testing
         #expect(d[100].error == "boom" && d[100].identity == .none)
     }
 
+    /// A task named by its spec is a plain entry too: its name (in the
+    /// values buffer) reads back, whether its identity is written or is the
+    /// one before it one occurrence later.
+    @Test func namedPlainEntriesKeepTheirNames() throws {
+        var blob: [UInt8] = [JournalCodec.version]
+        var previous: (UInt64, Int)?
+        let values = Array("deploy web-1[\"ok\"]ünï".utf8)
+        for i in 1...3 {
+            var p = PlainEntry(id: i, state: .succeeded, attempts: 1, identityHash: 5, occurrence: i, added: 1, started: 2, ended: 3)
+            if i != 2 {
+                p.nameStart = i == 1 ? 0 : 18
+                p.nameLength = i == 1 ? 12 : Int32(values.count - 18)
+            }
+            p.valueStart = 12
+            p.valueLength = 6
+            values.withUnsafeBytes { JournalCodec.encode(plain: p, scale: .nanoseconds(), values: $0, previous: &previous, into: &blob) }
+        }
+        let d = try #require(blob.withUnsafeBytes { JournalCodec.decode($0) })
+        #expect(d.map(\.name) == ["deploy web-1", nil, "ünï"])
+        #expect(d.map(\.value) == ["[\"ok\"]", "[\"ok\"]", "[\"ok\"]"])
+        #expect(d.map(\.identity) == [.derived(5, occurrence: 1), .derived(5, occurrence: 2), .derived(5, occurrence: 3)])
+    }
+
     /// No values and a lone integer reach the writer as forms, not bytes:
     /// it writes them as the JSON the values buffer would have held.
     @Test func plainEntriesWithoutValueBytesAreWrittenAsTheirJSON() throws {

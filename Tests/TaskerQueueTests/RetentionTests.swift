@@ -129,10 +129,15 @@ import Testing
             if !vacuumed { try await Task.sleep(nanoseconds: 100_000_000) }
         }
         #expect(vacuumed)
-        let dead = try db.sync { c in
-            try c.query("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'tasker_jobs'").first?.int(0)
+        // its statistics too may lag on a loaded machine
+        var dead = n
+        while dead >= QueueStore.deadRowsToVacuum && Date() < deadline {
+            dead = try db.sync { c in
+                try c.query("SELECT n_dead_tup FROM pg_stat_user_tables WHERE relname = 'tasker_jobs'").first?.int(0)
+            } ?? n
+            if dead >= QueueStore.deadRowsToVacuum { try await Task.sleep(nanoseconds: 100_000_000) }
         }
-        #expect((dead ?? n) < QueueStore.deadRowsToVacuum)
+        #expect(dead < QueueStore.deadRowsToVacuum)
     }
 
     /// A big run swept leaves a table of many MiB: the last rows deleted
