@@ -9,7 +9,7 @@
     X(PQclear) X(PQcmdTuples) X(PQconnectdbParams) X(PQconsumeInput) X(PQerrorMessage) X(PQescapeIdentifier) \
     X(PQexec) X(PQexecParams) X(PQexecPrepared) X(PQprepare) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) X(PQfname) \
     X(PQnotifies) X(PQntuples) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) \
-    X(PQsetNoticeProcessor) X(PQsocket) X(PQstatus)
+    X(PQsetNoticeProcessor) X(PQsocket) X(PQstatus) X(PQlibVersion)
 
 // Each slot has the type of libpq's own function (checked by the compiler
 // against libpq-fe.h).
@@ -89,3 +89,4 @@ PQnoticeProcessor PQsetNoticeProcessor(PGconn *c, PQnoticeProcessor p, void *arg
 }
 int PQsocket(const PGconn *c) { need(); return real.PQsocket(c); }
 ConnStatusType PQstatus(const PGconn *c) { need(); return real.PQstatus(c); }
+int PQlibVersion(void) { need(); return real.PQlibVersion(); }

@@ -39,16 +39,20 @@ final class PGConnection {
 
     deinit { PQfinish(conn) }
 
-    /// What tasker sets unless the URL says otherwise (`?connect_timeout=30`):
-    /// a server that accepts the connection and never answers (hung, or a
-    /// pooler whose server is down) fails the attempt after 5 s instead of
-    /// blocking for ever, so an outage's limit holds; and a connection to a
-    /// host that vanished is found dead by TCP within about half a minute,
-    /// not the system's two hours.
-    static let defaults: [(key: String, value: String)] = [
-        ("connect_timeout", "5"), ("keepalives", "1"), ("keepalives_idle", "10"), ("keepalives_interval", "5"),
-        ("keepalives_count", "3"), ("tcp_user_timeout", "30000"),
-    ]
+    /// What tasker sets unless the URL (`?connect_timeout=30`) or libpq's
+    /// environment (`PGCONNECT_TIMEOUT`) says otherwise: a server that
+    /// accepts the connection and never answers (hung, or a pooler whose
+    /// server is down) fails the attempt after 5 s instead of blocking for
+    /// ever, so an outage's limit holds; and a connection to a host that
+    /// vanished is found dead by TCP within about half a minute, not the
+    /// system's two hours (`tcp_user_timeout`: libpq 12 and later).
+    static var defaults: [(key: String, value: String)] {
+        var d: [(key: String, value: String)] = []
+        if getenv("PGCONNECT_TIMEOUT") == nil { d.append(("connect_timeout", "5")) }
+        d += [("keepalives", "1"), ("keepalives_idle", "10"), ("keepalives_interval", "5"), ("keepalives_count", "3")]
+        if PQlibVersion() >= 120000 { d.append(("tcp_user_timeout", "30000")) }
+        return d
+    }
 
     /// `PQconnectdbParams` with `defaults` first and the URL last: libpq
     /// applies keywords in order, so what the URL sets wins.

@@ -32,6 +32,11 @@ public final class QueueCoordinator: RemoteQueue {
     private struct State {
         var waiting: [Key: Waiter] = [:]
         var outbox: [RemoteAttempt] = []
+        /// Attempts inserted before that go again after a reconnect (their
+        /// rows may have been lost): apart from `outbox`, whose attempts
+        /// were never inserted, so a cancel of one of these still reaches
+        /// the database.
+        var resend: [RemoteAttempt] = []
         /// The batch being inserted (kept until it is: the insert may be
         /// tried again after a reconnect).
         var inFlight: [RemoteAttempt] = []
@@ -210,8 +215,9 @@ public final class QueueCoordinator: RemoteQueue {
         db.submit({ [self] c, _ in
             let jobs = state.withLock { s in
                 if s.inFlight.isEmpty {
-                    s.inFlight = s.outbox
+                    s.inFlight = s.resend + s.outbox
                     s.outbox = []
+                    s.resend = []
                 }
                 return s.inFlight
             }
@@ -227,7 +233,7 @@ public final class QueueCoordinator: RemoteQueue {
         let (jobs, again) = state.withLock { s in
             let j = s.inFlight
             s.inFlight = []
-            if s.outbox.isEmpty || s.gaveUp != nil {
+            if (s.outbox.isEmpty && s.resend.isEmpty) || s.gaveUp != nil {
                 s.flushing = false
                 return (j, false)
             }
@@ -266,12 +272,12 @@ public final class QueueCoordinator: RemoteQueue {
     /// not flushed one by one): every attempt still waiting is queued again
     /// (one already there is left alone), else one whose row was lost
     /// would be waited for for ever.
-    private func resendWaiting() {
+    func resendWaiting() {
         let start = state.withLock { s -> Bool in
             guard s.gaveUp == nil else { return false }
-            let pending = Set((s.outbox + s.inFlight).map { Key(task: $0.task, attempt: $0.attempt) })
-            s.outbox += s.waiting.filter { !pending.contains($0.key) }.map(\.value.attempt).sorted { $0.task < $1.task }
-            if s.flushing || s.outbox.isEmpty { return false }
+            let pending = Set((s.outbox + s.resend + s.inFlight).map { Key(task: $0.task, attempt: $0.attempt) })
+            s.resend += s.waiting.filter { !pending.contains($0.key) }.map(\.value.attempt).sorted { $0.task < $1.task }
+            if s.flushing || s.resend.isEmpty { return false }
             s.flushing = true
             return true
         }
@@ -286,6 +292,7 @@ public final class QueueCoordinator: RemoteQueue {
             s.gaveUp = failure
             s.error = why
             s.outbox = []
+            s.resend = []
             let all = Array(s.waiting.values)
             s.waiting = [:]
             return all
@@ -352,7 +359,13 @@ public final class QueueCoordinator: RemoteQueue {
             let rows = scan ? try QueueStore.finished(run: run, tasks: tasks, c) : try QueueStore.finished(ids: ids, c)
             fetched(rows)
         }, failed: { [self] error in
-            state.withLock { $0.error = error.message }
+            // What was to be read is looked for again at the next tick (not
+            // at once: a stopping thread fails every try).
+            state.withLock { s in
+                s.error = error.message
+                s.named = []
+                s.scan = false
+            }
             fetched([])
         })
     }
@@ -466,7 +479,10 @@ public final class QueueCoordinator: RemoteQueue {
             // Not inserted yet: it never will be.
             let before = s.outbox.count
             s.outbox.removeAll { $0.task == task && $0.attempt == attempt }
-            return s.outbox.count == before
+            if s.outbox.count < before { return false }
+            // Inserted (perhaps lost in a crash): not sent again, and cancelled there.
+            s.resend.removeAll { $0.task == task && $0.attempt == attempt }
+            return true
         }
         guard inDatabase else { return }
         let start = state.withLock { s in
@@ -492,7 +508,16 @@ public final class QueueCoordinator: RemoteQueue {
             // Safe twice: a cancelled attempt is left alone.
             try QueueStore.cancel(run: run, attempts: keys.map { ($0.task, $0.attempt) }, c)
             cancelsSent()
-        }, failed: { [self] _ in cancelsSent() })
+        }, failed: { [self] _ in
+            // Not now (the run stops while the server is away, or is past
+            // the outage limit): the run's end cancels what is left, else
+            // its lease lapsing does. Kept, they were sent again and again.
+            state.withLock { s in
+                s.cancels = []
+                s.cancelsInFlight = []
+            }
+            cancelsSent()
+        })
     }
 
     private func cancelsSent() {

@@ -415,9 +415,15 @@ enum QueueStore {
         try c.transaction {
             // one flush a run: this commit survives a crash that follows
             try c.execute("SET LOCAL synchronous_commit TO on")
-            try cancel(runs: [run], why: "its run ended", c)
-            try c.query("UPDATE tasker_coordinators SET stopped = now() WHERE run = $1", [run])
+            try stop(run: run, why: "its run ended", c)
         }
+    }
+
+    /// Cancels what is left of `run` and marks its lease given up (inside
+    /// the caller's transaction).
+    private static func stop(run: String, why: String, _ c: PGConnection) throws {
+        try cancel(runs: [run], why: why, c)
+        try c.query("UPDATE tasker_coordinators SET stopped = now() WHERE run = $1", [run])
     }
 
     /// A resumed run takes over the run it resumes: when that run's
@@ -433,15 +439,20 @@ enum QueueStore {
             let gone = try r.bool(2) || (r.optionalText(0) == host && !processExists(Int32(try r.int(1))))
             guard gone else { return false }
         }
-        try c.transaction {
-            try coordinatorStopped(run: run, c)
-            try cancel(runs: [run], why: "its run was resumed by another coordinator", c)
-        }
+        try c.transaction { try stop(run: run, why: "its run was resumed by another coordinator", c) }
         return true
     }
 
-    private static func processExists(_ pid: Int32) -> Bool {
-        pid > 0 && (kill(pid, 0) == 0 || errno == EPERM)
+    /// Whether process `pid` of this machine is alive: a zombie (killed,
+    /// not yet reaped by its parent: a container whose first process does
+    /// not reap) is not.
+    static func processExists(_ pid: Int32) -> Bool {
+        guard pid > 0, kill(pid, 0) == 0 || errno == EPERM else { return false }
+        // /proc/PID/stat: "pid (comm) S …"; comm may hold spaces and parentheses
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return true }
+        let state = stat[stat.index(after: close)...].drop { $0 == " " }.first
+        return state != "Z" && state != "X"
     }
 
     /// After a claim whose answer was lost with the connection (it may have

@@ -335,6 +335,23 @@ import Testing
         #expect(try db.sync { c in try QueueStore.heartbeat(worker: "w", running: running.map(\.id), c) }.stop.sorted() == running.map(\.id).sorted())
     }
 
+    /// A coordinator killed and not yet reaped (a zombie: a container whose
+    /// first process does not reap) is gone: its run may be taken over.
+    @Test func aZombieProcessDoesNotCountAsAlive() throws {
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+        defer { argv.forEach { free($0) } }
+        #expect(posix_spawn(&pid, "/bin/true", nil, nil, argv, environ) == 0)
+        // it exits at once; not reaped until waitid says so (WNOWAIT leaves it a zombie)
+        var info = siginfo_t()
+        #expect(waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) == 0)
+        #expect(QueueStore.processExists(pid) == false)
+        #expect(QueueStore.processExists(getpid()))
+        var status: Int32 = 0
+        #expect(waitpid(pid, &status, 0) == pid)
+        #expect(QueueStore.processExists(pid) == false)
+    }
+
     @Test func aNotificationArrivesWhenJobsAreQueued() throws {
         let heard = DispatchSemaphore(value: 0)
         let listener = PGListener(url: url, channels: [QueueStore.jobsChannel], tick: 30,

@@ -142,6 +142,58 @@ import Testing
         let took = Date().timeIntervalSince(started)
         #expect(took >= 4 && took < 15, "\(took) s")
     }
+
+    /// An attempt queued again after a reconnect was inserted before: a
+    /// cancel of it still goes to the database (it was taken for one never
+    /// inserted, and its worker ran on).
+    @Test func aCancelRightAfterAReconnectReachesTheDatabase() async throws {
+        let (server, url) = try await PostgresTestServer.freshDatabase()
+        let q = try QueueCoordinator(url: url, run: "resent")
+        defer { q.stop() }
+        let n = 2000
+        for t in 1...n {
+            q.submit(RemoteAttempt(task: t, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil)) { _ in }
+        }
+        func queued() -> String {
+            server.psql(url, "SELECT count(*) FROM tasker_jobs WHERE run = 'resent' AND state = 'queued'")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while queued() != "\(n)", Date() < deadline { usleep(20_000) }
+        q.resendWaiting()  // as after a reconnect
+        q.cancel(task: n, attempt: 1)
+        while queued() != "\(n - 1)", Date() < deadline { usleep(20_000) }
+        #expect(queued() == "\(n - 1)")
+        #expect(server.psql(url, "SELECT state FROM tasker_jobs WHERE run = 'resent' AND task = \(n)")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "cancelled")
+    }
+
+    /// A run that ends while the server is away stops within its grace
+    /// (and the connection attempts that fail meanwhile), not at the outage
+    /// limit: nothing it gave up on is tried again and again.
+    @Test func aRunEndingWhileTheServerIsAwayStopsWithinItsGrace() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let q = try QueueCoordinator(url: server.url(), run: "away")
+        for t in 1...3 {
+            q.submit(RemoteAttempt(task: t, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil)) { _ in }
+        }
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while server.psql(server.url(), "SELECT count(*) FROM tasker_jobs").trimmingCharacters(in: .whitespacesAndNewlines) != "3",
+              Date() < deadline { usleep(20_000) }
+        let lost = DispatchSemaphore(value: 0)
+        q.notice = { message in if message.contains("lost the connection") { lost.signal() } }
+        #expect(server.stop())
+        // the first cancel's statement takes it and waits for the server;
+        // the second gathers behind it, its statement never to run
+        q.cancel(task: 1, attempt: 1)
+        #expect(lost.wait(timeout: .now() + 20) == .success)
+        q.cancel(task: 2, attempt: 1)
+        let started = Date()
+        q.stop()
+        let took = Date().timeIntervalSince(started)
+        #expect(took < QueueCoordinator.stopGrace + 10, "\(took) s")
+    }
 }
 
 /// A TCP port on 127.0.0.1 that accepts connections (the kernel's backlog)
