@@ -9,7 +9,9 @@
     X(PQclear) X(PQcmdTuples) X(PQconnectdbParams) X(PQconsumeInput) X(PQerrorMessage) X(PQescapeIdentifier) \
     X(PQexec) X(PQexecParams) X(PQexecPrepared) X(PQprepare) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) X(PQfname) \
     X(PQnotifies) X(PQntuples) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) \
-    X(PQsetNoticeProcessor) X(PQsocket) X(PQstatus) X(PQlibVersion)
+    X(PQsetNoticeProcessor) X(PQsocket) X(PQstatus) X(PQlibVersion) \
+    X(PQsendQuery) X(PQsendQueryParams) X(PQsendQueryPrepared) X(PQsendPrepare) X(PQisBusy) X(PQgetResult) \
+    X(PQflush) X(PQsetnonblocking)
 
 // Each slot has the type of libpq's own function (checked by the compiler
 // against libpq-fe.h).
@@ -90,3 +92,23 @@ PQnoticeProcessor PQsetNoticeProcessor(PGconn *c, PQnoticeProcessor p, void *arg
 int PQsocket(const PGconn *c) { need(); return real.PQsocket(c); }
 ConnStatusType PQstatus(const PGconn *c) { need(); return real.PQstatus(c); }
 int PQlibVersion(void) { need(); return real.PQlibVersion(); }
+
+int PQsendQuery(PGconn *c, const char *q) { need(); return real.PQsendQuery(c, q); }
+int PQsendQueryParams(PGconn *c, const char *q, int n, const Oid *types, const char *const *values,
+                      const int *lengths, const int *formats, int resultFormat) {
+    need();
+    return real.PQsendQueryParams(c, q, n, types, values, lengths, formats, resultFormat);
+}
+int PQsendQueryPrepared(PGconn *c, const char *name, int n, const char *const *values, const int *lengths,
+                        const int *formats, int resultFormat) {
+    need();
+    return real.PQsendQueryPrepared(c, name, n, values, lengths, formats, resultFormat);
+}
+int PQsendPrepare(PGconn *c, const char *name, const char *query, int n, const Oid *types) {
+    need();
+    return real.PQsendPrepare(c, name, query, n, types);
+}
+int PQisBusy(PGconn *c) { need(); return real.PQisBusy(c); }
+PGresult *PQgetResult(PGconn *c) { need(); return real.PQgetResult(c); }
+int PQflush(PGconn *c) { need(); return real.PQflush(c); }
+int PQsetnonblocking(PGconn *c, int arg) { need(); return real.PQsetnonblocking(c, arg); }

@@ -1,4 +1,6 @@
 import CPostgres
+import Foundation
+import TaskerCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -16,8 +18,12 @@ public struct PGError: Error, CustomStringConvertible {
 final class PGConnection {
     private let conn: OpaquePointer
 
+    /// How long a statement's answer is waited for (see `answerWait`).
+    private let answerWait: Double
+
     /// Connects to `url` (`postgres://user@host:port/db?...`).
-    init(url: String) throws {
+    init(url: String, answerWait: Double = PGConnection.defaultAnswerWait) throws {
+        self.answerWait = answerWait
         // libpq's parse errors repeat the string, password and all.
         do { try StoreURL.check(url) } catch { throw PGError(message: error.description, sqlState: nil) }
         // libpq loads at the first connection, not at every start.
@@ -35,6 +41,8 @@ final class PGConnection {
         conn = c
         // Notices ("relation already exists, skipping") are not for users.
         PQsetNoticeProcessor(c, { _, _ in }, nil)
+        // Sends and waits go through poll(2) with a deadline (`answer`).
+        PQsetnonblocking(c, 1)
     }
 
     deinit { PQfinish(conn) }
@@ -84,7 +92,24 @@ final class PGConnection {
     /// The socket, for waiting on notifications with poll(2).
     var socket: Int32 { PQsocket(conn) }
 
-    var isBroken: Bool { PQstatus(conn) != CONNECTION_OK }
+    var isBroken: Bool { abandoned || PQstatus(conn) != CONNECTION_OK }
+
+    /// The server did not answer in time: the connection's state is
+    /// unknown, it is not used again (the session opens a new one).
+    private var abandoned = false
+
+    /// Seconds a statement's answer may take before the connection counts
+    /// as broken (a server that stopped answering: its processes stopped,
+    /// a proxy that holds the connection and forwards nothing); the session
+    /// then reconnects, so an outage's limit holds. 60, or
+    /// `TASKER_STORE_ANSWER_WAIT` (tests shorten it). Maintenance that may
+    /// rightly take longer (VACUUM, an index rebuild, a schema upgrade)
+    /// waits for ever.
+    static let defaultAnswerWait: Double = {
+        if let text = ProcessInfo.processInfo.environment["TASKER_STORE_ANSWER_WAIT"],
+           let v = Double(text), v > 0, v.isFinite { return v }
+        return 60
+    }()
 
     /// Runs `sql` with text parameters ($1, $2, …; nil is NULL) and returns
     /// the rows as text (nil for NULL). Statements are prepared on first use
@@ -96,16 +121,16 @@ final class PGConnection {
         let name = try preparedName(sql, params.count)
         var cStrings: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
         defer { for p in cStrings { free(p) } }
-        let result: OpaquePointer? = cStrings.withUnsafeMutableBufferPointer { buf in
+        let sent: Int32 = cStrings.withUnsafeMutableBufferPointer { buf in
             buf.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
                 if let name {
-                    PQexecPrepared(conn, name, Int32(params.count), values.baseAddress, nil, nil, 0)
+                    PQsendQueryPrepared(conn, name, Int32(params.count), values.baseAddress, nil, nil, 0)
                 } else {
-                    PQexecParams(conn, sql, Int32(params.count), nil, values.baseAddress, nil, nil, 0)
+                    PQsendQueryParams(conn, sql, Int32(params.count), nil, values.baseAddress, nil, nil, 0)
                 }
             }
         }
-        return try rows(of: result)
+        return try rows(of: answer(sent: sent, within: answerWait))
     }
 
     /// Names of the statements prepared on this connection, by their text.
@@ -118,7 +143,7 @@ final class PGConnection {
         if let name = prepared[sql] { return name }
         guard prepared.count < Self.preparedLimit else { return nil }
         let name = "tasker\(prepared.count)"
-        _ = try rows(of: PQprepare(conn, name, sql, Int32(count), nil))
+        _ = try rows(of: answer(sent: PQsendPrepare(conn, name, sql, Int32(count), nil), within: answerWait))
         prepared[sql] = name
         return name
     }
@@ -147,15 +172,67 @@ final class PGConnection {
         }
     }
 
-    /// Runs several statements without parameters (schema set-up).
-    func execute(_ sql: String) throws {
-        guard let result = PQexec(conn, sql) else {
+    /// Runs several statements without parameters (set-up; maintenance,
+    /// which may rightly take long, `waitingForEver`).
+    func execute(_ sql: String, waitingForEver: Bool = false) throws {
+        guard let result = try answer(sent: PQsendQuery(conn, sql), within: waitingForEver ? nil : answerWait) else {
             throw PGError(message: Self.trimmed(String(cString: PQerrorMessage(conn))), sqlState: nil)
         }
         defer { PQclear(result) }
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
             throw PGError(message: Self.trimmed(String(cString: PQresultErrorMessage(result))), sqlState: nil)
+        }
+    }
+
+    /// The result of the statement just sent (`sent`: what `PQsend…`
+    /// returned): the first error among its results, else the last one;
+    /// nil when libpq failed (its message says why). Waits for the socket
+    /// with poll(2), `seconds` at most in all; past them the connection is
+    /// abandoned and this throws a connection failure (SQLSTATE 08006).
+    private func answer(sent: Int32, within seconds: Double?) throws -> OpaquePointer? {
+        guard sent == 1 else { return nil }
+        let deadline = seconds.map { Monotonic.now() &+ Monotonic.nanos($0) }
+        func wait(_ events: Int16) throws {
+            var p = pollfd(fd: PQsocket(conn), events: events, revents: 0)
+            while true {
+                var ms: Int32 = -1
+                if let deadline {
+                    let now = Monotonic.now()
+                    guard now < deadline else {
+                        abandoned = true
+                        throw PGError(message: "PostgreSQL did not answer within \(PGSession.seconds(seconds ?? 0))", sqlState: "08006")
+                    }
+                    ms = Int32(min(Double(Int32.max), (Double(deadline - now) / 1e6).rounded(.up)))
+                }
+                let r = poll(&p, 1, ms)
+                if r > 0 || (r < 0 && errno != EINTR) { return }
+            }
+        }
+        // what the send left in libpq's buffer (a large batch of parameters)
+        while true {
+            let f = PQflush(conn)
+            if f == 0 { break }
+            if f < 0 { return nil }
+            try wait(Int16(POLLIN | POLLOUT))
+            guard PQconsumeInput(conn) == 1 else { return nil }
+        }
+        var kept: OpaquePointer?
+        while true {
+            while PQisBusy(conn) == 1 {
+                try wait(Int16(POLLIN))
+                guard PQconsumeInput(conn) == 1 else {
+                    if let k = kept { PQclear(k) }
+                    return nil
+                }
+            }
+            guard let r = PQgetResult(conn) else { return kept }
+            if let k = kept, PQresultStatus(k) != PGRES_COMMAND_OK && PQresultStatus(k) != PGRES_TUPLES_OK {
+                PQclear(r)  // the first error stays the answer
+            } else {
+                if let k = kept { PQclear(k) }
+                kept = r
+            }
         }
     }
 

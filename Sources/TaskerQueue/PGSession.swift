@@ -33,10 +33,16 @@ final class PGSession {
     /// end is worth recording once it can be, not for a run that failed.
     var triesAfterGivingUp = false
 
-    init(url: String, limit: Double?, setUp: @escaping (PGConnection) throws -> Void = { _ in },
+    /// How long each statement's answer is waited for (see
+    /// `PGConnection.defaultAnswerWait`).
+    private let answerWait: Double
+
+    init(url: String, limit: Double?, answerWait: Double = PGConnection.defaultAnswerWait,
+         setUp: @escaping (PGConnection) throws -> Void = { _ in },
          onEvent: @escaping (PGOutageEvent) -> Void = { _ in }) {
         self.url = url
         self.limit = limit
+        self.answerWait = answerWait
         self.setUp = setUp
         self.onEvent = onEvent
     }
@@ -122,7 +128,7 @@ final class PGSession {
         if let c = connection, !c.isBroken { return c }
         connection = nil
         do {
-            let c = try PGConnection(url: url)
+            let c = try PGConnection(url: url, answerWait: answerWait)
             do {
                 try setUp(c)
             } catch {

@@ -135,7 +135,7 @@ extension QueueStore {
         // INDEX_CLEANUP ON: by default a vacuum that finds few pages with
         // dead rows skips the indexes and leaves those rows' slots in the
         // pages, which are then not empty and never given back
-        try c.execute("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) \(kept.table)")
+        try c.execute("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) \(kept.table)", waitingForEver: true)
         return true
     }
 
@@ -193,13 +193,13 @@ extension QueueStore {
             WHERE x.indrelid = '\(kept.table)'::regclass AND NOT x.indisvalid AND i.relname ~ $1
             """, [kept.cutRebuildIndexName])
         for row in invalid.rows {
-            try c.execute("DROP INDEX CONCURRENTLY IF EXISTS \(try row.text(0))")
+            try c.execute("DROP INDEX CONCURRENTLY IF EXISTS \(try row.text(0))", waitingForEver: true)
         }
         let bloated = try c.query("""
             SELECT \(bigAndFew) FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
             """, [String(kept.bigBytes), String(fewLiveRows)])
         guard try bloated.first?.bool(0) == true else { return !invalid.rows.isEmpty }
-        try c.execute("REINDEX TABLE CONCURRENTLY \(kept.table)")
+        try c.execute("REINDEX TABLE CONCURRENTLY \(kept.table)", waitingForEver: true)
         return true
     }
 }

@@ -171,7 +171,7 @@ enum QueueSchema {
             let found = try storedVersion(c)
             if found > version { throw newer(found) }
             guard found < version else { return }
-            for m in migrations[found...] { try c.execute(m) }
+            for m in migrations[found...] { try c.execute(m, waitingForEver: true) }
             try c.execute("DELETE FROM tasker_schema; INSERT INTO tasker_schema VALUES (\(version))")
         }
     }

@@ -118,6 +118,17 @@ public final class PostgresTestServer: Sendable {
     @discardableResult
     public func stop() -> Bool { pgCtlRun(["-m", "fast", "-w", "stop"]).0 == 0 }
 
+    /// Stops (`SIGSTOP`) or continues (`SIGCONT`) the server and all its
+    /// processes: a server that keeps its connections and answers nothing.
+    public func freeze(_ frozen: Bool) {
+        guard let first = try? String(contentsOfFile: dataDir + "/postmaster.pid", encoding: .utf8)
+            .split(separator: "\n").first, let pid = Int32(first) else { return }
+        let sig = frozen ? SIGSTOP : SIGCONT
+        if frozen { kill(pid, sig) }
+        _ = Self.run("/usr/bin/pkill", [frozen ? "-STOP" : "-CONT", "-P", String(pid)])
+        if !frozen { kill(pid, sig) }
+    }
+
     /// `pg_ctl stop -m immediate`: a crash, as far as the data goes (what
     /// was committed without a flush may be lost).
     @discardableResult

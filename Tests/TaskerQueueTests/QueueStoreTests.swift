@@ -404,10 +404,10 @@ final class PayloadBox: @unchecked Sendable {
         defer { condition.unlock() }
         return items.count
     }
-    func wait() -> String? {
+    func wait(seconds: Double = 10) -> String? {
         condition.lock()
         defer { condition.unlock() }
-        let deadline = Date(timeIntervalSinceNow: 10)
+        let deadline = Date(timeIntervalSinceNow: seconds)
         while items.isEmpty { if !condition.wait(until: deadline) { return nil } }
         return items.removeFirst()
     }

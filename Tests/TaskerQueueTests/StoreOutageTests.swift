@@ -82,9 +82,10 @@ import Testing
         func count() -> String {
             server.psql(url, "SELECT count(*) FROM tasker_jobs WHERE run = 'lost'").trimmingCharacters(in: .whitespacesAndNewlines)
         }
-        // nothing flushes the enqueue's commit before the crash
+        // nothing flushes the enqueue's commit before the crash (set at a
+        // restart: a reload reaches the WAL writer in its own time)
         _ = server.psql(url, "ALTER SYSTEM SET wal_writer_delay = '10s'")
-        _ = server.psql(url, "SELECT pg_reload_conf()")
+        #expect(server.restart())
         let q = try QueueCoordinator(url: url, run: "lost")
         defer { q.stop() }
         let outcome = PayloadBox()
@@ -193,6 +194,36 @@ import Testing
         q.stop()
         let took = Date().timeIntervalSince(started)
         #expect(took < QueueCoordinator.stopGrace + 10, "\(took) s")
+    }
+
+    /// A server that stops answering in the middle of a statement (its
+    /// processes stopped; a proxy that holds the connection and forwards
+    /// nothing) is an outage like any other: the answer is waited for
+    /// `answerWait`, then the session reconnects and, past its limit, gives
+    /// up instead of waiting for ever.
+    @Test func aServerThatStopsAnsweringIsAnOutageWithALimit() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let session = PGSession(url: server.url(), limit: 3, answerWait: 1)
+        let pause: (Double) -> Bool = { d in Thread.sleep(forTimeInterval: d); return true }
+        #expect(try session.run(pause: pause) { c, _ in try c.query("SELECT 1").first?.int(0) } == 1)
+        server.freeze(true)
+        // should the wait not end, the server goes on after 30 s and the test fails
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            if done.wait(timeout: .now() + 30) == .timedOut { server.freeze(false) }
+        }.start()
+        let started = Date()
+        var got = "answered"
+        do {
+            _ = try session.run(pause: pause) { c, _ in try c.query("SELECT 2") }
+        } catch {
+            got = "\(error)"
+        }
+        done.signal()
+        server.freeze(false)
+        #expect(got.contains("unreachable for 3 s"), "\(got)")
+        #expect(Date().timeIntervalSince(started) < 20)
     }
 }
 
