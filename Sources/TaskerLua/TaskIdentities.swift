@@ -553,8 +553,9 @@ final class TaskIdentities {
     /// counts them: `require`, or by hand), so a module loaded between two
     /// adds is found at once; counting `package.loaded` at each look (or at
     /// each miss: every args table) was most of a defined task's
-    /// derivation. Entries replaced in place, or a metatable of the
-    /// script's own on `package.loaded`, go unseen.
+    /// derivation. Entries replaced in place or set with `rawset`, or a
+    /// metatable of the script's own on `package.loaded`, go unseen (such
+    /// a module is then hashed by its content, not its name).
     private func name(of p: UnsafeRawPointer, _ L: OpaquePointer) -> String? {
         let changes = tasker_loaded_changes(L)
         if names == nil || changes != namesChanges {
