@@ -79,35 +79,47 @@ import Testing
         let server = try await PostgresTestServer.isolated()
         defer { server.destroy() }
         let url = server.url()
-        func count() -> String {
-            server.psql(url, "SELECT count(*) FROM tasker_jobs WHERE run = 'lost'").trimmingCharacters(in: .whitespacesAndNewlines)
-        }
-        // nothing flushes the enqueue's commit before the crash (set at a
-        // restart: a reload reaches the WAL writer in its own time)
+        // Nothing flushes the enqueue's commit before the crash: the WAL
+        // writer waits 10 s (set at a restart: a reload reaches it in its
+        // own time), and no autovacuum commits (synchronously) meanwhile.
         _ = server.psql(url, "ALTER SYSTEM SET wal_writer_delay = '10s'")
+        _ = server.psql(url, "ALTER SYSTEM SET autovacuum = off")
         #expect(server.restart())
-        let q = try QueueCoordinator(url: url, run: "lost")
-        defer { q.stop() }
-        let outcome = PayloadBox()
-        q.submit(RemoteAttempt(task: 1, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil)) { o in
-            if case .succeeded(let json) = o { outcome.add(json) } else { outcome.add("failed: \(o)") }
+        // Should something flush it anyway (a loaded machine), the crash
+        // kept the row and this try tests nothing: another one goes.
+        for attempt in 1...3 {
+            let run = "lost\(attempt)"
+            func count() -> String {
+                server.psql(url, "SELECT count(*) FROM tasker_jobs WHERE run = '\(run)'").trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            let q = try QueueCoordinator(url: url, run: run)
+            defer { q.stop() }
+            let outcome = PayloadBox()
+            q.submit(RemoteAttempt(task: 1, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil)) { o in
+                if case .succeeded(let json) = o { outcome.add(json) } else { outcome.add("failed: \(o)") }
+            }
+            let deadline = Date(timeIntervalSinceNow: 20)
+            while count() != "1", Date() < deadline { usleep(20_000) }
+            #expect(count() == "1")
+            #expect(server.crash())
+            #expect(server.start())
+            guard count() == "0" else {
+                _ = server.psql(url, "DELETE FROM tasker_queue; DELETE FROM tasker_jobs")
+                continue
+            }
+            // the row is gone: the coordinator sends it again (on its next statement: the 1 s poll)
+            while count() != "1", Date() < deadline { usleep(20_000) }
+            let db = PGThread(url: url, name: "worker")
+            defer { db.stop() }
+            let claimed = try db.sync { c in try QueueStore.claim(worker: "w", limit: 5, versions: ["work": nil], c) }
+            #expect(claimed.map(\.args) == ["{}"])
+            _ = try db.sync { c in
+                try QueueStore.complete(claimed.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[7]") }, c)
+            }
+            #expect(outcome.wait() == "[7]")
+            return
         }
-        let deadline = Date(timeIntervalSinceNow: 20)
-        while count() != "1", Date() < deadline { usleep(20_000) }
-        #expect(count() == "1")
-        #expect(server.crash())
-        #expect(server.start())
-        // the row is gone, so the coordinator must send it again (it does on its next statement: the 1 s poll)
-        #expect(count() == "0", "the crash kept the commit: this test needs it lost")
-        while count() != "1", Date() < deadline { usleep(20_000) }
-        let db = PGThread(url: url, name: "worker")
-        defer { db.stop() }
-        let claimed = try db.sync { c in try QueueStore.claim(worker: "w", limit: 5, versions: ["work": nil], c) }
-        #expect(claimed.map(\.args) == ["{}"])
-        _ = try db.sync { c in
-            try QueueStore.complete(claimed.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[7]") }, c)
-        }
-        #expect(outcome.wait() == "[7]")
+        Issue.record("the crash kept the commit three times: nothing was tested")
     }
 
     /// Work handed over before `stop` still waits, within the grace, for a
