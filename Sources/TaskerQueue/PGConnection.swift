@@ -18,11 +18,12 @@ public struct PGError: Error, CustomStringConvertible {
 final class PGConnection {
     private let conn: OpaquePointer
 
-    /// How long a statement's answer is waited for (see `answerWait`).
-    private let answerWait: Double
+    /// How long a statement's answer is waited for (see
+    /// `defaultAnswerWait`; nil: for ever).
+    private let answerWait: Double?
 
     /// Connects to `url` (`postgres://user@host:port/db?...`).
-    init(url: String, answerWait: Double = PGConnection.defaultAnswerWait) throws {
+    init(url: String, answerWait: Double? = PGConnection.defaultAnswerWait) throws {
         self.answerWait = answerWait
         // libpq's parse errors repeat the string, password and all.
         do { try StoreURL.check(url) } catch { throw PGError(message: error.description, sqlState: nil) }
@@ -206,7 +207,11 @@ final class PGConnection {
                     ms = Int32(min(Double(Int32.max), (Double(deadline - now) / 1e6).rounded(.up)))
                 }
                 let r = poll(&p, 1, ms)
-                if r > 0 || (r < 0 && errno != EINTR) { return }
+                if r > 0 { return }
+                if r < 0 && errno != EINTR {
+                    abandoned = true
+                    throw PGError(message: "cannot wait for PostgreSQL's answer: \(String(cString: strerror(errno)))", sqlState: "08006")
+                }
             }
         }
         // what the send left in libpq's buffer (a large batch of parameters)

@@ -35,9 +35,9 @@ final class PGSession {
 
     /// How long each statement's answer is waited for (see
     /// `PGConnection.defaultAnswerWait`).
-    private let answerWait: Double
+    private let answerWait: Double?
 
-    init(url: String, limit: Double?, answerWait: Double = PGConnection.defaultAnswerWait,
+    init(url: String, limit: Double?, answerWait: Double? = PGConnection.defaultAnswerWait,
          setUp: @escaping (PGConnection) throws -> Void = { _ in },
          onEvent: @escaping (PGOutageEvent) -> Void = { _ in }) {
         self.url = url
@@ -86,7 +86,9 @@ final class PGSession {
                 continue
             }
             do {
-                return try body(c, again)
+                let result = try body(c, again)
+                if downSince != nil { markBack() }
+                return result
             } catch {
                 let e = PGError(error)
                 // A deadlock's victim (or a serialization failure) was rolled
@@ -98,9 +100,16 @@ final class PGSession {
                 guard Self.isConnectionLoss(e, c) else { throw e }
                 connection = nil
                 again = true
-                markDown(e)
-                // The server may be back already (one dropped connection):
-                // the first reconnect is at once, the next ones wait.
+                if downSince == nil {
+                    // The server may be back already (one dropped
+                    // connection): the first reconnect is at once.
+                    markDown(e)
+                } else {
+                    // Lost again within the outage (a reconnect that then
+                    // got no answer: a statement blocked past its wait):
+                    // the backoff and the limit apply.
+                    try wait(after: e, pause)
+                }
             }
         }
     }
@@ -136,17 +145,20 @@ final class PGSession {
                 throw SetUpFailure(error: e, lost: Self.isConnectionLoss(e, c))
             }
             connection = c
-            if let since = downSince {
-                onEvent(.back(Double(Monotonic.now() &- since) / 1e9))
-            }
-            downSince = nil
-            backoff = StoreOutage.firstBackoff
             return c
         } catch let failure as SetUpFailure {
             throw failure
         } catch {
             throw PGError(error)
         }
+    }
+
+    /// A statement succeeded after an outage: the server is back (a
+    /// connection alone is not: it may get no answer).
+    private func markBack() {
+        if let since = downSince { onEvent(.back(Double(Monotonic.now() &- since) / 1e9)) }
+        downSince = nil
+        backoff = StoreOutage.firstBackoff
     }
 
     private func markDown(_ e: PGError) {

@@ -26,9 +26,16 @@ public final class PGThread: @unchecked Sendable {
     /// `outageLimit`: seconds without the server after which work fails
     /// (nil: it waits for ever). `onEvent` (on this thread) hears of the
     /// server going and coming back.
-    public init(url: String, name: String, outageLimit: Double? = nil,
-                onEvent: @escaping @Sendable (PGOutageEvent) -> Void = { _ in }) {
-        session = PGSession(url: url, limit: outageLimit, setUp: Self.setUp, onEvent: onEvent)
+    public convenience init(url: String, name: String, outageLimit: Double? = nil,
+                            onEvent: @escaping @Sendable (PGOutageEvent) -> Void = { _ in }) {
+        self.init(url: url, name: name, outageLimit: outageLimit, answerWait: PGConnection.defaultAnswerWait, onEvent: onEvent)
+    }
+
+    /// `answerWait`: how long each statement's answer is waited for (nil:
+    /// for ever, for maintenance; see `PGConnection.defaultAnswerWait`).
+    init(url: String, name: String, outageLimit: Double?, answerWait: Double?,
+         onEvent: @escaping @Sendable (PGOutageEvent) -> Void = { _ in }) {
+        session = PGSession(url: url, limit: outageLimit, answerWait: answerWait, setUp: Self.setUp, onEvent: onEvent)
         let thread = Thread { [self] in run() }
         thread.name = name
         thread.start()
@@ -49,6 +56,14 @@ public final class PGThread: @unchecked Sendable {
         // rescue's small UPDATE was compiled on every heartbeat (60-190 ms
         // in which the worker claimed nothing).
         try c.execute("SET enable_seqscan TO off; SET enable_bitmapscan TO off; SET jit TO off")
+        // A statement whose answer was not waited for (`answerWait`) goes
+        // on in the server until it notices the connection is closed: it
+        // looks every 5 s while one runs (PostgreSQL 14 and later), else
+        // each abandoned statement would hold a backend (and its locks).
+        try c.query("""
+            SELECT set_config('client_connection_check_interval', '5000', false)
+            WHERE current_setting('server_version_num')::int >= 140000
+            """)
     }
 
     /// Runs `body` on the thread with a live connection. When the
@@ -90,13 +105,15 @@ public final class PGThread: @unchecked Sendable {
     /// Finishes what was handed over while the server answers (work still
     /// waiting for it fails, after `grace` seconds at most), then closes
     /// the connection.
-    public func stop(grace: Double = 0) {
+    /// `waiting` false: returns at once (the thread ends after the
+    /// statement it is in, which may wait for ever: maintenance).
+    public func stop(grace: Double = 0, waiting: Bool = true) {
         condition.lock()
         stopping = true
         stopGrace = grace > 0 ? Date(timeIntervalSinceNow: grace) : nil
         condition.signal()
         condition.unlock()
-        done.wait()
+        if waiting { done.wait() }
     }
 
     /// Waits `seconds` between tries; false when stopping (past its grace).

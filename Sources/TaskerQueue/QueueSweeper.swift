@@ -27,7 +27,9 @@ final class QueueSweeper: Sendable {
         self.report = report
         // It waits for the server for ever, as the worker does; an outage
         // is the worker's to report.
-        db = PGThread(url: url, name: "tasker.sweep")
+        // Its statements may rightly take long (deleting a big run's rows,
+        // VACUUM): they are waited for, not abandoned and sent again.
+        db = PGThread(url: url, name: "tasker.sweep", outageLimit: nil, answerWait: nil)
     }
 
     /// Starts a sweep unless one is going on; `deleting` false: the vacuum
@@ -84,6 +86,8 @@ final class QueueSweeper: Sendable {
     /// Ends the sweep going on after its current batch, and the connection.
     func stop() {
         state.withLock { $0.stopping = true }
-        db.stop()
+        // not waited for: a statement of its may wait for ever (a frozen
+        // server, a rebuild behind a long transaction)
+        db.stop(waiting: false)
     }
 }

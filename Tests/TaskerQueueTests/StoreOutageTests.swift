@@ -237,6 +237,38 @@ import Testing
         #expect(got.contains("unreachable for 3 s"), "\(got)")
         #expect(Date().timeIntervalSince(started) < 20)
     }
+
+    /// A statement blocked past its answer wait (a table another session
+    /// keeps locked) is an outage that lasts: reconnecting does not reset
+    /// it, the limit applies, and the statements given up on do not stay
+    /// in the server holding a backend each (it checks the connection).
+    @Test func aStatementBlockedPastItsWaitFailsAtTheLimitAndLeavesNoBackend() async throws {
+        let (server, url) = try await PostgresTestServer.freshDatabase()
+        let locker = try PGConnection(url: url)
+        try locker.execute("CREATE TABLE t (n int)")
+        try locker.execute("BEGIN; LOCK TABLE t IN ACCESS EXCLUSIVE MODE")
+        let session = PGSession(url: url, limit: 3, answerWait: 1, setUp: PGThread.setUp)
+        let started = Date()
+        var failure = "answered"
+        do {
+            _ = try session.run(pause: { d in Thread.sleep(forTimeInterval: d); return true }) { c, _ in
+                try c.query("SELECT count(*) FROM t")
+            }
+        } catch {
+            failure = "\(error)"
+        }
+        let took = Date().timeIntervalSince(started)
+        #expect(failure.contains("unreachable for 3 s") && failure.contains("did not answer within 1 s"), "\(failure)")
+        #expect(took >= 3 && took < 15, "\(took) s")
+        func waiting() -> String {
+            server.psql(url, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while waiting() != "0", Date() < deadline { usleep(100_000) }
+        #expect(waiting() == "0")
+        try locker.execute("ROLLBACK")
+    }
 }
 
 /// A TCP port on 127.0.0.1 that accepts connections (the kernel's backlog)
