@@ -7,7 +7,7 @@
 
 #define PQ_FUNCTIONS(X) \
     X(PQclear) X(PQcmdTuples) X(PQconnectdbParams) X(PQconsumeInput) X(PQerrorMessage) X(PQescapeIdentifier) \
-    X(PQexec) X(PQexecParams) X(PQexecPrepared) X(PQprepare) X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) X(PQfname) \
+    X(PQfinish) X(PQfreemem) X(PQgetisnull) X(PQgetvalue) X(PQnfields) X(PQfname) \
     X(PQnotifies) X(PQntuples) X(PQresultErrorField) X(PQresultErrorMessage) X(PQresultStatus) \
     X(PQsetNoticeProcessor) X(PQsocket) X(PQstatus) X(PQlibVersion) \
     X(PQsendQuery) X(PQsendQueryParams) X(PQsendQueryPrepared) X(PQsendPrepare) X(PQisBusy) X(PQgetResult) \
@@ -59,21 +59,6 @@ PGconn *PQconnectdbParams(const char *const *keywords, const char *const *values
 int PQconsumeInput(PGconn *c) { need(); return real.PQconsumeInput(c); }
 char *PQerrorMessage(const PGconn *c) { need(); return real.PQerrorMessage(c); }
 char *PQescapeIdentifier(PGconn *c, const char *s, size_t n) { need(); return real.PQescapeIdentifier(c, s, n); }
-PGresult *PQexec(PGconn *c, const char *q) { need(); return real.PQexec(c, q); }
-PGresult *PQexecParams(PGconn *c, const char *q, int n, const Oid *types, const char *const *values,
-                       const int *lengths, const int *formats, int resultFormat) {
-    need();
-    return real.PQexecParams(c, q, n, types, values, lengths, formats, resultFormat);
-}
-PGresult *PQexecPrepared(PGconn *c, const char *name, int n, const char *const *values, const int *lengths,
-                         const int *formats, int resultFormat) {
-    need();
-    return real.PQexecPrepared(c, name, n, values, lengths, formats, resultFormat);
-}
-PGresult *PQprepare(PGconn *c, const char *name, const char *query, int n, const Oid *types) {
-    need();
-    return real.PQprepare(c, name, query, n, types);
-}
 void PQfinish(PGconn *c) { need(); real.PQfinish(c); }
 void PQfreemem(void *p) { need(); real.PQfreemem(p); }
 int PQgetisnull(const PGresult *r, int row, int col) { need(); return real.PQgetisnull(r, row, col); }

@@ -474,7 +474,9 @@ public final class QueueCoordinator: RemoteQueue {
     }
 
     public func cancel(task: TaskID, attempt: Int) {
-        let inDatabase = state.withLock { s in
+        // true: a cancel statement is to go now (else one is under way, or
+        // the attempt never reached the database)
+        let start = state.withLock { s in
             guard s.waiting.removeValue(forKey: Key(task: task, attempt: attempt)) != nil else { return false }
             // Not inserted yet: it never will be.
             let before = s.outbox.count
@@ -482,10 +484,6 @@ public final class QueueCoordinator: RemoteQueue {
             if s.outbox.count < before { return false }
             // Inserted (perhaps lost in a crash): not sent again, and cancelled there.
             s.resend.removeAll { $0.task == task && $0.attempt == attempt }
-            return true
-        }
-        guard inDatabase else { return }
-        let start = state.withLock { s in
             s.cancels.append(Key(task: task, attempt: attempt))
             if s.cancelling { return false }
             s.cancelling = true
