@@ -62,7 +62,11 @@ let package = Package(
         .target(name: "CMallocTuning"),
         .target(
             name: "TaskerCore",
-            dependencies: ["CTicks", "CSignalPipe", .product(name: "Collections", package: "swift-collections")],
+            dependencies: ["CTicks", "CSignalPipe",
+                           // the two modules used, not the umbrella: every module linked adds
+                           // protocol conformance records that the runtime scans at start-up
+                           .product(name: "DequeModule", package: "swift-collections"),
+                           .product(name: "HeapModule", package: "swift-collections")],
             swiftSettings: hotPath
         ),
         // libcurl, loaded at the first request instead of at every start.
@@ -72,7 +76,7 @@ let package = Package(
         .target(
             name: "TaskerLua",
             dependencies: ["TaskerCore", "TaskerHTTP", "CLuaShim", "CLua",
-                           .product(name: "Collections", package: "swift-collections"),
+                           .product(name: "DequeModule", package: "swift-collections"),
                            .product(name: "Logging", package: "swift-log")],
             swiftSettings: hotPath
         ),

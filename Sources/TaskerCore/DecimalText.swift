@@ -38,3 +38,25 @@ public enum DecimalText {
         }
     }
 }
+
+extension DecimalText {
+    /// A number with `places` decimals (0 to 9), rounded half to even,
+    /// without Foundation's `String(format:)` or a C `va_list` (the first
+    /// call of either sets up machinery: 0.3 ms of every run's start, where
+    /// the summary prints a duration). Too large for that (past 9e18
+    /// units of the last place) or not finite: Swift's own text.
+    public static func fixed(_ x: Double, places: Int) -> String {
+        let places = min(max(places, 0), 9)
+        var scale: Int64 = 1
+        for _ in 0..<places { scale *= 10 }
+        guard x.isFinite, x.magnitude * Double(scale) < 9e18 else { return "\(x)" }
+        let scaled = Int64((x.magnitude * Double(scale)).rounded(.toNearestOrEven))
+        var text = x.sign == .minus ? "-" : ""
+        text += String(scaled / scale)
+        if places > 0 {
+            let fraction = String(scaled % scale)
+            text += "." + String(repeating: "0", count: places - fraction.count) + fraction
+        }
+        return text
+    }
+}

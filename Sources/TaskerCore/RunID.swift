@@ -10,7 +10,7 @@ import Darwin
 ///
 ///     RunID.make()   // "miaz3k1x0q7f"
 public enum RunID {
-    static let digits = Array("0123456789abcdefghijklmnopqrstuvwxyz")
+    static let digits = Array("0123456789abcdefghijklmnopqrstuvwxyz".utf8)
 
     public static func make() -> String {
         var tv = timeval()
@@ -21,11 +21,11 @@ public enum RunID {
 
     static func base36(_ value: UInt64, width: Int) -> String {
         var v = value
-        var out: [Character] = []
+        var out: [UInt8] = []
         while v > 0 || out.count < width {
             out.append(digits[Int(v % 36)])
             v /= 36
         }
-        return String(out.reversed())
+        return String(decoding: out.reversed(), as: UTF8.self)
     }
 }

@@ -24,7 +24,12 @@ enum JournalPlace: CustomStringConvertible {
         if let store {
             self = .store(store)
         } else {
-            let env = ProcessInfo.processInfo.environment
+            // the three variables read, not ProcessInfo's whole environment
+            // (a dictionary built at every start)
+            let names: [String] = ["TASKER_STATE_DIR", "XDG_STATE_HOME", "HOME"]
+            let env = Dictionary(uniqueKeysWithValues: names.compactMap { name in
+                getenv(name).map { (name, String(cString: $0)) }
+            })
             let dir = Journal.directory(override: state, environment: env)
             if Journal.homeless(override: state, environment: env) { Self.guessed.withLock { $0 = dir } }
             self = .directory(dir)

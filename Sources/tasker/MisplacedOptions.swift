@@ -18,30 +18,8 @@ enum MisplacedOptions {
     /// found in its text (the run has not started yet): a pipeline's own
     /// `--plan` parameter is its, not run's misplaced option.
     static func declaredParameters(in file: String, secretOnly: Bool = false) -> Set<String> {
-        guard let data = FileManager.default.contents(atPath: file),
-              let re = try? NSRegularExpression(pattern: #"tasker\.param\s*\{([^}]*)\}"#),
-              let nameRE = try? NSRegularExpression(pattern: #"\bname\s*=\s*["']([A-Za-z_][\w-]*)["']"#)
-        else { return [] }
-        let text = String(decoding: data, as: UTF8.self)
-        let ns = text as NSString
-        var names = Set<String>()
-        for m in re.matches(in: text, range: NSRange(location: 0, length: ns.length)) {
-            let body = ns.substring(with: m.range(at: 1))
-            if secretOnly && body.range(of: #"\bsecret\s*=\s*true"#, options: .regularExpression) == nil { continue }
-            let b = body as NSString
-            if let n = nameRE.firstMatch(in: body, range: NSRange(location: 0, length: b.length)) {
-                names.insert(b.substring(with: n.range(at: 1)))
-            }
-        }
-        // A plain parameter a secret is taken from (`tasker.secret("X",
-        // {param = "name"})`) holds a secret too.
-        if secretOnly, let secretRE = try? NSRegularExpression(
-            pattern: #"tasker\.secret\s*\([^)]*?\bparam\s*=\s*["']([A-Za-z_][\w-]*)["']"#) {
-            for m in secretRE.matches(in: text, range: NSRange(location: 0, length: ns.length)) {
-                names.insert(ns.substring(with: m.range(at: 1)))
-            }
-        }
-        return names
+        guard let data = FileManager.default.contents(atPath: file) else { return [] }
+        return DeclaredParameters(source: Array(data)).names(secretOnly: secretOnly)
     }
 
     /// The script's words: `words` up to a first `--`, then the rest as

@@ -41,7 +41,7 @@ struct Summary {
             if state == .succeeded && result.reused > 0 { return "\(n) succeeded (\(result.reused) reused)" }
             return "\(n) \(state.rawValue)"
         }
-        let time = String(format: "%.2fs", result.seconds)
+        let time = DecimalText.fixed(result.seconds, places: 2) + "s"
         var head = "tasker: \(total) task\(total == 1 ? "" : "s"): \(parts.joined(separator: ", ")) in \(time)"
         let groups = [TaskState.succeeded, .failed, .cancelled, .skipped].compactMap { state -> String? in
             let n = result.groups[state] ?? 0
@@ -98,7 +98,9 @@ struct Summary {
     static func line(_ s: String) -> String { TerminalText.escape(s) }
 
     static func duration(_ s: Double) -> String {
-        s < 60 ? String(format: "%.1fs", s) : String(format: "%dm%02ds", Int(s) / 60, Int(s) % 60)
+        if s < 60 || !(s < 1e15) { return DecimalText.fixed(s, places: 1) + "s" }
+        let seconds = Int(s) % 60
+        return "\(Int(s) / 60)m\(seconds < 10 ? "0" : "")\(seconds)s"
     }
 
     static func cut(_ message: String) -> String {

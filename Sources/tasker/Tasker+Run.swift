@@ -9,6 +9,10 @@ extension Tasker {
     struct Run: ParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "run",
+            // Said only when `run` is parsed on its own (Tasker.quickRun):
+            // its usage reads `tasker run`, and the parser skips its check
+            // for a completion-script request (the tree's parse makes it).
+            _superCommandName: "tasker",
             abstract: "Run a pipeline.",
             discussion: "Options go before FILE; the words after FILE are the script's tasker.args."
         )

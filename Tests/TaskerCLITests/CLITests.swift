@@ -15,6 +15,16 @@ import Testing
         for option in ["--concurrency", "--watch", "--var", "--log-level", "--events", "--no-progress"] {
             #expect(rh.stdout.contains(option), "run --help lacks \(option)")
         }
+        #expect(rh.stdout.contains("USAGE: tasker run [<options>] <file>"), "\(rh.stdout)")
+        // `run` is parsed on its own first; its usage errors read as the tree's
+        for (args, said) in [(["run", "--concurrency", "0", "x.lua"], "--concurrency must be at least 1"),
+                             (["run", "--bogus", "x.lua"], "Unknown option '--bogus'"),
+                             (["run"], "Missing expected argument '<file>'")] {
+            let r = try await tasker(args)
+            #expect(r.status == 2, "\(args)")
+            #expect(r.stderr.contains(said) && r.stderr.contains("Usage: tasker run [<options>] <file>"), "\(args): \(r.stderr)")
+            #expect(r.stdout.isEmpty)
+        }
     }
 
     @Test func successfulRunPrintsToStdoutAndSummaryToStderr() async throws {

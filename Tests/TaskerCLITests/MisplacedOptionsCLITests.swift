@@ -19,6 +19,7 @@ import Testing
         let r = try await tasker(["run", "--no-progress", "etl.lua", "--resume", "--plan"], in: s.dir)
         #expect(r.status == 2)
         #expect(r.stderr.contains("--resume and --plan come after the pipeline file"), "\(r.stderr)")
+        #expect(r.stderr.components(separatedBy: "come after").count == 2, "said once: \(r.stderr)")
         #expect(r.stderr.contains("tasker run --no-progress --resume --plan etl.lua\n"), "\(r.stderr)")
         #expect(r.stderr.contains("tasker run --no-progress etl.lua -- --resume --plan"), "\(r.stderr)")
         #expect(ran(s) == nil, "the script ran")

@@ -34,10 +34,16 @@ import Testing
         let s = try Scratch(["p.lua": """
             local plain = tasker.param{name = "plain"}
             local v = tasker.secret("ALT", {param = "plain"})
+            local named = tasker.param{name = "rename"}
+            local tok = tasker.param {
+              secret=true, help = "an API token",
+              name = 'api-tok',
+            }
             tasker.add{name = "use", run = function() log.info("got", {v = v}) end}
             """])
         defer { s.cleanup() }
-        let r = try await tasker(["run", "--no-progress", "--events", "ev.jsonl", "--state", "state", "p.lua", "--plain", secret],
+        let r = try await tasker(["run", "--no-progress", "--events", "ev.jsonl", "--state", "state", "p.lua", "--plain", secret,
+                                  "--api-tok", secret + "2", "--rename", "shown"],
                                  in: s.dir)
         #expect(r.status == 0, "\(r.stderr)")
         var texts = [("stderr", r.stderr)]
@@ -50,6 +56,9 @@ import Testing
         }
         for (what, text) in texts { #expect(!text.contains(secret), "the secret in \(what)") }
         #expect(texts[1].1.contains("\"--plain\",\"***\""), "\(texts[1].1)")
+        // a secret parameter declared over lines, `secret` first, in single quotes
+        #expect(texts[1].1.contains("\"--api-tok\",\"***\""), "\(texts[1].1)")
+        #expect(texts[1].1.contains("\"--rename\",\"shown\""), "\(texts[1].1)")
     }
 
     /// A secret with quotes, backslashes or a tab that the script turns
