@@ -20,12 +20,18 @@ public enum RunID {
     }
 
     static func base36(_ value: UInt64, width: Int) -> String {
-        var v = value
-        var out: [UInt8] = []
-        while v > 0 || out.count < width {
-            out.append(digits[Int(v % 36)])
-            v /= 36
+        var needed = 1, rest = value / 36
+        while rest > 0 { needed += 1; rest /= 36 }
+        let length = max(width, needed)
+        // written in place: a String from reversed bytes asks the runtime
+        // about their type, a scan of every conformance at its first use
+        return String(unsafeUninitializedCapacity: length) { buf in
+            var v = value
+            for i in stride(from: length - 1, through: 0, by: -1) {
+                buf[i] = digits[Int(v % 36)]
+                v /= 36
+            }
+            return length
         }
-        return String(decoding: out.reversed(), as: UTF8.self)
     }
 }

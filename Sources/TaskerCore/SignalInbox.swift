@@ -42,7 +42,7 @@ public final class SignalInbox: Sendable {
     /// once caught: one the parent left blocked still arrives, and one
     /// already pending arrives now instead of being lost.
     public func handle(_ sig: Int32, _ handler: @escaping Handler) {
-        handlers.table.withLock { $0[sig] = handler }
+        handlers.table.withLock { $0[Int(UInt8(truncatingIfNeeded: sig))] = handler }
         _ = tasker_signal_pipe_catch(sig)
         var set = sigset_t()
         sigemptyset(&set)
@@ -57,14 +57,16 @@ public final class SignalInbox: Sendable {
     /// `sig` gets its default action again (SIGINT, SIGTERM, SIGHUP end the
     /// process), or is ignored.
     public func release(_ sig: Int32, ignore: Bool = false) {
-        handlers.table.withLock { $0[sig] = nil }
+        handlers.table.withLock { $0[Int(UInt8(truncatingIfNeeded: sig))] = nil }
         signal(sig, ignore ? SIG_IGN : SIG_DFL)
     }
 }
 
-/// The handler for each signal, shared by the inbox and its thread.
+/// The handler for each signal, shared by the inbox and its thread: by
+/// number (the pipe carries it as a byte), an array and not a dictionary,
+/// whose first use costs more of a run's start than all its lookups.
 private final class Handlers: Sendable {
-    let table = Mutex<[Int32: SignalInbox.Handler]>([:])
+    let table = Mutex<[SignalInbox.Handler?]>(Array(repeating: nil, count: 256))
 }
 
 /// What the reader thread owns: the pipe's read end and the handlers.
@@ -86,7 +88,7 @@ private final class ReaderContext: Sendable {
             if n <= 0 { return }
             for byte in bytes[..<n] {
                 let sig = Int32(byte)
-                let handler = handlers.table.withLock { $0[sig] }
+                let handler = handlers.table.withLock { $0[Int(byte)] }
                 handler?(sig)
             }
         }

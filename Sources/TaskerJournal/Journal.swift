@@ -119,6 +119,10 @@ public enum Journal {
     }
 
     private static func makeDirectories(_ path: String) throws(SQLiteError) {
+        // There already, as at every run but the first: one call, not a
+        // mkdir of each component
+        var st = stat()
+        if stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR { return }
         var prefix = path.hasPrefix("/") ? "" : "."
         for part in path.split(separator: "/") {
             prefix += "/" + part

@@ -26,10 +26,10 @@ enum JournalPlace: CustomStringConvertible {
         } else {
             // the three variables read, not ProcessInfo's whole environment
             // (a dictionary built at every start)
-            let names: [String] = ["TASKER_STATE_DIR", "XDG_STATE_HOME", "HOME"]
-            let env = Dictionary(uniqueKeysWithValues: names.compactMap { name in
-                getenv(name).map { (name, String(cString: $0)) }
-            })
+            var env: [String: String] = [:]
+            for name in ["TASKER_STATE_DIR", "XDG_STATE_HOME", "HOME"] {
+                if let value = getenv(name) { env[name] = String(cString: value) }
+            }
             let dir = Journal.directory(override: state, environment: env)
             if Journal.homeless(override: state, environment: env) { Self.guessed.withLock { $0 = dir } }
             self = .directory(dir)

@@ -21,3 +21,23 @@ struct DecimalTextTests {
         #expect(DecimalText.fixed(8e16, places: 2) == "80000000000000000.00")
     }
 }
+
+struct RunIDTests {
+    @Test func base36IsZeroPaddedToItsWidthAndWiderWhenItMustBe() {
+        #expect(RunID.base36(0, width: 3) == "000")
+        #expect(RunID.base36(35, width: 3) == "00z")
+        #expect(RunID.base36(36, width: 1) == "10")
+        #expect(RunID.base36(UInt64.max, width: 3) == "3w5e11264sgsf")
+    }
+
+    /// Twelve characters; a later millisecond sorts after an earlier one.
+    @Test func idsAreTwelveCharactersAndSortByTime() {
+        let id = RunID.make()
+        #expect(id.count == 12)
+        #expect(id.allSatisfy { ("0"..."9").contains($0) || ("a"..."z").contains($0) })
+        let now: UInt64 = 1_795_000_000_000
+        for later in [now + 1, now + 35, now + 36, now + 1_000_000] {
+            #expect(RunID.base36(now, width: 9) < RunID.base36(later, width: 9))
+        }
+    }
+}
