@@ -70,13 +70,18 @@ final class QueueSweeper: Sendable {
         })
     }
 
-    /// When the queue's list was last tidied (on the sweeper's thread).
-    private let listTidied = Mutex<UInt64?>(nil)
+    /// When the queue's list was last tidied (on the sweeper's thread);
+    /// at first, when the sweeper started: the tidy scans every job, and a
+    /// worker that tidied at its start did so beside the jobs it had just
+    /// started to claim (four workers started together: four scans of the
+    /// whole table within their first second). What it repairs comes from
+    /// a process of an earlier release, and waits an interval at most.
+    private let listTidied = Mutex<UInt64>(Monotonic.now())
 
     private func tidyListIfDue(_ c: PGConnection) throws {
         let now = Monotonic.now()
         let due = listTidied.withLock { last in
-            guard last.map({ Double(now &- $0) / 1e9 >= QueueStore.listTidyInterval }) ?? true else { return false }
+            guard Double(now &- last) / 1e9 >= QueueStore.listTidyInterval else { return false }
             last = now
             return true
         }
