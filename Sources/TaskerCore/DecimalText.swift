@@ -40,8 +40,8 @@ public enum DecimalText {
 }
 
 extension DecimalText {
-    /// A number with `places` decimals (0 to 9), rounded half to even,
-    /// without Foundation's `String(format:)` or a C `va_list` (the first
+    /// A number with `places` decimals (0 to 9), rounded as printf's `%.*f`
+    /// rounds it, without Foundation's `String(format:)` or a C `va_list` (the first
     /// call of either sets up machinery: 0.3 ms of every run's start, where
     /// the summary prints a duration). Too large for that (past 9e18
     /// units of the last place) or not finite: Swift's own text.
@@ -50,7 +50,16 @@ extension DecimalText {
         var scale: Int64 = 1
         for _ in 0..<places { scale *= 10 }
         guard x.isFinite, x.magnitude * Double(scale) < 9e18 else { return "\(x)" }
-        let scaled = Int64((x.magnitude * Double(scale)).rounded(.toNearestOrEven))
+        // printf rounds the exact value: 0.015 is 0.01499999… (so "0.01"),
+        // while 0.015 * 100 rounds up to 1.5. Which side of the half the
+        // exact product lies on is the sign of one fused multiply-add.
+        let m = x.magnitude, product = m * Double(scale)
+        var whole = product.rounded(.down)
+        if product < 0x1p52 {  // past it every double is a whole number
+            let side = (-(whole + 0.5)).addingProduct(m, Double(scale))
+            if side > 0 || (side == 0 && whole.truncatingRemainder(dividingBy: 2) == 1) { whole += 1 }
+        }
+        let scaled = Int64(whole)
         var text = x.sign == .minus ? "-" : ""
         text += String(scaled / scale)
         if places > 0 {

@@ -3,6 +3,13 @@
 /// ones) and `tasker.secret(…, {param = "x"})`. A scan of bytes, not a
 /// regular expression: compiling one loads ICU's Unicode sets, about a
 /// millisecond and a half of every `tasker run`.
+///
+/// It errs towards finding more: every `name = "…"` of a declaration
+/// counts (not only the first, which text in a help string could be), a
+/// call never closed runs to the end of the file, and any Unicode space
+/// is a space. A name too many masks a value that needed none or lets a
+/// word after FILE through as the pipeline's; a name missed would record
+/// a secret.
 struct DeclaredParameters {
     private let s: [UInt8]
 
@@ -12,71 +19,82 @@ struct DeclaredParameters {
     /// the plain parameters a `tasker.secret` is taken from.
     func names(secretOnly: Bool) -> Set<String> {
         var names = Set<String>()
-        for body in bodies(after: "tasker.param", open: UInt8(ascii: "{"), close: UInt8(ascii: "}")) {
-            if secretOnly && !hasWord("secret", followedByValue: "true", in: body) { continue }
-            if let name = quotedName(of: "name", in: body) { names.insert(name) }
+        var i = 0
+        let param = Array("tasker.param".utf8)
+        while let at = find(param, from: i) {
+            i = at + param.count
+            let open = skipSpaces(i)
+            guard open < s.count, s[open] == UInt8(ascii: "{") else { continue }
+            // `}` ends it (a declaration never closed: none from here on)
+            guard let close = s[(open + 1)...].firstIndex(of: UInt8(ascii: "}")) else { break }
+            let body = (open + 1)..<close
+            i = close + 1
+            if secretOnly && !has("secret", valued: "true", in: body) { continue }
+            names.formUnion(quotedNames(of: "name", in: body))
         }
-        if secretOnly {
-            for body in bodies(after: "tasker.secret", open: UInt8(ascii: "("), close: UInt8(ascii: ")")) {
-                if let name = quotedName(of: "param", in: body) { names.insert(name) }
-            }
+        guard secretOnly else { return names }
+        // `tasker.secret(…)` up to its first `)`, or the end of the file;
+        // what one call's span covered is not read again for the next
+        let secret = Array("tasker.secret".utf8)
+        var read = 0
+        i = 0
+        while let at = find(secret, from: i) {
+            i = at + secret.count
+            let open = skipSpaces(i)
+            guard open < s.count, s[open] == UInt8(ascii: "(") else { continue }
+            // inside the last span, its `)` is this call's too (no search
+            // again to the same `)`: a file of unclosed calls stays linear)
+            let close = open < read ? read : s[(open + 1)...].firstIndex(of: UInt8(ascii: ")")) ?? s.count
+            let from = max(open + 1, read)
+            if from < close { names.formUnion(quotedNames(of: "param", in: from..<close)) }
+            read = max(read, close)
         }
         return names
     }
 
-    /// What stands between `open` and the first `close` after each `call`
-    /// (spaces allowed before `open`); a call never closed has none.
-    private func bodies(after call: String, open: UInt8, close: UInt8) -> [Range<Int>] {
-        let word = Array(call.utf8)
-        var out: [Range<Int>] = []
-        var i = 0
-        while let at = find(word, from: i) {
-            var j = skipSpaces(at + word.count)
-            i = at + word.count
-            guard j < s.count, s[j] == open else { continue }
-            j += 1
-            guard let end = s[j...].firstIndex(of: close) else { break }
-            out.append(j..<end)
-            i = end + 1
+    /// Every `key = "value"` (or single quotes) in `body`, `key` not the
+    /// end of a longer word and the value a name: a letter or `_`, then
+    /// letters, digits, `_`, `-` (any non-ASCII character counts as a letter).
+    private func quotedNames(of key: String, in body: Range<Int>) -> [String] {
+        var out: [String] = []
+        forEachValue(of: key, in: body) { j in
+            guard j < body.upperBound, s[j] == UInt8(ascii: "\"") || s[j] == UInt8(ascii: "'"),
+                  j + 1 < body.upperBound, isNameStart(s[j + 1]) || s[j + 1] >= 0x80 else { return }
+            let start = j + 1
+            var k = start + 1
+            while k < body.upperBound, isNameStart(s[k]) || isDigit(s[k]) || s[k] == UInt8(ascii: "-") || s[k] >= 0x80 {
+                k += 1
+            }
+            guard k < body.upperBound, s[k] == UInt8(ascii: "\"") || s[k] == UInt8(ascii: "'") else { return }
+            out.append(String(decoding: s[start..<k], as: UTF8.self))
         }
         return out
     }
 
-    /// `key = "value"` (or single quotes) in `body`, `key` a whole word and
-    /// the value a name (a letter or `_`, then letters, digits, `_`, `-`).
-    private func quotedName(of key: String, in body: Range<Int>) -> String? {
+    /// Whether `key = value` is in `body`, `key` not the end of a longer word.
+    private func has(_ key: String, valued value: String, in body: Range<Int>) -> Bool {
+        let v = Array(value.utf8)
+        var found = false
+        forEachValue(of: key, in: body) { j in
+            if j + v.count <= body.upperBound, s[j..<(j + v.count)].elementsEqual(v) { found = true }
+        }
+        return found
+    }
+
+    /// Calls `value` with where the value of each `key =` in `body` starts.
+    private func forEachValue(of key: String, in body: Range<Int>, _ value: (Int) -> Void) {
         let word = Array(key.utf8)
         var i = body.lowerBound
         while let at = find(word, from: i, before: body.upperBound) {
             i = at + 1
-            guard startsWord(at) else { continue }
+            // a letter, digit or `_` before it: the end of another word
+            // (a non-ASCII one is taken as a boundary: erring towards more)
+            if at > 0, isNameStart(s[at - 1]) || isDigit(s[at - 1]) { continue }
             var j = skipSpaces(at + word.count, before: body.upperBound)
             guard j < body.upperBound, s[j] == UInt8(ascii: "=") else { continue }
             j = skipSpaces(j + 1, before: body.upperBound)
-            guard j < body.upperBound, s[j] == UInt8(ascii: "\"") || s[j] == UInt8(ascii: "'"),
-                  j + 1 < body.upperBound, isNameStart(s[j + 1]) else { continue }
-            let start = j + 1
-            var k = start + 1
-            while k < body.upperBound, isNameStart(s[k]) || isDigit(s[k]) || s[k] == UInt8(ascii: "-") { k += 1 }
-            guard k < body.upperBound, s[k] == UInt8(ascii: "\"") || s[k] == UInt8(ascii: "'") else { continue }
-            return String(decoding: s[start..<k], as: UTF8.self)
+            value(j)
         }
-        return nil
-    }
-
-    /// `key = value` in `body`, `key` a whole word.
-    private func hasWord(_ key: String, followedByValue value: String, in body: Range<Int>) -> Bool {
-        let word = Array(key.utf8), v = Array(value.utf8)
-        var i = body.lowerBound
-        while let at = find(word, from: i, before: body.upperBound) {
-            i = at + 1
-            guard startsWord(at) else { continue }
-            var j = skipSpaces(at + word.count, before: body.upperBound)
-            guard j < body.upperBound, s[j] == UInt8(ascii: "=") else { continue }
-            j = skipSpaces(j + 1, before: body.upperBound)
-            if j + v.count <= body.upperBound, s[j..<(j + v.count)].elementsEqual(v) { return true }
-        }
-        return false
     }
 
     private func find(_ word: [UInt8], from: Int, before end: Int? = nil) -> Int? {
@@ -90,14 +108,35 @@ struct DeclaredParameters {
         return nil
     }
 
+    /// Past ASCII spaces and any Unicode space (U+00A0, U+2003…).
     private func skipSpaces(_ from: Int, before end: Int? = nil) -> Int {
         let end = end ?? s.count
         var i = from
-        while i < end, s[i] == 32 || (s[i] >= 9 && s[i] <= 13) { i += 1 }
+        while i < end {
+            if s[i] == 32 || (s[i] >= 9 && s[i] <= 13) {
+                i += 1
+            } else if s[i] >= 0x80, let (scalar, length) = scalar(at: i, before: end), scalar.properties.isWhitespace {
+                i += length
+            } else {
+                break
+            }
+        }
         return i
     }
 
-    private func startsWord(_ i: Int) -> Bool { i == 0 || !(isNameStart(s[i - 1]) || isDigit(s[i - 1])) }
+    /// The UTF-8 character starting at `i`, and its length in bytes.
+    private func scalar(at i: Int, before end: Int) -> (Unicode.Scalar, Int)? {
+        let lead = s[i]
+        let length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0
+        guard length > 0, i + length <= end else { return nil }
+        var value = UInt32(lead) & (0xFF >> (length + 1))
+        for k in 1..<length {
+            guard s[i + k] & 0xC0 == 0x80 else { return nil }
+            value = value << 6 | UInt32(s[i + k] & 0x3F)
+        }
+        return Unicode.Scalar(value).map { ($0, length) }
+    }
+
     private func isNameStart(_ c: UInt8) -> Bool { (c | 0x20) >= 97 && (c | 0x20) <= 122 || c == 95 }
     private func isDigit(_ c: UInt8) -> Bool { c >= 48 && c <= 57 }
 }

@@ -27,6 +27,9 @@ struct Tasker: ParsableCommand {
     static func quickRun() throws -> ParsableCommand? {
         let argv = CommandLine.arguments
         guard argv.count > 1, argv[1] == "run" else { return nil }
+        // The tree looks for these wherever they are (run alone skips that)
+        let treeOnly = ["--generate-completion-script", "--experimental-", "---"]
+        if argv.dropFirst(2).contains(where: { word in treeOnly.contains { word.hasPrefix($0) } }) { return nil }
         do {
             let command = try Run.parseAsRoot(Array(argv.dropFirst(2)))
             return command is Run ? command : nil

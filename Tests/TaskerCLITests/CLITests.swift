@@ -25,6 +25,12 @@ import Testing
             #expect(r.stderr.contains(said) && r.stderr.contains("Usage: tasker run [<options>] <file>"), "\(args): \(r.stderr)")
             #expect(r.stdout.isEmpty)
         }
+        // what the tree finds wherever it is: a completion script, not a run
+        let s = try Scratch(["f.lua": "print('the pipeline ran')"])
+        defer { s.cleanup() }
+        let completion = try await tasker(["run", "f.lua", "--generate-completion-script", "bash"], in: s.dir)
+        #expect(completion.status == 0 && completion.stdout.hasPrefix("#!/bin/bash") && !completion.stdout.contains("pipeline ran"),
+                "\(completion.stdout.prefix(200)) \(completion.stderr)")
     }
 
     @Test func successfulRunPrintsToStdoutAndSummaryToStderr() async throws {

@@ -61,6 +61,41 @@ import Testing
         #expect(texts[1].1.contains("\"--rename\",\"shown\""), "\(texts[1].1)")
     }
 
+    /// Parameters are found in the pipeline's text before it runs: text
+    /// that looks like a declaration (in a help string, in a comment of a
+    /// call never closed) does not hide the declaration itself.
+    @Test func secretParametersAreMaskedWhateverTextSurroundsTheirDeclarations() async throws {
+        let s = try Scratch(["p.lua": """
+            -- e.g. tasker.secret(NAME, {param = "example"
+            local a = tasker.param{help = "caféname = 'x'", name = "pin", secret = true}
+            tasker.param{name = "pw"}
+            local b = tasker.secret("PW", {param = "pw"})
+            tasker.add{name = "t", run = function() end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--state", "state", "p.lua", "--pin", "hunter2a", "--pw", "hunter2b"],
+                                 in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        let runs = try await tasker(["runs", "--json", "--state", "state"], in: s.dir).stdout
+        let show = try await tasker(["show", "last", "--state", "state"], in: s.dir).stdout
+        for text in [runs, show, r.stderr] { #expect(!text.contains("hunter2"), "\(text)") }
+        let recorded = try JSONSerialization.jsonObject(with: Data(runs.utf8)) as? [[String: Any]]
+        #expect(recorded?.first?["args"] as? [String] == ["--pin", "***", "--pw", "***"], "\(runs)")
+    }
+
+    /// A file of declarations never closed is read in one pass: 60,000
+    /// calls each searched to the end of the file took minutes.
+    @Test func unclosedDeclarationsByTheThousandDoNotHoldUpTheRun() async throws {
+        let s = try Scratch(["p.lua": "-- " + String(repeating: "tasker.secret( x ", count: 60000) + "\n"
+                                 + "-- " + String(repeating: "tasker.param{ ", count: 60000) + "\n"
+                                 + "tasker.param{name = \"pw\", secret = true}\n"])
+        defer { s.cleanup() }
+        let started = Date()
+        let r = try await tasker(["run", "--no-progress", "--state", "state", "p.lua", "--pw", "hunter2c"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(Date().timeIntervalSince(started) < 60, "a generous bound: one pass takes well under a second")
+    }
+
     /// A secret with quotes, backslashes or a tab that the script turns
     /// into JSON (`json.encode`) and tasker then writes as JSON again (the
     /// events, JSON logs, the journal) is escaped twice: still masked.

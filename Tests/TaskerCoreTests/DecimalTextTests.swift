@@ -6,9 +6,24 @@ struct DecimalTextTests {
     /// The same text as printf's `%.*f` wherever a duration can be.
     @Test func fixedDecimalsReadAsPrintfWritesThem() {
         let cases: [(Double, Int)] = [(0, 2), (0.004, 2), (0.005, 1), (1.5, 0), (2.5, 0), (12.345678, 2), (59.99, 1),
-                                      (59.96, 1), (-0.001, 2), (-3.25, 1), (123456.789, 3), (7, 9), (0.1, 9)]
+                                      (59.96, 1), (-0.001, 2), (-3.25, 1), (123456.789, 3), (7, 9), (0.1, 9),
+                                      // ties as written, not as multiplied: 0.015 is 0.01499…
+                                      (0.015, 2), (1.115, 2), (2.675, 2), (0.05, 1), (0.125, 2), (0.375, 2),
+                                      (0.5, 0), (1.5, 0), (-2.5, 0), (4503599627370495.5, 0)]
         for (x, places) in cases {
             #expect(DecimalText.fixed(x, places: places) == String(format: "%.*f", places, x), "\(x) with \(places)")
+        }
+    }
+
+    @Test func fixedDecimalsMatchPrintfOnManyDurations() {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<5000 {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            let ns = Double(state >> 40)  // up to ~16.7 s in nanoseconds, ties included
+            let x = ns / 1e9 * (state & 1 == 0 ? 1 : 37)
+            for places in [1, 2, 3] {
+                #expect(DecimalText.fixed(x, places: places) == String(format: "%.*f", places, x), "\(x) with \(places)")
+            }
         }
     }
 
