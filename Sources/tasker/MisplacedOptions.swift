@@ -41,8 +41,14 @@ enum MisplacedOptions {
     /// message, with the command as it was meant: those options (and their
     /// values) moved before FILE. `before` are the words between `run` and
     /// FILE as typed.
-    static func message(before: [String], file: String, words: [String], declared: Set<String> = []) -> String? {
+    /// `declared` (the pipeline's parameters, read from its file) is asked
+    /// for only when a word is one of run's options: the usual run, with
+    /// none after FILE, does not read the file here.
+    static func message(before: [String], file: String, words: [String],
+                        declared: () -> Set<String> = { [] }) -> String? {
         let (checked, passed) = scriptWords(words)
+        guard checked.contains(where: { option($0) != nil }) else { return nil }
+        let declared = declared()
         var moved: [String] = [], kept: [String] = [], found: [String] = []
         var i = checked.startIndex
         while i < checked.endIndex {

@@ -66,7 +66,7 @@ extension Tasker {
             // First: with an option after FILE, the others may not say what was meant.
             if let why = MisplacedOptions.message(before: Self.wordsBeforeFile(scriptArgs: scriptArgs),
                                                   file: file, words: scriptArgs,
-                                                  declared: MisplacedOptions.declaredParameters(in: file)) {
+                                                  declared: { MisplacedOptions.declaredParameters(in: file) }) {
                 StandardError.write("tasker: error: \(why)\n")
                 throw ExitCode(2)
             }

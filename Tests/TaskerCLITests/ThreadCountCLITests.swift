@@ -1,4 +1,5 @@
 import Foundation
+import PostgresTestServer
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -9,30 +10,20 @@ import Glibc
 /// journal's writer, the signal inbox and the HTTP thread; not a thread per
 /// child, pipe, request or watch.
 @Suite struct ThreadCountCLITests {
-    /// A TCP listener that accepts connections, marks each in `dir`
+    /// A listener that accepts connections, marks each in `dir`
     /// ("http.started") and never answers: a request stays in flight.
-    final class SilentServer: @unchecked Sendable {
-        // Safety: `fd` and `port` are set in init; the accept thread only reads them.
-        let fd: Int32
-        let port: Int
+    final class SilentServer: Sendable {
+        let listener: SilentListener
+        var port: Int { listener.port }
 
         init(markIn dir: URL) throws {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = 0
-            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) } }
-            guard bound == 0, listen(fd, 16) == 0 else { throw POSIXError(.EADDRINUSE) }
-            _ = withUnsafeMutablePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-            self.fd = fd
-            port = Int(UInt16(bigEndian: addr.sin_port))
+            let listener = try SilentListener()
+            self.listener = listener
             let marker = dir.appendingPathComponent("http.started").path
             Thread {
                 var held: [Int32] = []
                 while true {
-                    let c = accept(fd, nil, nil)
+                    let c = accept(listener.fd, nil, nil)
                     if c < 0 { return }
                     held.append(c)
                     _ = FileManager.default.createFile(atPath: marker, contents: Data())
@@ -40,10 +31,7 @@ import Glibc
             }.start()
         }
 
-        func stop() {
-            shutdown(fd, Int32(SHUT_RDWR))
-            close(fd)
-        }
+        func stop() { listener.close() }
     }
 
     @Test func aRunHasFewThreadsIdleAndWithEveryKindOfWaitInFlight() async throws {

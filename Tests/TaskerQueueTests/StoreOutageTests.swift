@@ -270,30 +270,3 @@ import Testing
         try locker.execute("ROLLBACK")
     }
 }
-
-/// A TCP port on 127.0.0.1 that accepts connections (the kernel's backlog)
-/// and never says a word.
-final class SilentListener {
-    let fd: Int32
-    let port: Int
-
-    init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var addr = sockaddr_in()
-        addr.sin_family = sa_family_t(AF_INET)
-        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-        addr.sin_port = 0
-        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) }
-        }
-        guard bound == 0, listen(fd, 16) == 0 else { throw PGError(message: "cannot listen", sqlState: nil) }
-        _ = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
-        }
-        self.fd = fd
-        port = Int(UInt16(bigEndian: addr.sin_port))
-    }
-
-    func close() { _ = Glibc.close(fd) }
-}
