@@ -28,7 +28,8 @@ extension Engine {
     func announce(_ r: TaskRecord, _ actions: TaskLifecycle.Actions) {
         guard actions.contains(.announceStart) else { return }
         if let stamps { r.startedAt = stamps.now() }
-        for o in observers { o.taskStarted(r.id, engine: self) }
+        if startLog != nil { startLog!.started(r.id) }
+        for o in startObservers { o.taskStarted(r.id, engine: self) }
     }
 
     func armTimeout(_ r: TaskRecord, _ run: AttemptRun, at deadline: UInt64) {

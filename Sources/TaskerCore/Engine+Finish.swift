@@ -89,6 +89,7 @@ extension Engine {
         r.outcome = outcome
         r.finalState = outcome.state
         unfinishedCount -= 1
+        if startLog != nil { startLog!.finished(r.id) }
         for o in observers { o.taskFinished(r.id, outcome: outcome, engine: self) }
         let first = r.waiter
         let more = r.moreWaiters

@@ -18,10 +18,16 @@ public final class Engine {
         didSet { scheduleDispatch() }
     }
     public var observers: [EngineObserver] = [] {
-        didSet { addObservers = observers.filter(\.observesAdds) }
+        didSet {
+            addObservers = observers.filter(\.observesAdds)
+            startObservers = observers.filter(\.observesStarts)
+        }
     }
-    /// The observers that want `taskAdded`.
+    /// The observers that want `taskAdded`, and those that want `taskStarted`.
     private(set) var addObservers: [EngineObserver] = []
+    private(set) var startObservers: [EngineObserver] = []
+    /// Set by `keepStartLog(wake:)`.
+    var startLog: StartLog?
     /// Set by `keepTimes(_:)`: each task then keeps when it was added and
     /// first started (in its `facts`); the journal reads them at the
     /// finish, which is cheaper than an observer keeping a table of its own.

@@ -93,14 +93,18 @@ public final class IdentityCounts {
 }
 
 /// A derived identity as added, for whoever counts occurrences apart from
-/// the run's thread (the journal's writer): task ids in add order.
+/// the run's thread (the journal's writer): task ids in add order. `count`
+/// tasks in a row, from `id` on, have it (a loop adding one body again and
+/// again is one of these, not one per task).
 public struct AddedIdentity: Sendable {
     public var id: Int
     public var hash: UInt64
+    public var count: Int
 
-    public init(id: Int, hash: UInt64) {
+    public init(id: Int, hash: UInt64, count: Int = 1) {
         self.id = id
         self.hash = hash
+        self.count = count
     }
 }
 
@@ -121,8 +125,9 @@ public final class OccurrenceTable {
         for k in 0..<min(ahead, added.count) { counts.prefetch(added[k].hash) }
         for (k, a) in added.enumerated() {
             if k + ahead < added.count { counts.prefetch(added[k + ahead].hash) }
-            while byID.count <= a.id { byID.append(0) }
-            byID[a.id] = Int32(truncatingIfNeeded: counts.increment(a.hash))
+            let last = a.id + a.count - 1
+            if byID.count <= last { byID.append(contentsOf: repeatElement(0, count: last + 1 - byID.count)) }
+            for id in a.id...last { byID[id] = Int32(truncatingIfNeeded: counts.increment(a.hash)) }
         }
     }
 

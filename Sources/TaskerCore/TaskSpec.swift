@@ -46,6 +46,8 @@ public protocol EngineObserver: AnyObject {
     /// False for an observer whose `taskAdded` does nothing: the engine then
     /// does not call it for each of 200,000 tasks (default true).
     var observesAdds: Bool { get }
+    /// False for an observer whose `taskStarted` does nothing (default true).
+    var observesStarts: Bool { get }
     func taskAdded(_ id: TaskID, engine: Engine)
     func taskStarted(_ id: TaskID, engine: Engine)
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine)
@@ -82,6 +84,7 @@ public enum RunMark: Sendable, Equatable {
 
 extension EngineObserver {
     public var observesAdds: Bool { true }
+    public var observesStarts: Bool { true }
     public func taskAdded(_ id: TaskID, engine: Engine) {}
     public func taskStarted(_ id: TaskID, engine: Engine) {}
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {}

@@ -31,18 +31,14 @@ final class TaskIdentities {
 
     /// Set once, by the runtime that owns this.
     unowned var runtime: LuaRuntime!
-    /// Derived identities by task id (dense, like ids): the hash and the
-    /// occurrence (0: none; `uncounted` while counted elsewhere); explicit
-    /// and missing ones apart (rare).
-    private var derivedByID = PagedArray<Derived>()
-    private struct Derived {
-        var hash: UInt64
-        var occurrence: Int32
-    }
+    /// Derived identities by task id: the hash and the occurrence (0: none;
+    /// `uncounted` while counted elsewhere); explicit and missing ones
+    /// apart (rare).
+    private var derivedByID = DerivedRuns()
     private var special: [TaskID: Entry] = [:]
     private let derivedCounts = IdentityCounts()
     /// The occurrence of a derived identity someone else counts.
-    static let uncounted: Int32 = -1
+    static let uncounted: Int32 = DerivedRuns.uncounted
     /// Occurrences are counted elsewhere (a journal's writer thread, from
     /// `added`) until someone here asks for one: then they are counted
     /// here, from the first task on, in add order, as the writer does.
@@ -70,17 +66,15 @@ final class TaskIdentities {
 
     subscript(id: TaskID) -> Entry? {
         countHere()
-        if id < derivedByID.count, derivedByID[id].occurrence > 0 {
-            return Entry(identity: .derived(derivedByID[id].hash), occurrence: Int(derivedByID[id].occurrence))
-        }
+        let d = derivedByID.find(id)
+        if d.occurrence > 0 { return Entry(identity: .derived(d.hash), occurrence: Int(d.occurrence)) }
         return special.isEmpty ? nil : special[id]
     }
 
     /// The derived hash and occurrence of task `id` (occurrence 0: none).
     func derived(_ id: TaskID) -> (hash: UInt64, occurrence: Int) {
         countHere()
-        guard id < derivedByID.count else { return (0, 0) }
-        let d = derivedByID[id]
+        let d = derivedByID.find(id)
         return (d.hash, Int(d.occurrence))
     }
 
@@ -88,8 +82,7 @@ final class TaskIdentities {
     /// when it is counted elsewhere.
     func derivedAsCounted(_ id: TaskID) -> (hash: UInt64, occurrence: Int) {
         countPending()
-        guard id < derivedByID.count else { return (0, 0) }
-        let d = derivedByID[id]
+        let d = derivedByID.find(id)
         return (d.hash, Int(d.occurrence))
     }
 
@@ -103,8 +96,36 @@ final class TaskIdentities {
 
     /// The derived identities added since the last call, in add order.
     func takeAdded(into out: inout [AddedIdentity]) {
+        closeAddedRun()
         swap(&added, &out)
         added.removeAll(keepingCapacity: true)
+    }
+
+    /// The last identities added, one body again and again: a run, kept
+    /// out of `added` until another identity comes (`count` 0: none).
+    private var addedRun = AddedIdentity(id: 0, hash: 0, count: 0)
+
+    private func closeAddedRun() {
+        guard addedRun.count > 0 else { return }
+        added.append(addedRun)
+        addedRun.count = 0
+    }
+
+    /// `record` for the commonest add while occurrences are counted
+    /// elsewhere: no id, name or args, and the body the last such add had
+    /// (a loop adding one function). True if it was that, and is recorded.
+    @inline(__always)
+    func recordSameBodyCountedElsewhere(_ id: TaskID, body: Int32, in L: OpaquePointer) -> Bool {
+        guard countingElsewhere, let last = lastBody, lua_type(L, body) == LUA_TFUNCTION,
+              lua_topointer(L, body) == last else { return false }
+        storeDerived(lastBodyHash, occurrence: Int(Self.uncounted), for: id)
+        if addedRun.count > 0, addedRun.hash == lastBodyHash, addedRun.id + addedRun.count == id {
+            addedRun.count += 1
+        } else {
+            closeAddedRun()
+            addedRun = AddedIdentity(id: id, hash: lastBodyHash)
+        }
+        return true
     }
 
     /// Someone here needs an occurrence: count every identity so far here,
@@ -113,9 +134,7 @@ final class TaskIdentities {
         countPending()
         guard countingElsewhere else { return }
         countingElsewhere = false
-        for i in derivedByID.indices where derivedByID[i].occurrence == Self.uncounted {
-            derivedByID[i].occurrence = Int32(truncatingIfNeeded: derivedCounts.increment(derivedByID[i].hash))
-        }
+        derivedByID.countUncounted(derivedCounts)
     }
 
     private func store(_ e: Entry, for id: TaskID) {
@@ -127,13 +146,7 @@ final class TaskIdentities {
     }
 
     private func storeDerived(_ h: UInt64, occurrence: Int, for id: TaskID) {
-        let d = Derived(hash: h, occurrence: Int32(truncatingIfNeeded: occurrence))
-        if id == derivedByID.count {  // the usual case: ids arrive in order
-            derivedByID.append(d)
-            return
-        }
-        while derivedByID.count <= id { derivedByID.append(Derived(hash: 0, occurrence: 0)) }
-        derivedByID[id] = d
+        derivedByID.store(id, hash: h, occurrence: Int32(truncatingIfNeeded: occurrence))
     }
 
     /// Whether `id` was already used by `spec.id` in this run.
@@ -189,6 +202,7 @@ final class TaskIdentities {
     /// Keeps `h` for task `id`, to be counted elsewhere.
     private func addedForCounting(_ h: UInt64, _ id: TaskID) -> Entry {
         storeDerived(h, occurrence: Int(Self.uncounted), for: id)
+        closeAddedRun()
         added.append(AddedIdentity(id: id, hash: h))
         return Entry(identity: .derived(h), occurrence: Int(Self.uncounted))
     }
@@ -216,7 +230,7 @@ final class TaskIdentities {
     private func countPending() {
         guard let u = uncounted else { return }
         uncounted = nil
-        derivedByID[u.id].occurrence = Int32(truncatingIfNeeded: derivedCounts.increment(u.hash))
+        derivedByID.setOccurrence(u.id, Int32(truncatingIfNeeded: derivedCounts.increment(u.hash)))
     }
 
     /// A group's identity, for a task whose body captures its handle (the

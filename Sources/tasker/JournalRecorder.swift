@@ -18,10 +18,9 @@ final class JournalRecorder: EngineObserver {
     let runtime: LuaRuntime
     /// What few tasks have: held time, earlier attempts.
     private var extras: [TaskID: Extra] = [:]
-    /// Tasks started since the last tick, in start order, from
-    /// `recentHead` on (the ones before it finished already).
-    private var recentlyStarted: [TaskID] = []
-    private var recentHead = 0
+    /// Tasks started since the last tick (the engine keeps them: see
+    /// `Engine.keepStartLog`), a buffer kept between ticks.
+    private var startedSinceTick: [TaskID] = []
     /// A few tasks recorded as running, oldest first: every `beatInterval`
     /// one still running is recorded again with how long it has run so
     /// far, so a run killed later shows how long its lost tasks (and it)
@@ -77,14 +76,17 @@ final class JournalRecorder: EngineObserver {
         plain.reserveCapacity(Self.plainBatch)
         occurrencesOnWriter = runtime.countOccurrencesElsewhere()
         runtime.engine.keepTimes(source)
+        runtime.engine.keepStartLog { [unowned engine = runtime.engine] in self.scheduleTick(engine) }
         runtime.keepTaskOutput()
         runtime.engine.observers.append(self)
         runtime.observeRequests { self.request($0) }
         scheduleBeat(runtime.engine)
     }
 
-    /// Tasks are recorded from their start (or finish) on.
+    /// Tasks are recorded from their start (the engine's start log) or
+    /// finish on.
     var observesAdds: Bool { false }
+    var observesStarts: Bool { false }
 
     /// Not keeping the loop alive: a run ends when its work does.
     private func scheduleBeat(_ engine: Engine) {
@@ -154,30 +156,6 @@ final class JournalRecorder: EngineObserver {
         writer.submit(&encoded)
     }
 
-    func taskStarted(_ id: TaskID, engine: Engine) {
-        recentlyStarted.append(id)
-        scheduleTick(engine)
-    }
-
-    /// Most tasks end before the next tick, in the order they started (a
-    /// batch started in one turn ends in the next) or at once (a task
-    /// that never waits): the tick need not look at them again (it looked
-    /// at 180,000 a run of 200,000 no-op tasks, most of it cache misses).
-    @inline(__always)
-    private func forgetStarted(_ id: TaskID) {
-        let n = recentlyStarted.count
-        guard recentHead < n else { return }
-        if recentlyStarted[recentHead] == id {
-            recentHead += 1
-            if recentHead == n {
-                recentlyStarted.removeAll(keepingCapacity: true)
-                recentHead = 0
-            }
-        } else if recentlyStarted[n - 1] == id {
-            recentlyStarted.removeLast()
-        }
-    }
-
     private func scheduleTick(_ engine: Engine) {
         guard !ticking else { return }
         ticking = true
@@ -192,14 +170,13 @@ final class JournalRecorder: EngineObserver {
     /// last tick and are still running, then everything to the writer.
     private func tick(_ engine: Engine) {
         ticking = false
-        for id in recentlyStarted[recentHead...] where !engine.isFinished(id) {
+        engine.takeStarted(into: &startedSinceTick)
+        for id in startedSinceTick where !engine.isFinished(id) {
             var e = entry(id, engine.facts(id), engine, state: .running)
             e.attempts = max(1, engine.attempts(id))
             entries.append(e)
             if runningSample.count < 64 { runningSample.append(id) }
         }
-        recentlyStarted.removeAll(keepingCapacity: true)
-        recentHead = 0
         handOver()
     }
 
@@ -317,7 +294,6 @@ final class JournalRecorder: EngineObserver {
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         let end = source.now()
-        forgetStarted(id)
         recordOutput(id, failed: outcome.state == .failed)
         let state: JournalEntry.State = switch outcome.state {
         case .succeeded: .succeeded
