@@ -90,7 +90,8 @@ extension Engine {
         r.finalState = outcome.state
         unfinishedCount -= 1
         if startLog != nil { startLog!.finished(r.id) }
-        for o in observers { o.taskFinished(r.id, outcome: outcome, engine: self) }
+        for o in finishObservers { o.taskFinished(r.id, outcome: outcome, engine: self) }
+        if let sink = finishSink { sink._withUnsafeGuaranteedRef { $0.taskFinished(r.id, outcome: outcome, engine: self) } }
         let first = r.waiter
         let more = r.moreWaiters
         r.waiter = nil

@@ -21,13 +21,20 @@ public final class Engine {
         didSet {
             addObservers = observers.filter(\.observesAdds)
             startObservers = observers.filter(\.observesStarts)
+            finishObservers = observers.filter(\.observesFinishes)
         }
     }
-    /// The observers that want `taskAdded`, and those that want `taskStarted`.
+    /// The observers that want `taskAdded`, `taskStarted`, `taskFinished`.
     private(set) var addObservers: [EngineObserver] = []
     private(set) var startObservers: [EngineObserver] = []
+    private(set) var finishObservers: [EngineObserver] = []
     /// Set by `keepStartLog(wake:)`.
     var startLog: StartLog?
+    /// Set by `setFinishSink(_:)`: the owner keeps the sink alive for as
+    /// long as `finishSink` lends it to calls (both are set together, and
+    /// never cleared).
+    var finishSinkOwner: FinishSink?
+    var finishSink: Unmanaged<FinishSink>?
     /// Set by `keepTimes(_:)`: each task then keeps when it was added and
     /// first started (in its `facts`); the journal reads them at the
     /// finish, which is cheaper than an observer keeping a table of its own.

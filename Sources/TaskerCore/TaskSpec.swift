@@ -48,6 +48,8 @@ public protocol EngineObserver: AnyObject {
     var observesAdds: Bool { get }
     /// False for an observer whose `taskStarted` does nothing (default true).
     var observesStarts: Bool { get }
+    /// False for an observer not to be told of finishes (default true).
+    var observesFinishes: Bool { get }
     func taskAdded(_ id: TaskID, engine: Engine)
     func taskStarted(_ id: TaskID, engine: Engine)
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine)
@@ -85,6 +87,7 @@ public enum RunMark: Sendable, Equatable {
 extension EngineObserver {
     public var observesAdds: Bool { true }
     public var observesStarts: Bool { true }
+    public var observesFinishes: Bool { true }
     public func taskAdded(_ id: TaskID, engine: Engine) {}
     public func taskStarted(_ id: TaskID, engine: Engine) {}
     public func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {}

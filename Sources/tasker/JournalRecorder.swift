@@ -8,7 +8,7 @@ import TaskerLua
 /// are still running (so a run that dies shows them lost). Runs on the
 /// loop and stays cheap there: compact entries, no formatting; the writer
 /// thread packs and commits them.
-final class JournalRecorder: EngineObserver {
+final class JournalRecorder: FinishSink, EngineObserver {
     private let writer: JournalWriter
     private let start = Monotonic.now()
     /// The run recorded (identities, values, tags). A strong `let`: the
@@ -73,12 +73,14 @@ final class JournalRecorder: EngineObserver {
         let clock = TickClock()
         self.clock = clock
         source = clock.source
-        plain.reserveCapacity(Self.plainBatch)
         occurrencesOnWriter = runtime.countOccurrencesElsewhere()
+        super.init()
+        plain.reserveCapacity(Self.plainBatch)
         runtime.engine.keepTimes(source)
         runtime.engine.keepStartLog { [unowned engine = runtime.engine] in self.scheduleTick(engine) }
         runtime.keepTaskOutput()
         runtime.engine.observers.append(self)
+        runtime.engine.setFinishSink(self)
         runtime.observeRequests { self.request($0) }
         scheduleBeat(runtime.engine)
     }
@@ -87,6 +89,8 @@ final class JournalRecorder: EngineObserver {
     /// finish on.
     var observesAdds: Bool { false }
     var observesStarts: Bool { false }
+    /// Finishes come through the engine's finish sink.
+    var observesFinishes: Bool { false }
 
     /// Not keeping the loop alive: a run ends when its work does.
     private func scheduleBeat(_ engine: Engine) {
@@ -292,7 +296,8 @@ final class JournalRecorder: EngineObserver {
         JournalCodec.encode(JournalMark(failed ? .failedOutput : .output, at: now, task: id, detail: text), into: &encoded)
     }
 
-    func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
+    /// As the engine's finish sink (not an observer of finishes).
+    override func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
         let end = source.now()
         recordOutput(id, failed: outcome.state == .failed)
         let state: JournalEntry.State = switch outcome.state {

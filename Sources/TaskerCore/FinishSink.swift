@@ -1,0 +1,21 @@
+/// The one observer of finishes that records every task (the journal's
+/// recorder), called without reference counting. Through the observer
+/// list each call retained and released the list and the observer (four
+/// atomic operations, about 40 ns a task here: a tenth of the journal's
+/// cost on a run of no-op tasks); the engine keeps this one strongly and
+/// lends it to each call instead.
+open class FinishSink {
+    public init() {}
+
+    /// Task `id` ended with `outcome` (after the observers were told).
+    open func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {}
+}
+
+extension Engine {
+    /// Makes `sink` the engine's finish sink (one at most), kept alive by
+    /// the engine.
+    public func setFinishSink(_ sink: FinishSink) {
+        finishSinkOwner = sink
+        finishSink = Unmanaged.passUnretained(sink)
+    }
+}
