@@ -12,6 +12,17 @@ import TaskerCore
         #expect(t[100] == 0 && t[-1] == 0)  // not counted
     }
 
+    /// A loop adding one body again and again comes as one run of ids.
+    @Test func aRunOfIdsCountsLikeItsTasksOneByOne() {
+        let runs = OccurrenceTable(), single = OccurrenceTable()
+        runs.count([AddedIdentity(id: 1, hash: 7, count: 3), AddedIdentity(id: 4, hash: 9)])
+        runs.count([AddedIdentity(id: 5, hash: 7, count: 2), AddedIdentity(id: 9, hash: 9, count: 4096)])
+        single.count([1, 2, 3].map { AddedIdentity(id: $0, hash: 7) } + [AddedIdentity(id: 4, hash: 9)])
+        single.count([5, 6].map { AddedIdentity(id: $0, hash: 7) } + (9..<(9 + 4096)).map { AddedIdentity(id: $0, hash: 9) })
+        #expect((0...4200).allSatisfy { runs[$0] == single[$0] })
+        #expect([1, 3, 4, 6, 7, 9, 4104, 4105].map { runs[$0] } == [1, 3, 1, 5, 0, 2, 4097, 0])
+    }
+
     @Test func manyRandomIdentitiesCountLikeADictionary() {
         let t = OccurrenceTable()
         var expected: [UInt64: Int] = [:]
