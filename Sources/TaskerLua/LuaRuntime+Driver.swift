@@ -64,21 +64,6 @@ extension LuaRuntime {
         resume(f, nargs: 0)
     }
 
-    /// The running fiber added the only unfinished task (the run was idle):
-    /// its slice ends within `firstAddSliceNanos`, not 10 ms, so the engine
-    /// starts that task while the fiber goes on adding (a loop adding 2,000
-    /// jobs for workers hands the first ones to the queue at once). Later
-    /// adds leave the slice as it is: pausing at every add would hand the
-    /// engine each task as it comes, and the loop would crawl.
-    func firstTaskAdded() {
-        guard driver.current != nil else { return }
-        let soon = Monotonic.now() &+ Self.firstAddSliceNanos
-        let slice = tasker_slice(crt)
-        if slice == 0 || soon < slice { tasker_set_slice(crt, soon) }
-    }
-
-    static let firstAddSliceNanos: UInt64 = 1_000_000
-
     func startAttempt(_ run: AttemptRun) {
         guard engine.isCurrent(run) else { return }
         let f = makeFiber(.task(run))

@@ -69,7 +69,6 @@ final class TaskerModule: LuaModule {
         rt.commit(parsed, as: id, into: &spec, in: L)
         let added = reused.map { rt.engine.addReused(spec, value: $0) } ?? rt.engine.add(spec)
         precondition(added == id, "task ids are assigned in add order")
-        if rt.engine.unfinishedCount == 1 { rt.firstTaskAdded() }
         if rt.engine.leader(of: id) != nil { rt.dropParts(id) }
         lua_settop(L, top)
         HandleModule.push(L, id, metatable: rt.refs.handleMeta)
