@@ -121,6 +121,12 @@ public struct TickScale: Sendable {
         return hi << 32 | lo >> 32
     }
 
+    /// A reading as nanoseconds since `origin` (0 stays 0: none).
+    @inline(__always)
+    public func nanosSinceOrigin(_ t: UInt64) -> Int64 {
+        t == 0 ? 0 : Int64(bitPattern: monotonic(t) &- origin)
+    }
+
     /// A reading as seconds since `origin` (0 stays 0: none).
     @inline(__always)
     public func seconds(_ t: UInt64) -> Double {

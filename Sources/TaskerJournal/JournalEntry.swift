@@ -361,7 +361,10 @@ public enum JournalCodec {
         if value != nil { fields |= Field.value }
         if p.started > 0 { fields |= Field.started }
         if p.ended > 0 { fields |= Field.ended }
-        let added = scale.seconds(p.added), started = scale.seconds(p.started), ended = scale.seconds(p.ended)
+        // In integer nanoseconds: the Double seconds and their rounding were
+        // a quarter of the writer's work on each plain entry.
+        let added = scale.nanosSinceOrigin(p.added), started = scale.nanosSinceOrigin(p.started)
+        let ended = scale.nanosSinceOrigin(p.ended)
         // A value holding a registered secret is kept with it as *** (rare:
         // the common case checks one atomic).
         var masked: [UInt8]?
@@ -391,10 +394,10 @@ public enum JournalCodec {
                 }
             }
             w.varint(UInt64(p.attempts))
-            w.time(added)
+            w.nanos(added)
             w.byte(0)  // held
-            if p.started > 0 { w.time(started - added) }
-            if p.ended > 0 { w.time(ended - (p.started > 0 ? started : added)) }
+            if p.started > 0 { w.nanos(started &- added) }
+            if p.ended > 0 { w.nanos(ended &- (p.started > 0 ? started : added)) }
             if let value { w.varint(UInt64(masked?.count ?? value.count)) }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[..<w.count]))
         }
@@ -566,5 +569,7 @@ private struct ScratchWriter {
         for k in 0..<8 { byte(UInt8(truncatingIfNeeded: h >> (8 * UInt64(k)))) }
     }
 
-    mutating func time(_ t: Double) { varint(JournalCodec.micros(t)) }
+    /// A time in nanoseconds, written as `time` writes seconds: whole
+    /// microseconds, none below zero.
+    mutating func nanos(_ ns: Int64) { varint(ns > 0 ? UInt64(ns) / 1000 : 0) }
 }
