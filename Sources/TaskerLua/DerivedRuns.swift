@@ -89,20 +89,21 @@ struct DerivedRuns: ~Copyable {
                 l += 1
             }
         }
-        for i in runs.indices {
-            var r = runs[i]
+        func count(_ r: inout Run) {
             countLate(below: r.first)
-            guard r.occurrence == Self.uncounted else { continue }
+            guard r.occurrence == Self.uncounted else { return }
             r.occurrence = Int32(truncatingIfNeeded: counts.increment(r.hash))
             for _ in 1..<max(1, Int(r.count)) { _ = counts.increment(r.hash) }
+        }
+        for i in runs.indices {
+            var r = runs[i]
+            count(&r)
             runs[i] = r
         }
         if tail.count > 0 {
-            countLate(below: tail.first)
-            if tail.occurrence == Self.uncounted {
-                tail.occurrence = Int32(truncatingIfNeeded: counts.increment(tail.hash))
-                for _ in 1..<max(1, Int(tail.count)) { _ = counts.increment(tail.hash) }
-            }
+            var r = tail
+            count(&r)
+            tail = r
         }
         countLate(below: Int.max)
     }

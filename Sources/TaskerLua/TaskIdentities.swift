@@ -116,15 +116,8 @@ final class TaskIdentities {
     /// (a loop adding one function). True if it was that, and is recorded.
     @inline(__always)
     func recordSameBodyCountedElsewhere(_ id: TaskID, body: Int32, in L: OpaquePointer) -> Bool {
-        guard countingElsewhere, let last = lastBody, lua_type(L, body) == LUA_TFUNCTION,
-              lua_topointer(L, body) == last else { return false }
-        storeDerived(lastBodyHash, occurrence: Int(Self.uncounted), for: id)
-        if addedRun.count > 0, addedRun.hash == lastBodyHash, addedRun.id + addedRun.count == id {
-            addedRun.count += 1
-        } else {
-            closeAddedRun()
-            addedRun = AddedIdentity(id: id, hash: lastBodyHash)
-        }
+        guard countingElsewhere, let h = sameBodyAsLast(L, body) else { return false }
+        keepForCounting(h, id)
         return true
     }
 
@@ -201,10 +194,21 @@ final class TaskIdentities {
 
     /// Keeps `h` for task `id`, to be counted elsewhere.
     private func addedForCounting(_ h: UInt64, _ id: TaskID) -> Entry {
-        storeDerived(h, occurrence: Int(Self.uncounted), for: id)
-        closeAddedRun()
-        added.append(AddedIdentity(id: id, hash: h))
+        keepForCounting(h, id)
         return Entry(identity: .derived(h), occurrence: Int(Self.uncounted))
+    }
+
+    /// Stores `h` for task `id` uncounted, and adds it to `added`: to the
+    /// run of the tasks before it when they had it too.
+    @inline(__always)
+    private func keepForCounting(_ h: UInt64, _ id: TaskID) {
+        storeDerived(h, occurrence: Int(Self.uncounted), for: id)
+        if addedRun.count > 0, addedRun.hash == h, addedRun.id + addedRun.count == id {
+            addedRun.count += 1
+        } else {
+            closeAddedRun()
+            addedRun = AddedIdentity(id: id, hash: h)
+        }
     }
 
     /// Counts one more task with identity `h`; returns its occurrence
