@@ -200,17 +200,18 @@ enum QueueStore {
         // The claim alone is the fence: whatever ends a claim (this, a
         // cancel, a rescue, a hand-back) clears it. (A state test here let
         // the planner walk the partial index of running rows, dead entries
-        // and all, once per completion.) The ids are also asked for as a
-        // list, so that whatever join the server plans reads only these rows
-        // through the primary key (a plan made while the table was empty
-        // may otherwise walk all of it: see `claim`).
+        // and all, once per completion.) Planned at each run, for the
+        // table as it is: a plan kept from when it was empty (see `claim`)
+        // walked the whole table for each completion, or, told the ids as a
+        // list, read the list again for each row (quadratic in the batch,
+        // which has no bound after an outage).
         let rows = try c.query("""
             WITH u AS (UPDATE tasker_jobs j SET state = v.state, result = v.result, error = v.error, error_kind = v.kind,
                          error_where = v.at, error_value = v.value,
                          claim = NULL, done_seq = nextval('tasker_done_seq'), finished_at = now()
                        FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
                          AS v(id, claim, state, result, error, kind, at, value)
-                       WHERE j.id = ANY($1::bigint[]) AND j.id = v.id AND j.claim = v.claim
+                       WHERE j.id = v.id AND j.claim = v.claim
                        RETURNING j.id, j.run),
                  n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500
                          THEN run || ' ' || string_agg(id::text, ',') ELSE run END) FROM u GROUP BY run)
@@ -218,7 +219,7 @@ enum QueueStore {
             """, [PGArray.integers(done.map(\.id)), PGArray.integers(done.map(\.claim)),
                   PGArray.text(done.map(\.state.rawValue)), PGArray.text(done.map(\.result)),
                   PGArray.text(done.map(\.error)), PGArray.text(done.map(\.errorKind)),
-                  PGArray.text(done.map(\.errorWhere)), PGArray.text(done.map(\.errorValue))])
+                  PGArray.text(done.map(\.errorWhere)), PGArray.text(done.map(\.errorValue))], planned: .atEachRun)
         let accepted = Set(try rows.rows.map { r throws(PGError) in try r.int64(0) })
         return done.map(\.id).filter { !accepted.contains($0) }
     }
@@ -262,6 +263,8 @@ enum QueueStore {
     /// statement however many (a run stopped with thousands waiting); a
     /// worker running one hears of it at once (NOTIFY) or at its next
     /// heartbeat. Locks in (task, attempt) order, as every cancel does.
+    /// (Planned at each run, as every statement that joins a list to the
+    /// jobs: see `complete`.)
     static func cancel(run: String, attempts: [(task: Int, attempt: Int)], _ c: PGConnection) throws {
         guard !attempts.isEmpty else { return }
         let sorted = attempts.sorted { ($0.task, $0.attempt) < ($1.task, $1.attempt) }
@@ -276,7 +279,8 @@ enum QueueStore {
                          AND j.state IN ('queued', 'running')
                        RETURNING j.id, j.worker)
             SELECT id, worker FROM u
-            """, [run, PGArray.integers(sorted.map { Int64($0.task) }), PGArray.integers(sorted.map { Int64($0.attempt) })])
+            """, [run, PGArray.integers(sorted.map { Int64($0.task) }), PGArray.integers(sorted.map { Int64($0.attempt) })],
+            planned: .atEachRun)
         try notifyCancelled(rows, c)
     }
 
@@ -338,7 +342,7 @@ enum QueueStore {
             let r = try c.query("""
                 SELECT v.id FROM unnest($1::bigint[]) AS v(id) LEFT JOIN tasker_jobs j ON j.id = v.id
                 WHERE j.id IS NULL OR j.state <> 'running' OR j.worker <> $2
-                """, [list, worker])
+                """, [list, worker], planned: .atEachRun)
             stop = try r.rows.map { r throws(PGError) in try r.int64(0) }
         }
         return (wasDead, stop)
@@ -486,7 +490,7 @@ enum QueueStore {
     static func handBack(_ jobs: [(id: Int64, claim: Int64)], _ c: PGConnection) throws {
         guard !jobs.isEmpty else { return }
         let rows = try c.query(requeue("FROM unnest($1::bigint[], $2::bigint[]) AS v(id, claim) WHERE j.id = v.id AND j.claim = v.claim"),
-                               [PGArray.integers(jobs.map(\.id)), PGArray.integers(jobs.map(\.claim))])
+                               [PGArray.integers(jobs.map(\.id)), PGArray.integers(jobs.map(\.claim))], planned: .atEachRun)
         if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
     }
 

@@ -120,16 +120,17 @@ import Testing
     /// run took 10-28 s).
     @Test func plansMadeWhileTheTableWasEmptyReadOnlyTheirOwnRows() throws {
         // empty as a sweep leaves them (vacuumed: the planner takes them
-        // for empty, not unknown), and plans made at the first execution
-        // and kept, whatever comes after
+        // for empty, not unknown); after five runs the server may keep a
+        // generic plan made for them, whatever comes after
         try db.sync { c in
             try c.execute("VACUUM tasker_jobs", waitingForEver: true)
             try c.execute("VACUUM tasker_queue", waitingForEver: true)
-            try c.execute("SET plan_cache_mode TO force_generic_plan")
         }
-        #expect(try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
-        let none = JobCompletion(id: 1, claim: 1, state: .succeeded, result: "[]")
-        #expect(try db.sync { c in try QueueStore.complete([none], c) } == [1])
+        for n in 1...8 {
+            #expect(try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
+            let none = (1...n).map { JobCompletion(id: Int64($0), claim: 1, state: .succeeded, result: "[]") }
+            #expect(try db.sync { c in try QueueStore.complete(none, c) }.count == n)
+        }
         try db.sync { c in try QueueStore.enqueue(run: "r1", (1...3000).map { job($0) }, c) }
         let before = try jobIndexReads()
         var done = 0
