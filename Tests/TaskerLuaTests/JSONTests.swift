@@ -92,4 +92,51 @@ import Testing
         ])
         #expect(r.lines[6].contains("bad argument #1 to 'json.decode' (string expected, got number)"))
     }
+
+    /// Objects of up to 16 ASCII keys take a short way (sorted on the
+    /// stack by their bytes): the text must be the general way's, key for
+    /// key, at every size either side of the limit and with keys that are
+    /// prefixes of each other, empty, digits, upper case or not ASCII.
+    @Test func everyObjectSizeSortsItsKeysAlike() async throws {
+        let pool = ["b", "a", "ab", "a_b", "B", "Z", "_", "", "a b", "10", "9", "aa", "a\\", "zz", "m", "M", "q", "r", "s"]
+        let extra = ["é", "ä-b"]
+        var lua = "local pool = {" + pool.map { "\"\($0.replacingOccurrences(of: "\\", with: "\\\\"))\"" }.joined(separator: ", ") + "}\n"
+        lua += """
+            for n = 1, #pool do
+              local t = {}
+              for k = n, 1, -1 do t[pool[k]] = k end
+              print(json.encode(t))
+            end
+            print(json.encode({a = 1, ["é"] = 2, ["ä-b"] = 3, B = 4}))
+            print(json.encode({x = {b = 1, a = {d = 2, c = 3}}, w = {1, 2}}, {pretty = true}))
+            print(pcall(json.encode, {a = 1, b = 0/0}))
+            """
+        let r = try await runLua(lua)
+        var expected: [String] = []
+        for n in 1...pool.count {
+            let keys = Array(pool.prefix(n)).enumerated().sorted { $0.element < $1.element }
+            let body = keys.map { "\"\($0.element.replacingOccurrences(of: "\\", with: "\\\\"))\":\($0.offset + 1)" }
+            expected.append("{" + body.joined(separator: ",") + "}")
+        }
+        let mixed = [("a", 1), ("é", 2), ("ä-b", 3), ("B", 4)].sorted { $0.0 < $1.0 }
+        expected.append("{" + mixed.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}")
+        #expect(Array(r.lines.prefix(pool.count + 1)) == expected)
+        #expect(extra.allSatisfy { r.output.contains($0) })
+        #expect(r.output.contains("""
+            {
+              "w": [
+                1,
+                2
+              ],
+              "x": {
+                "a": {
+                  "c": 3,
+                  "d": 2
+                },
+                "b": 1
+              }
+            }
+            """))
+        #expect(r.lines.last?.hasPrefix("false") == true && r.lines.last?.contains("cannot encode NaN") == true)
+    }
 }
