@@ -200,26 +200,34 @@ enum QueueStore {
         // The claim alone is the fence: whatever ends a claim (this, a
         // cancel, a rescue, a hand-back) clears it. (A state test here let
         // the planner walk the partial index of running rows, dead entries
-        // and all, once per completion.) Planned at each run, for the
-        // table as it is: a plan kept from when it was empty (see `claim`)
-        // walked the whole table for each completion, or, told the ids as a
-        // list, read the list again for each row (quadratic in the batch,
-        // which has no bound after an outage).
+        // and all, once per completion.)
+        //
+        // No join: the rows are found by their ids as a list (an index
+        // lookup each), and each row's values by its place in that sorted
+        // list (`width_bucket`, a binary search) in a JSON array. Joined to
+        // the lists, the plan followed the server's row estimate, and an
+        // estimate of none (a vacuum that could not shrink the emptied
+        // table leaves one) walked the whole table for each completion, or
+        // read the batch again for each row: a 10,000-job run took 7-56 s.
+        var byID: [Int64: JobCompletion] = [:]
+        for d in done { byID[d.id] = d }  // one per job (the last)
+        let sorted = byID.values.sorted { $0.id < $1.id }
+        let values = PGJSON.rows(sorted.map { d in [d.state.rawValue, d.result, d.error, d.errorKind, d.errorWhere, d.errorValue] })
         let rows = try c.query("""
-            WITH u AS (UPDATE tasker_jobs j SET state = v.state, result = v.result, error = v.error, error_kind = v.kind,
-                         error_where = v.at, error_value = v.value,
+            WITH u AS (UPDATE tasker_jobs j SET
+                         state = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 0,
+                         result = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 1,
+                         error = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 2,
+                         error_kind = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 3,
+                         error_where = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 4,
+                         error_value = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 5,
                          claim = NULL, done_seq = nextval('tasker_done_seq'), finished_at = now()
-                       FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[])
-                         AS v(id, claim, state, result, error, kind, at, value)
-                       WHERE j.id = v.id AND j.claim = v.claim
+                       WHERE j.id = ANY($1::bigint[]) AND j.claim = ($2::bigint[])[width_bucket(j.id, $1::bigint[])]
                        RETURNING j.id, j.run),
                  n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500
                          THEN run || ' ' || string_agg(id::text, ',') ELSE run END) FROM u GROUP BY run)
             SELECT id FROM u, (SELECT count(*) FROM n) notified
-            """, [PGArray.integers(done.map(\.id)), PGArray.integers(done.map(\.claim)),
-                  PGArray.text(done.map(\.state.rawValue)), PGArray.text(done.map(\.result)),
-                  PGArray.text(done.map(\.error)), PGArray.text(done.map(\.errorKind)),
-                  PGArray.text(done.map(\.errorWhere)), PGArray.text(done.map(\.errorValue))], planned: .atEachRun)
+            """, [PGArray.integers(sorted.map(\.id)), PGArray.integers(sorted.map(\.claim)), values])
         let accepted = Set(try rows.rows.map { r throws(PGError) in try r.int64(0) })
         return done.map(\.id).filter { !accepted.contains($0) }
     }

@@ -119,13 +119,20 @@ import Testing
     /// through the whole primary key read every job, each time (a 10,000-job
     /// run took 10-28 s).
     @Test func plansMadeWhileTheTableWasEmptyReadOnlyTheirOwnRows() throws {
-        // empty as a sweep leaves them (vacuumed: the planner takes them
-        // for empty, not unknown); after five runs the server may keep a
-        // generic plan made for them, whatever comes after
+        // Emptied as a sweep leaves them, vacuumed without giving pages
+        // back (a vacuum that could not take the lock to): the statistics
+        // then say pages but no rows, and every plan, kept or made at each
+        // run, takes the table for empty whatever it holds. After five runs
+        // the server may also keep a generic plan made for it.
+        try db.sync { c in try QueueStore.enqueue(run: "r0", (1...3000).map { job($0) }, c) }
         try db.sync { c in
-            try c.execute("VACUUM tasker_jobs", waitingForEver: true)
-            try c.execute("VACUUM tasker_queue", waitingForEver: true)
+            try c.query("DELETE FROM tasker_queue")
+            try c.query("DELETE FROM tasker_jobs")
+            try c.execute("VACUUM (TRUNCATE false) tasker_jobs", waitingForEver: true)
+            try c.execute("VACUUM (TRUNCATE false) tasker_queue", waitingForEver: true)
         }
+        let stats = try db.sync { c in try c.query("SELECT relpages, reltuples FROM pg_class WHERE relname = 'tasker_jobs'") }
+        #expect(try stats.first?.int(0) ?? 0 > 0 && stats.first?.optionalText(1) == "0", "the state this test is about")
         for n in 1...8 {
             #expect(try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }.isEmpty)
             let none = (1...n).map { JobCompletion(id: Int64($0), claim: 1, state: .succeeded, result: "[]") }
@@ -145,6 +152,40 @@ import Testing
         // (one plan that walks the table reads 3,000 at each statement)
         let read = try jobIndexReads() - before
         #expect(read < 3000, "\(read) index entries of tasker_jobs read for 200 jobs")
+    }
+
+    /// A completion's values reach the row as they were sent, each on its
+    /// own row, however they are written (a batch is found by the place of
+    /// each id in a sorted list, the values by that place in JSON).
+    @Test func completionsKeepEveryValueOnItsOwnRow() throws {
+        try db.sync { c in try QueueStore.enqueue(run: "r1", (1...6).map { job($0) }, c) }
+        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 6, versions: QueueStoreTests.work, c) }
+        #expect(js.count == 6)
+        let texts = ["[\"with \\\"quotes\\\" and \\\\ back\"]", "[\"ünïcödé ✓ 🚀\\ttab\"]", "[]", "[null]", "[\"a\u{1}b\"]"]
+        var done: [JobCompletion] = []
+        for (k, j) in js.reversed().enumerated() {  // not in id order
+            if k < texts.count {
+                done.append(JobCompletion(id: j.id, claim: j.claim, state: .succeeded, result: texts[k]))
+            } else {
+                done.append(JobCompletion(id: j.id, claim: j.claim, state: .failed, error: "line 1\nline \"2\"\0end", errorKind: "error",
+                                          errorWhere: "defs.lua:3", errorValue: nil))
+            }
+        }
+        let stale = JobCompletion(id: js[0].id, claim: js[0].claim + 99, state: .succeeded, result: "[1]")
+        #expect(try db.sync { c in try QueueStore.complete(done, c) }.isEmpty)
+        #expect(try db.sync { c in try QueueStore.complete([stale], c) } == [js[0].id])
+        let rows = try db.sync { c in
+            try c.query("SELECT id, state, result, error, error_kind, error_where, error_value, claim FROM tasker_jobs ORDER BY id").rows
+        }
+        for r in rows {
+            let sent = try #require(done.first { $0.id == (try? r.int64(0)) })
+            #expect(r.optionalText(1) == sent.state.rawValue)
+            #expect(r.optionalText(2) == sent.result)
+            #expect(r.optionalText(3) == sent.error?.replacingOccurrences(of: "\0", with: "\u{FFFD}"))
+            #expect(r.optionalText(4) == sent.errorKind && r.optionalText(5) == sent.errorWhere && r.optionalText(6) == nil)
+            #expect(r.optionalText(7) == nil)
+        }
+        #expect(rows.count == 6)
     }
 
     /// Index entries of `tasker_jobs` read by scans so far (flushed first).
