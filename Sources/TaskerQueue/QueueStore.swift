@@ -275,29 +275,54 @@ enum QueueStore {
     /// jobs: see `complete`.)
     static func cancel(run: String, attempts: [(task: Int, attempt: Int)], _ c: PGConnection) throws {
         guard !attempts.isEmpty else { return }
-        let sorted = attempts.sorted { ($0.task, $0.attempt) < ($1.task, $1.attempt) }
-        let rows = try c.query("""
-            WITH k AS (SELECT * FROM unnest($2::bigint[], $3::int[]) AS k(task, attempt)),
-                 d AS (DELETE FROM tasker_queue q USING tasker_jobs j, k
-                       WHERE j.run = $1 AND j.task = k.task AND j.attempt = k.attempt AND \(listed) RETURNING q.id),
-                 u AS (UPDATE tasker_jobs j SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
-                         claim = NULL, worker = coalesce(worker, ''), finished_at = now()
-                       FROM k
-                       WHERE \(afterUnlisting) AND j.run = $1 AND j.task = k.task AND j.attempt = k.attempt
-                         AND j.state IN ('queued', 'running')
-                       RETURNING j.id, j.worker)
-            SELECT id, worker FROM u
-            """, [run, PGArray.integers(sorted.map { Int64($0.task) }), PGArray.integers(sorted.map { Int64($0.attempt) })],
-            planned: .atEachRun)
-        try notifyCancelled(rows, c)
+        // One statement per set of distinct tasks: the jobs are found by
+        // the list of tasks (the run's index) and each one's attempt by its
+        // task's place in that sorted list (`width_bucket`); their list
+        // rows by the queue's index, from the lists of their priorities and
+        // ids. No join, whose plan would follow the row estimate (see
+        // `complete`: joined to the list rows, the jobs' lookup ran again
+        // for each row). Two attempts of one task in one list are rare: the
+        // later goes next.
+        var rest = attempts.sorted { ($0.task, $0.attempt) < ($1.task, $1.attempt) }
+        while !rest.isEmpty {
+            var set: [(task: Int, attempt: Int)] = [], later: [(task: Int, attempt: Int)] = []
+            for a in rest {
+                if set.last?.task == a.task { later.append(a) } else { set.append(a) }
+            }
+            let rows = try c.query("""
+                WITH \(unlisting(listedAttempt)),
+                     u AS (UPDATE tasker_jobs j SET state = 'cancelled', error = 'cancelled by the coordinator', error_kind = 'cancelled',
+                             claim = NULL, worker = coalesce(worker, ''), finished_at = now()
+                           WHERE \(afterUnlisting) AND \(listedAttempt) AND j.state IN ('queued', 'running')
+                           RETURNING j.id, j.worker)
+                SELECT id, worker FROM u
+                """, [run, PGArray.integers(set.map { Int64($0.task) }), PGArray.integers(set.map { Int64($0.attempt) })],
+                planned: .atEachRun)
+            try notifyCancelled(rows, c)
+            rest = later
+        }
     }
 
-    /// A cancel unlists the queued jobs it ends (`d`, from the list row of
-    /// job `j`), then updates the jobs: in that order, as a claim locks
-    /// them (list rows, then jobs). Updating the jobs first, a cancel and a
-    /// claim each held what the other waited for: a deadlock, whose victim
-    /// (the cancel, often) was rolled back, and its job then ran.
-    private static let listed = "j.state = 'queued' AND j.worker IS NULL AND q.priority = j.priority AND q.id = j.id"
+    /// Job `j` is of run $1, its task in the sorted list $2 and its attempt
+    /// the one at that task's place in $3.
+    private static let listedAttempt =
+        "j.run = $1 AND j.task = ANY($2::bigint[]) AND j.attempt = ($3::int[])[width_bucket(j.task, $2::bigint[])]"
+
+    /// A cancel unlists the queued jobs it ends (`d`: the list rows of the
+    /// queued jobs `j` that `jobs` picks), then updates the jobs: in that
+    /// order, as a claim locks them (list rows, then jobs). Updating the
+    /// jobs first, a cancel and a claim each held what the other waited
+    /// for: a deadlock, whose victim (the cancel, often) was rolled back,
+    /// and its job then ran. The list rows are found through the queue's
+    /// index by the jobs' priorities and ids, not joined to the jobs.
+    private static func unlisting(_ jobs: String) -> String {
+        """
+        s AS MATERIALIZED (SELECT j.id, j.priority FROM tasker_jobs j WHERE \(jobs) AND j.state = 'queued' AND j.worker IS NULL),
+        d AS (DELETE FROM tasker_queue q
+              WHERE q.priority = ANY(ARRAY(SELECT DISTINCT priority FROM s)) AND q.id = ANY(ARRAY(SELECT id FROM s))
+              RETURNING q.id)
+        """
+    }
     /// Makes the update wait for `d`: a one-time filter reading it.
     private static let afterUnlisting = "(SELECT count(*) FROM d) >= 0"
 
@@ -406,7 +431,7 @@ enum QueueStore {
     /// them hear of it at once (NOTIFY) or at their next heartbeat.
     static func cancel(runs: [String], why: String, _ c: PGConnection) throws {
         let rows = try c.query("""
-            WITH d AS (DELETE FROM tasker_queue q USING tasker_jobs j WHERE j.run = ANY($1::text[]) AND \(listed) RETURNING q.id),
+            WITH \(unlisting("j.run = ANY($1::text[])")),
                  u AS (UPDATE tasker_jobs SET state = 'cancelled', error = 'cancelled: ' || $2, error_kind = 'cancelled',
                          claim = NULL, worker = coalesce(worker, ''), finished_at = now()
                        WHERE \(afterUnlisting) AND run = ANY($1::text[]) AND state IN ('queued', 'running')

@@ -152,6 +152,26 @@ import Testing
         // (one plan that walks the table reads 3,000 at each statement)
         let read = try jobIndexReads() - before
         #expect(read < 3000, "\(read) index entries of tasker_jobs read for 200 jobs")
+        // a cancel of the 2,800 left, in one statement: about one entry each
+        let left = try jobIndexReads()
+        try db.sync { c in try QueueStore.cancel(run: "r1", attempts: (201...3000).map { ($0, 1) }, c) }
+        let cancelRead = try jobIndexReads() - left
+        #expect(cancelRead < 20_000, "\(cancelRead) index entries read to cancel 2,800 jobs")
+        let states = try db.sync { c in try c.query("SELECT state, count(*) FROM tasker_jobs WHERE run = 'r1' GROUP BY state ORDER BY state") }
+        #expect(states.rows.map { "\($0.optionalText(0) ?? ""):\($0.optionalText(1) ?? "")" } == ["cancelled:2800", "succeeded:200"])
+        #expect(try queueList() == [])
+    }
+
+    /// Two attempts of one task in one cancel list: both end.
+    @Test func aCancelListWithTwoAttemptsOfATaskEndsBoth() throws {
+        var second = job(1)
+        second.attempt = 2
+        try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1), second, job(2)], c) }
+        try db.sync { c in try QueueStore.cancel(run: "r1", attempts: [(1, 2), (2, 1), (1, 1)], c) }
+        let rows = try db.sync { c in try c.query("SELECT task, attempt, state FROM tasker_jobs ORDER BY task, attempt") }
+        #expect(rows.rows.map { "\($0.optionalText(0) ?? "")/\($0.optionalText(1) ?? ""):\($0.optionalText(2) ?? "")" }
+                == ["1/1:cancelled", "1/2:cancelled", "2/1:cancelled"])
+        #expect(try queueList() == [])
     }
 
     /// A completion's values reach the row as they were sent, each on its
