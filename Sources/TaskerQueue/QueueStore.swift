@@ -211,25 +211,52 @@ enum QueueStore {
         // read the batch again for each row: a 10,000-job run took 7-56 s.
         var byID: [Int64: JobCompletion] = [:]
         for d in done { byID[d.id] = d }  // one per job (the last)
-        let sorted = byID.values.sorted { $0.id < $1.id }
-        let values = PGJSON.rows(sorted.map { d in [d.state.rawValue, d.result, d.error, d.errorKind, d.errorWhere, d.errorValue] })
-        let rows = try c.query("""
-            WITH u AS (UPDATE tasker_jobs j SET
-                         state = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 0,
-                         result = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 1,
-                         error = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 2,
-                         error_kind = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 3,
-                         error_where = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 4,
-                         error_value = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 5,
-                         claim = NULL, done_seq = nextval('tasker_done_seq'), finished_at = now()
-                       WHERE j.id = ANY($1::bigint[]) AND j.claim = ($2::bigint[])[width_bucket(j.id, $1::bigint[])]
-                       RETURNING j.id, j.run),
-                 n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500
-                         THEN run || ' ' || string_agg(id::text, ',') ELSE run END) FROM u GROUP BY run)
-            SELECT id FROM u, (SELECT count(*) FROM n) notified
-            """, [PGArray.integers(sorted.map(\.id)), PGArray.integers(sorted.map(\.claim)), values])
-        let accepted = Set(try rows.rows.map { r throws(PGError) in try r.int64(0) })
+        var accepted = Set<Int64>()
+        // A jsonb value holds at most 256 MiB: big results go in several
+        // statements (`completionParts`).
+        for part in completionParts(byID.values.sorted { $0.id < $1.id }) {
+            let values = PGJSON.rows(part.map { d in [d.state.rawValue, d.result, d.error, d.errorKind, d.errorWhere, d.errorValue] })
+            let rows = try c.query("""
+                WITH u AS (UPDATE tasker_jobs j SET
+                             state = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 0,
+                             result = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 1,
+                             error = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 2,
+                             error_kind = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 3,
+                             error_where = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 4,
+                             error_value = $3::jsonb -> (width_bucket(j.id, $1::bigint[]) - 1) ->> 5,
+                             claim = NULL, done_seq = nextval('tasker_done_seq'), finished_at = now()
+                           WHERE j.id = ANY($1::bigint[]) AND j.claim = ($2::bigint[])[width_bucket(j.id, $1::bigint[])]
+                           RETURNING j.id, j.run),
+                     n AS (SELECT pg_notify('\(doneChannel)', CASE WHEN count(*) <= 500
+                             THEN run || ' ' || string_agg(id::text, ',') ELSE run END) FROM u GROUP BY run)
+                SELECT id FROM u, (SELECT count(*) FROM n) notified
+                """, [PGArray.integers(part.map(\.id)), PGArray.integers(part.map(\.claim)), values])
+            for r in rows.rows { accepted.insert(try r.int64(0)) }
+        }
         return done.map(\.id).filter { !accepted.contains($0) }
+    }
+
+    /// Bytes of values one completion statement carries at most: escaped
+    /// in JSON a byte takes up to six (`\u0001`), and 6 × 32 MiB stays
+    /// under jsonb's 256 MiB.
+    static let completionBytes = 32 << 20
+
+    /// `sorted` cut into runs whose values stay under `completionBytes`
+    /// (a row bigger than that alone goes alone).
+    static func completionParts(_ sorted: [JobCompletion]) -> [ArraySlice<JobCompletion>] {
+        var parts: [ArraySlice<JobCompletion>] = []
+        var start = 0, bytes = 0
+        for (i, d) in sorted.enumerated() {
+            let size = 64 + [d.result, d.error, d.errorKind, d.errorWhere, d.errorValue].reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+            if i > start && bytes + size > completionBytes {
+                parts.append(sorted[start..<i])
+                start = i
+                bytes = 0
+            }
+            bytes += size
+        }
+        if start < sorted.count { parts.append(sorted[start...]) }
+        return parts
     }
 
     static func notifyDone(runs: Set<String>, _ c: PGConnection) throws {

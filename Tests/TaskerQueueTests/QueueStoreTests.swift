@@ -517,3 +517,18 @@ final class PayloadBox: @unchecked Sendable {
         return items.removeFirst()
     }
 }
+
+/// Big results go in several completion statements (a jsonb value holds at
+/// most 256 MiB).
+@Suite struct CompletionPartsTests {
+    @Test func bigResultsAreCutIntoStatementsUnderTheLimit() {
+        let big = String(repeating: "x", count: 20 << 20)
+        func done(_ id: Int64, _ result: String) -> JobCompletion { JobCompletion(id: id, claim: 1, state: .succeeded, result: result) }
+        let small = (1...1000).map { done(Int64($0), "[\($0)]") }
+        #expect(QueueStore.completionParts(small).map(\.count) == [1000])
+        let mixed = [done(1, big), done(2, "[]"), done(3, big), done(4, big + big), done(5, "[]")]
+        // 20 MiB and a small one; 20 MiB; 40 MiB alone (over the limit, but one row); the last small one after it
+        #expect(QueueStore.completionParts(mixed).map { $0.map(\.id) } == [[1, 2], [3], [4], [5]])
+        #expect(QueueStore.completionParts([]).isEmpty)
+    }
+}
