@@ -117,14 +117,9 @@ final class PGConnection {
     /// and kept by their text (planning a claim cost about as much as
     /// running it), so a statement's text must not vary with its data:
     /// values go in parameters, lists in array parameters.
-    ///
-    /// `planned: .atEachRun` plans the statement at every run instead, for
-    /// the tables as they are then: one that joins a list to the jobs table
-    /// must not keep a plan made while the table was empty (the server may
-    /// then loop over one side for each row of the other, for good).
     @discardableResult
-    func query(_ sql: String, _ params: [String?] = [], planned: Planning = .once) throws -> PGRows {
-        let name = planned == .once ? try preparedName(sql, params.count) : nil
+    func query(_ sql: String, _ params: [String?] = []) throws -> PGRows {
+        let name = try preparedName(sql, params.count)
         var cStrings: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
         defer { for p in cStrings { free(p) } }
         let sent: Int32 = cStrings.withUnsafeMutableBufferPointer { buf in
@@ -138,8 +133,6 @@ final class PGConnection {
         }
         return try rows(of: answer(sent: sent, within: answerWait))
     }
-
-    enum Planning { case once, atEachRun }
 
     /// Names of the statements prepared on this connection, by their text.
     private var prepared: [String: String] = [:]

@@ -33,15 +33,16 @@ extension QueueStore {
     /// run ended, or its coordinator died and its jobs were cancelled);
     /// returns how many. A run still going keeps its rows: its coordinator
     /// reads them. Rows another sweeper holds are skipped, not waited for.
-    /// Planned at each run: it joins the ended runs to the jobs, and a plan
-    /// kept from an empty table would walk all of them for each batch.
+    /// No join: the jobs by the list of ended runs (the runs' index), the
+    /// deletes by the list of ids; a join's plan followed the row estimate
+    /// and, made for an empty table, walked all the jobs for each batch.
     static func sweep(retain: Double, limit: Int = Retention.batch, _ c: PGConnection) throws -> Int {
         try c.query("""
-            WITH r AS (SELECT run FROM tasker_coordinators WHERE stopped < now() - make_interval(secs => $1::float8)),
-                 d AS (SELECT j.id FROM tasker_jobs j JOIN r ON j.run = r.run
-                       WHERE j.state NOT IN ('queued', 'running') LIMIT $2::int FOR UPDATE OF j SKIP LOCKED)
-            DELETE FROM tasker_jobs j USING d WHERE j.id = d.id
-            """, [String(retain), String(limit)], planned: .atEachRun).affected
+            WITH d AS (SELECT j.id FROM tasker_jobs j
+                       WHERE j.run = ANY(ARRAY(SELECT run FROM tasker_coordinators WHERE stopped < now() - make_interval(secs => $1::float8)))
+                         AND j.state NOT IN ('queued', 'running') LIMIT (SELECT $2::int) FOR UPDATE OF j SKIP LOCKED)
+            DELETE FROM tasker_jobs j WHERE j.id = ANY(ARRAY(SELECT id FROM d))
+            """, [String(retain), String(limit)]).affected
     }
 
     /// Forgets the leases of ended runs that have no rows left (so the

@@ -298,8 +298,6 @@ enum QueueStore {
     /// statement however many (a run stopped with thousands waiting); a
     /// worker running one hears of it at once (NOTIFY) or at its next
     /// heartbeat. Locks in (task, attempt) order, as every cancel does.
-    /// (Planned at each run, as every statement that joins a list to the
-    /// jobs: see `complete`.)
     static func cancel(run: String, attempts: [(task: Int, attempt: Int)], _ c: PGConnection) throws {
         guard !attempts.isEmpty else { return }
         // One statement per set of distinct tasks: the jobs are found by
@@ -323,8 +321,7 @@ enum QueueStore {
                            WHERE \(afterUnlisting) AND \(listedAttempt) AND j.state IN ('queued', 'running')
                            RETURNING j.id, j.worker)
                 SELECT id, worker FROM u
-                """, [run, PGArray.integers(set.map { Int64($0.task) }), PGArray.integers(set.map { Int64($0.attempt) })],
-                planned: .atEachRun)
+                """, [run, PGArray.integers(set.map { Int64($0.task) }), PGArray.integers(set.map { Int64($0.attempt) })])
             try notifyCancelled(rows, c)
             rest = later
         }
@@ -400,9 +397,9 @@ enum QueueStore {
             // A row that is gone (its run ended and was swept, or pruned)
             // is no longer this worker's either.
             let r = try c.query("""
-                SELECT v.id FROM unnest($1::bigint[]) AS v(id) LEFT JOIN tasker_jobs j ON j.id = v.id
-                WHERE j.id IS NULL OR j.state <> 'running' OR j.worker <> $2
-                """, [list, worker], planned: .atEachRun)
+                SELECT id FROM unnest($1::bigint[]) AS id
+                EXCEPT SELECT id FROM tasker_jobs WHERE id = ANY($1::bigint[]) AND state = 'running' AND worker = $2
+                """, [list, worker])
             stop = try r.rows.map { r throws(PGError) in try r.int64(0) }
         }
         return (wasDead, stop)
@@ -549,8 +546,12 @@ enum QueueStore {
     /// claim ended meanwhile (rescued, cancelled).
     static func handBack(_ jobs: [(id: Int64, claim: Int64)], _ c: PGConnection) throws {
         guard !jobs.isEmpty else { return }
-        let rows = try c.query(requeue("FROM unnest($1::bigint[], $2::bigint[]) AS v(id, claim) WHERE j.id = v.id AND j.claim = v.claim"),
-                               [PGArray.integers(jobs.map(\.id)), PGArray.integers(jobs.map(\.claim))], planned: .atEachRun)
+        // by place in the sorted ids, as a completion (no join: see `complete`)
+        var byID: [Int64: Int64] = [:]
+        for j in jobs { byID[j.id] = j.claim }
+        let ids = byID.keys.sorted()
+        let rows = try c.query(requeue("WHERE j.id = ANY($1::bigint[]) AND j.claim = ($2::bigint[])[width_bucket(j.id, $1::bigint[])]"),
+                               [PGArray.integers(ids), PGArray.integers(ids.map { byID[$0]! })])
         if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
     }
 

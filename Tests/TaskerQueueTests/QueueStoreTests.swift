@@ -152,6 +152,14 @@ import Testing
         // (one plan that walks the table reads 3,000 at each statement)
         let read = try jobIndexReads() - before
         #expect(read < 3000, "\(read) index entries of tasker_jobs read for 200 jobs")
+        // a heartbeat's check of 10 claimed and a hand-back of them
+        let held = try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }
+        let beforeBack = try jobIndexReads()
+        let beat = try db.sync { c in try QueueStore.heartbeat(worker: "w", running: held.map(\.id) + [999_999], c) }
+        #expect(beat.stop == [999_999])
+        try db.sync { c in try QueueStore.handBack(held.map { ($0.id, $0.claim) }, c) }
+        let backRead = try jobIndexReads() - beforeBack
+        #expect(backRead < 3000, "\(backRead) index entries read to check and hand back 10 jobs")
         // a cancel of the 2,800 left, in one statement: about one entry each
         let left = try jobIndexReads()
         try db.sync { c in try QueueStore.cancel(run: "r1", attempts: (201...3000).map { ($0, 1) }, c) }
