@@ -209,12 +209,10 @@ enum QueueStore {
         // estimate of none (a vacuum that could not shrink the emptied
         // table leaves one) walked the whole table for each completion, or
         // read the batch again for each row: a 10,000-job run took 7-56 s.
-        var byID: [Int64: JobCompletion] = [:]
-        for d in done { byID[d.id] = d }  // one per job (the last)
         var accepted = Set<Int64>()
         // A jsonb value holds at most 256 MiB: big results go in several
         // statements (`completionParts`).
-        for part in completionParts(byID.values.sorted { $0.id < $1.id }) {
+        for part in completionParts(byPlace(done, \.id)) {
             let values = PGJSON.rows(part.map { d in [d.state.rawValue, d.result, d.error, d.errorKind, d.errorWhere, d.errorValue] })
             let rows = try c.query("""
                 WITH u AS (UPDATE tasker_jobs j SET
@@ -236,6 +234,15 @@ enum QueueStore {
         return done.map(\.id).filter { !accepted.contains($0) }
     }
 
+    /// `items` one per id (the last given) in the order of their ids: the
+    /// sorted list whose places `width_bucket` finds, so a statement reads
+    /// each row's values by place instead of joining a list.
+    static func byPlace<T>(_ items: [T], _ id: (T) -> Int64) -> [T] {
+        var last: [Int64: Int] = [:]
+        for (i, item) in items.enumerated() { last[id(item)] = i }
+        return last.sorted { $0.key < $1.key }.map { items[$0.value] }
+    }
+
     /// Bytes of values one completion statement carries at most: escaped
     /// in JSON a byte takes up to six (`\u0001`), and 6 × 32 MiB stays
     /// under jsonb's 256 MiB.
@@ -247,7 +254,8 @@ enum QueueStore {
         var parts: [ArraySlice<JobCompletion>] = []
         var start = 0, bytes = 0
         for (i, d) in sorted.enumerated() {
-            let size = 64 + [d.result, d.error, d.errorKind, d.errorWhere, d.errorValue].reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+            let size = 64 + (d.result?.utf8.count ?? 0) + (d.error?.utf8.count ?? 0) + (d.errorKind?.utf8.count ?? 0)
+                + (d.errorWhere?.utf8.count ?? 0) + (d.errorValue?.utf8.count ?? 0)
             if i > start && bytes + size > completionBytes {
                 parts.append(sorted[start..<i])
                 start = i
@@ -547,11 +555,9 @@ enum QueueStore {
     static func handBack(_ jobs: [(id: Int64, claim: Int64)], _ c: PGConnection) throws {
         guard !jobs.isEmpty else { return }
         // by place in the sorted ids, as a completion (no join: see `complete`)
-        var byID: [Int64: Int64] = [:]
-        for j in jobs { byID[j.id] = j.claim }
-        let ids = byID.keys.sorted()
+        let sorted = byPlace(jobs, \.id)
         let rows = try c.query(requeue("WHERE j.id = ANY($1::bigint[]) AND j.claim = ($2::bigint[])[width_bucket(j.id, $1::bigint[])]"),
-                               [PGArray.integers(ids), PGArray.integers(ids.map { byID[$0]! })])
+                               [PGArray.integers(sorted.map(\.id)), PGArray.integers(sorted.map(\.claim))])
         if rows.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
     }
 
