@@ -185,7 +185,7 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         let most = TestHTTPServer.shared.maxInFlight(key)
         #expect(most <= 3, "more requests in flight than the cap: \(most)")
         #expect(most == 3, "the cap was never reached: \(most)")
-        #expect(r.result.seconds < 5, "a batch waited for the server's deadline")
+        #expect(r.result.seconds < 5, "a batch waited for the server's deadline: \(TestHTTPServer.shared.gateLog(key))")
     }
 
     /// A request that times out is logged at debug level like any other.

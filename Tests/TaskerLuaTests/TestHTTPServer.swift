@@ -40,6 +40,8 @@ final class TestHTTPServer: Sendable {
         /// `/gate` requests waiting for their answer, by key and arrival.
         var held: [String: [Int: HeldRequest]] = [:]
         var maxInFlight: [String: Int] = [:]
+        /// What happened at each key's gate and when: read when a test fails.
+        var gateLog: [String: [String]] = [:]
         /// Keys whose held requests are about to be answered together.
         var releasing: Set<String> = []
         var nextRequest = 0
@@ -76,6 +78,14 @@ final class TestHTTPServer: Sendable {
     func count(_ key: String) -> Int { state.withLockedValue { $0.counters[key] ?? 0 } }
     func refreshes(_ realm: String) -> Int { state.withLockedValue { $0.tokens[realm] ?? 0 } }
     func maxInFlight(_ key: String) -> Int { state.withLockedValue { $0.maxInFlight[key] ?? 0 } }
+    func gateLog(_ key: String) -> String { state.withLockedValue { ($0.gateLog[key] ?? []).joined(separator: "; ") } }
+}
+
+/// Seconds since the test process's server started, for the gate's log.
+private let serverEpoch = ContinuousClock.now
+private func sinceStart() -> String {
+    let d = (ContinuousClock.now - serverEpoch).components
+    return String(format: "%.3f", Double(d.seconds) + Double(d.attoseconds) / 1e18)
 }
 
 private final class TestHTTPHandler: ChannelInboundHandler {
@@ -235,6 +245,7 @@ private final class TestHTTPHandler: ChannelInboundHandler {
             s.held[key, default: [:]][s.nextRequest] = request
             let n = s.held[key]!.count
             s.maxInFlight[key] = max(s.maxInFlight[key] ?? 0, n)
+            s.gateLog[key, default: []].append("\(sinceStart()) #\(s.nextRequest) held (\(n))")
             guard n >= at, !s.releasing.contains(key) else { return (s.nextRequest, false) }
             s.releasing.insert(key)
             return (s.nextRequest, true)
@@ -246,13 +257,18 @@ private final class TestHTTPHandler: ChannelInboundHandler {
             context.eventLoop.scheduleTask(in: .nanoseconds(Int64(linger * 1e9))) {
                 let answered = state.withLockedValue { s -> [TestHTTPServer.HeldRequest] in
                     s.releasing.remove(key)
+                    s.gateLog[key, default: []].append("\(sinceStart()) released \(s.held[key]?.count ?? 0)")
                     return (s.held.removeValue(forKey: key) ?? [:]).sorted { $0.key < $1.key }.map(\.value)
                 }
                 for request in answered { request.answer() }
             }
         }
         context.eventLoop.scheduleTask(in: .nanoseconds(Int64(limit * 1e9))) {
-            state.withLockedValue { $0.held[key]?.removeValue(forKey: id) }?.answer()
+            state.withLockedValue { s -> TestHTTPServer.HeldRequest? in
+                guard let held = s.held[key]?.removeValue(forKey: id) else { return nil }
+                s.gateLog[key, default: []].append("\(sinceStart()) #\(id) answered at its deadline")
+                return held
+            }?.answer()
         }
     }
 
