@@ -120,25 +120,31 @@ extension QueueStore {
     /// process vacuums it now (one sweeper at a time, by an advisory lock;
     /// autovacuum's lock is skipped, not waited for). A role that does not
     /// own the table does not try (the server would only warn, every
-    /// second): autovacuum stays the only one. Returns whether it ran.
+    /// second): autovacuum stays the only one. Not `shrinking`: only for
+    /// the dead rows, and no page is given back. `pagesKept`: a vacuum
+    /// that was not shrinking ran since the last that was, so the big
+    /// table of few live rows is shrunk now, dead rows or not. Returns
+    /// whether it ran.
     @discardableResult
-    static func vacuumIfDead(_ kept: Kept, _ c: PGConnection) throws -> Bool {
+    static func vacuumIfDead(_ kept: Kept, shrinking: Bool = true, pagesKept: Bool = false,
+                             _ c: PGConnection) throws -> Bool {
         let rows = try c.query("""
             SELECT (n_dead_tup > greatest($1::bigint, n_live_tup)
-                    OR CASE WHEN pg_relation_size(relid) > $3::bigint
-                            AND (n_dead_tup > 0
+                    OR CASE WHEN $4::bool AND pg_relation_size(relid) > $3::bigint
+                            AND ($5::bool OR n_dead_tup > 0
                                  OR coalesce(greatest(last_vacuum, last_autovacuum), 'epoch') < now() - interval '30 seconds')
                        THEN \(kept.fewLiveRowsCounted) ELSE false END)
                    AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
-            """, [String(deadRowsToVacuum), String(fewLiveRows), String(kept.bigBytes)])
+            """, [String(deadRowsToVacuum), String(fewLiveRows), String(kept.bigBytes), String(shrinking), String(pagesKept)])
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         // INDEX_CLEANUP ON: by default a vacuum that finds few pages with
         // dead rows skips the indexes and leaves those rows' slots in the
         // pages, which are then not empty and never given back
-        try c.execute("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON) \(kept.table)", waitingForEver: true)
+        try c.execute("VACUUM (SKIP_LOCKED, INDEX_CLEANUP ON\(shrinking ? "" : ", TRUNCATE false")) \(kept.table)",
+                      waitingForEver: true)
         return true
     }
 
