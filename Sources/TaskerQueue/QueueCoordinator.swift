@@ -47,6 +47,10 @@ public final class QueueCoordinator: RemoteQueue {
         var cancels: [Key] = []
         var cancelsInFlight: [Key] = []
         var cancelling = false
+        /// A cancel statement failed, or the connection was lost (a server
+        /// that restarted may have lost commits): jobs of the run may be
+        /// left that no waiter accounts for.
+        var unaccounted = false
         var fetching = false
         /// Finished ids named by notifications, not read yet.
         var named: [Int64] = []
@@ -181,7 +185,18 @@ public final class QueueCoordinator: RemoteQueue {
     /// is still queued or running, and closes the connections.
     public func stop() {
         let run = self.run
-        db.submit { c, _ in try QueueStore.coordinatorStopped(run: run, c) }
+        db.submit { [self] c, _ in
+            // Every attempt inserted was read back ended or cancelled by a
+            // statement that worked (statements run in order: a cancel
+            // submitted before this one has run), so none of the run's
+            // jobs is left: no need to look through them all (16 ms for a
+            // run of 10,000, at every run's end).
+            let settled = state.withLock { s in
+                s.waiting.isEmpty && s.outbox.isEmpty && s.resend.isEmpty && s.inFlight.isEmpty
+                    && s.cancels.isEmpty && s.cancelsInFlight.isEmpty && !s.unaccounted && s.gaveUp == nil
+            }
+            try QueueStore.coordinatorStopped(run: run, leftovers: !settled, c)
+        }
         state.withLock { s in
             let l = s.listener
             s.listener = nil
@@ -259,6 +274,7 @@ public final class QueueCoordinator: RemoteQueue {
     private func outage(_ event: PGOutageEvent) {
         switch event {
         case .lost(let why):
+            state.withLock { $0.unaccounted = true }
             notice("lost the connection to PostgreSQL (\(why)): reconnecting (the run waits for it up to \(PGSession.seconds(StoreOutage.limit)))")
         case .back(let seconds):
             notice("reconnected to PostgreSQL after \(String(format: "%.1f", seconds)) s")
@@ -513,6 +529,7 @@ public final class QueueCoordinator: RemoteQueue {
             state.withLock { s in
                 s.cancels = []
                 s.cancelsInFlight = []
+                s.unaccounted = true
             }
             cancelsSent()
         })

@@ -496,11 +496,18 @@ enum QueueStore {
     /// queued or running is cancelled (the run cancels each task it stops,
     /// but a cancel lost to a crash or a restart at that moment would leave
     /// the workers running them; this statement is the one that counts).
-    static func coordinatorStopped(run: String, _ c: PGConnection) throws {
+    /// Not `leftovers`: the coordinator accounts for every job of the run
+    /// (each read back ended, or cancelled by a statement that worked, and
+    /// no connection lost meanwhile), and only the lease is given up.
+    static func coordinatorStopped(run: String, leftovers: Bool = true, _ c: PGConnection) throws {
         try c.transaction {
             // one flush a run: this commit survives a crash that follows
             try c.execute("SET LOCAL synchronous_commit TO on")
-            try stop(run: run, why: "its run ended", c)
+            if leftovers {
+                try stop(run: run, why: "its run ended", c)
+            } else {
+                try markStopped(run: run, c)
+            }
         }
     }
 
@@ -508,6 +515,10 @@ enum QueueStore {
     /// the caller's transaction).
     private static func stop(run: String, why: String, _ c: PGConnection) throws {
         try cancel(runs: [run], why: why, c)
+        try markStopped(run: run, c)
+    }
+
+    private static func markStopped(run: String, _ c: PGConnection) throws {
         try c.query("UPDATE tasker_coordinators SET stopped = now() WHERE run = $1", [run])
     }
 
