@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import TaskerQueue
 import TaskerLua
 
 @main
@@ -51,6 +52,11 @@ struct Tasker: ParsableCommand {
         // start, while a resume reads the journal, in a worker).
         signal(SIGUSR1, SIG_IGN)
         signal(SIGUSR2, SIG_IGN)
+        // While the command line is parsed (a word of a pipeline's own
+        // that looks so only loads it for nothing).
+        if CommandLine.arguments.contains(where: { $0 == "--store" || $0.hasPrefix("--store=") }) {
+            PostgresLibrary.loadAhead()
+        }
         do {
             var command = try quickRun() ?? parseAsRoot()
             if command is Tasker {
