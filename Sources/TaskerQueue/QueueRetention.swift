@@ -104,10 +104,10 @@ extension QueueStore {
         static let all = [jobs, queue]
         /// How REINDEX CONCURRENTLY names the copies of its indexes.
         var cutRebuildIndexName: String { "^\(table).*_cc(new|old)[0-9]*$" }
-        /// Whether it holds fewer than `fewLiveRows` rows (the parameter
-        /// `$2`), counted through an index, at most that many.
+        /// Whether it holds fewer than `fewLiveRows` rows, counted through
+        /// an index, at most that many.
         var fewLiveRowsCounted: String {
-            "(SELECT count(*) FROM (SELECT 1 FROM \(table) ORDER BY \(order) LIMIT $2::int) s) < $2::int"
+            "(SELECT count(*) FROM (SELECT 1 FROM \(table) ORDER BY \(order) LIMIT \(QueueStore.fewLiveRows)) s) < \(QueueStore.fewLiveRows)"
         }
     }
 
@@ -125,19 +125,25 @@ extension QueueStore {
     /// that was not shrinking ran since the last that was, so the big
     /// table of few live rows is shrunk now, dead rows or not. Returns
     /// whether it ran.
+    ///
+    /// The checks (every second, on each worker) take no parameters: the
+    /// statistics views they read are slow to plan (1-4 ms a statement
+    /// here), and a prepared statement without parameters is planned once,
+    /// where one with them was planned at every run. Each variant is a
+    /// statement of its own.
     @discardableResult
     static func vacuumIfDead(_ kept: Kept, shrinking: Bool = true, pagesKept: Bool = false,
                              _ c: PGConnection) throws -> Bool {
         let rows = try c.query("""
-            SELECT (n_dead_tup > greatest($1::bigint, n_live_tup)
-                    OR CASE WHEN $4::bool AND pg_relation_size(relid) > $3::bigint
-                            AND ($5::bool OR n_dead_tup > 0
+            SELECT (n_dead_tup > greatest(\(deadRowsToVacuum), n_live_tup)
+                    OR CASE WHEN \(shrinking) AND pg_relation_size(relid) > \(kept.bigBytes)
+                            AND (\(pagesKept) OR n_dead_tup > 0
                                  OR coalesce(greatest(last_vacuum, last_autovacuum), 'epoch') < now() - interval '30 seconds')
                        THEN \(kept.fewLiveRowsCounted) ELSE false END)
                    AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
-            """, [String(deadRowsToVacuum), String(fewLiveRows), String(kept.bigBytes), String(shrinking), String(pagesKept)])
+            """)
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         // INDEX_CLEANUP ON: by default a vacuum that finds few pages with
@@ -177,23 +183,23 @@ extension QueueStore {
     /// read, thousands of rows off for a minute after a big sweep.
     @discardableResult
     static func reindexIfBloated(_ kept: Kept, _ c: PGConnection) throws -> Bool {
-        // $1 bigBytes, $2 fewLiveRows; `relid` is the kept table
-        // and no run going on: a rebuild beside a stream of jobs doubles
-        // their index work (and was seen beside a stall); on a table of no
-        // run it takes milliseconds
+        // `relid` is the kept table, and no run going on: a rebuild beside
+        // a stream of jobs doubles their index work (and was seen beside a
+        // stall); on a table of no run it takes milliseconds. No parameters
+        // (see `vacuumIfDead`); the pattern is this build's own text.
         let bigAndFew = """
-            CASE WHEN pg_indexes_size(relid) > $1::bigint
+            CASE WHEN pg_indexes_size(relid) > \(kept.bigBytes)
                       AND NOT EXISTS (SELECT 1 FROM tasker_coordinators WHERE stopped IS NULL)
                  THEN \(kept.fewLiveRowsCounted) ELSE false END
             """
         let rows = try c.query("""
             SELECT (\(bigAndFew)
                     OR EXISTS (SELECT 1 FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
-                               WHERE x.indrelid = relid AND NOT x.indisvalid AND i.relname ~ $3))
+                               WHERE x.indrelid = relid AND NOT x.indisvalid AND i.relname ~ '\(kept.cutRebuildIndexName)'))
                    AND pg_has_role((SELECT relowner FROM pg_class WHERE oid = relid), 'USAGE')
                    AND pg_try_advisory_lock(7165422)
             FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
-            """, [String(kept.bigBytes), String(fewLiveRows), kept.cutRebuildIndexName])
+            """)
         guard try rows.first?.bool(0) == true else { return false }
         defer { _ = try? c.query("SELECT pg_advisory_unlock(7165422)") }
         let invalid = try c.query("""
@@ -206,7 +212,7 @@ extension QueueStore {
         }
         let bloated = try c.query("""
             SELECT \(bigAndFew) FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
-            """, [String(kept.bigBytes), String(fewLiveRows)])
+            """)
         guard try bloated.first?.bool(0) == true else { return !invalid.rows.isEmpty }
         try c.execute("REINDEX TABLE CONCURRENTLY \(kept.table)", waitingForEver: true)
         return true
