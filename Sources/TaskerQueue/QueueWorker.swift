@@ -64,6 +64,11 @@ public final class QueueWorker {
     /// What the write in flight carries (results and returns).
     private var inFlight: Set<Int64> = []
     private var completing = false
+    /// When each running job started (its run time paces `hold`).
+    private var startedAt: [Int64: UInt64] = [:]
+    private var hold = CompletionHold()
+    /// Set while results wait for `hold`'s time to write them.
+    private var holdTimer: LoopTimer?
     private var heartbeatTimer: LoopTimer?
     private var heartbeating = false
     /// The connection is lost (or the last heartbeat failed) and not back.
@@ -281,7 +286,11 @@ public final class QueueWorker {
         guard n > 0 else { return }
         let jobs = ahead.prefix(n)
         ahead.removeFirst(n)
-        for j in jobs { running[j.id] = j }
+        let now = Monotonic.now()
+        for j in jobs {
+            running[j.id] = j
+            startedAt[j.id] = now
+        }
         for j in jobs {
             noteVersion(j)
             runner.start(j)
@@ -330,6 +339,10 @@ public final class QueueWorker {
     public func finished(_ completion: JobCompletion) {
         loop.assertInLoop()
         guard let job = running.removeValue(forKey: completion.id) else { return }
+        let now = Monotonic.now()
+        if let started = startedAt.removeValue(forKey: completion.id) {
+            hold.finished(ranFor: Double(now &- started) / 1e9, at: now)
+        }
         pace.didFinish()
         finishedSinceTick += 1
         if selfStopped.remove(completion.id) != nil && completion.state != .succeeded {
@@ -365,6 +378,19 @@ public final class QueueWorker {
             checkStopped()
             return
         }
+        if !draining, returns.isEmpty,
+           let wait = hold.wait(at: Monotonic.now(), pending: outbox.count, othersRunning: !running.isEmpty) {
+            if holdTimer == nil {
+                holdTimer = loop.schedule(after: wait, keepAlive: false) { [unowned self] in
+                    holdTimer = nil
+                    flushCompletions()
+                }
+            }
+            return
+        }
+        holdTimer?.cancel()
+        holdTimer = nil
+        hold.written()
         completing = true
         let batch = outbox, back = returns
         outbox = []

@@ -68,4 +68,33 @@ import Testing
         #expect(sql("SELECT count(*), count(DISTINCT task), max(attempt) FROM tasker_jobs WHERE state = 'succeeded'") == "120|120|1")
         #expect(sql("SELECT count(*) FROM tasker_jobs") == "120")
     }
+
+    /// Results of jobs that take milliseconds wait a little (at most half a
+    /// job's run time, 5 ms) for others to go in the same statement; rows
+    /// written by one statement share their `finished_at` (its
+    /// transaction's time). A chain, one job at a time, writes each at once.
+    @Test func resultsOfStaggeredJobsShareStatements() async throws {
+        let s = try Scratch(["defs.lua": """
+            nap = tasker.define("nap", function(ctx, args) tasker.sleep(args.s) return args.n end)
+            """, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            -- eight at a time, each ending 2 ms after the one before
+            for i = 1, 64 do hs[i] = nap{args = {n = i, s = 0.02 + (i % 8) * 0.002}} end
+            local sum = 0
+            for _, h in ipairs(hs) do sum = sum + h:await() end
+            print("sum " .. sum)
+            local last
+            for i = 1, 5 do last = nap{args = {n = i, s = 0.02}, after = last} end
+            print("chain " .. last:await())
+            """])
+        defer { s.cleanup() }
+        let a = try worker(s, concurrency: 8)
+        defer { a.signal(SIGKILL) }
+        let r = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "sum 2080\nchain 5\n")
+        let statements = Int(sql("SELECT count(DISTINCT finished_at) FROM tasker_jobs WHERE (args::json->>'s')::float8 > 0.02")) ?? 0
+        #expect(statements > 0 && statements <= 36, "56 staggered results went in \(statements) statements")
+    }
 }
