@@ -4,14 +4,16 @@ import TaskerCore
 /// them, so that more go in one statement. A statement costs the server
 /// ~0.5 ms of CPU whatever it carries (its execution, bind, commit and the
 /// coordinator's read after its NOTIFY): 2,000 jobs of 10 ms on 4 workers
-/// made 467 completions of ~4 results each, a third of the server's time
-/// on a machine the run kept busy.
+/// made 470-650 completions of 3-4 results each, on a machine the run kept
+/// busy.
 ///
 /// A result waits at most half of what a job of this worker takes to run
-/// (smoothed), and at most `most`: jobs of under a millisecond (their
-/// results already gather while a statement is in flight) and a worker
-/// running nothing else (a chain of tasks: the next one waits for this
-/// result) write at once, as does a batch of `batch` results.
+/// (smoothed), and at most `most`, and only while another running job is
+/// near its end (expected within the wait, and not overdue): jobs of under
+/// a millisecond (their results already gather while a statement is in
+/// flight), a worker running nothing else and a chain beside a long job
+/// (the next task waits for this result, and nothing would join it) write
+/// at once, as does a batch of `batch` results.
 struct CompletionHold {
     static let most = 0.005
     static let batch = 256
@@ -32,13 +34,19 @@ struct CompletionHold {
     /// The waiting results went into a statement.
     mutating func written() { oldest = 0 }
 
-    /// Seconds to wait before writing the `pending` results (nil: now);
-    /// `othersRunning`: jobs still run here, whose results may join them.
-    func wait(at now: UInt64, pending: Int, othersRunning: Bool) -> Double? {
-        guard othersRunning, pending < Self.batch, oldest != 0 else { return nil }
+    /// Seconds to wait before writing the `pending` results (nil: now),
+    /// given when each job still running here started.
+    func wait(at now: UInt64, pending: Int, running started: some Sequence<UInt64>) -> Double? {
+        guard pending < Self.batch, oldest != 0 else { return nil }
         let hold = min(Self.most, runTime / 2)
         guard hold >= Self.least else { return nil }
         let age = Double(now &- oldest) / 1e9
-        return age < hold ? hold - age : nil
+        guard age < hold else { return nil }
+        let window = hold - age
+        let joins = started.contains { start in
+            let ran = Double(now &- start) / 1e9
+            return ran + window >= runTime && ran <= 2 * runTime
+        }
+        return joins ? window : nil
     }
 }

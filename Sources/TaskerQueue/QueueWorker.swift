@@ -379,7 +379,7 @@ public final class QueueWorker {
             return
         }
         if !draining, returns.isEmpty,
-           let wait = hold.wait(at: Monotonic.now(), pending: outbox.count, othersRunning: !running.isEmpty) {
+           let wait = hold.wait(at: Monotonic.now(), pending: outbox.count, running: startedAt.values) {
             if holdTimer == nil {
                 holdTimer = loop.schedule(after: wait, keepAlive: false) { [unowned self] in
                     holdTimer = nil
