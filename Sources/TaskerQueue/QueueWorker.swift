@@ -587,6 +587,8 @@ public final class QueueWorker {
 
     /// Closes the connections (after `drain` or `handBack`).
     public func close() {
+        holdTimer?.cancel()
+        holdTimer = nil
         listener?.stop()
         listener = nil
         sweeper?.stop()
