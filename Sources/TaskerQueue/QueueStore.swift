@@ -503,11 +503,8 @@ enum QueueStore {
         try c.transaction {
             // one flush a run: this commit survives a crash that follows
             try c.execute("SET LOCAL synchronous_commit TO on")
-            if leftovers {
-                try stop(run: run, why: "its run ended", c)
-            } else {
-                try markStopped(run: run, c)
-            }
+            if leftovers { try cancel(runs: [run], why: "its run ended", c) }
+            try markStopped(run: run, c)
         }
     }
 

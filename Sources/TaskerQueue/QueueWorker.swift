@@ -49,7 +49,12 @@ public final class QueueWorker {
     private let db: PGThread
     private var listener: PGListener?
     private var sweeper: QueueSweeper?
-    private var running: [Int64: ClaimedJob] = [:]
+    /// Jobs running here, and when each started (its run time paces `hold`).
+    private var running: [Int64: Running] = [:]
+    private struct Running {
+        let job: ClaimedJob
+        let started: UInt64
+    }
     /// Claimed and not started yet, in claim order (a backlog: see
     /// `ClaimPace`). They are this worker's claims like the running ones.
     private var ahead: [ClaimedJob] = []
@@ -64,8 +69,6 @@ public final class QueueWorker {
     /// What the write in flight carries (results and returns).
     private var inFlight: Set<Int64> = []
     private var completing = false
-    /// When each running job started (its run time paces `hold`).
-    private var startedAt: [Int64: UInt64] = [:]
     private var hold = CompletionHold()
     /// Set while results wait for `hold`'s time to write them.
     private var holdTimer: LoopTimer?
@@ -287,10 +290,7 @@ public final class QueueWorker {
         let jobs = ahead.prefix(n)
         ahead.removeFirst(n)
         let now = Monotonic.now()
-        for j in jobs {
-            running[j.id] = j
-            startedAt[j.id] = now
-        }
+        for j in jobs { running[j.id] = Running(job: j, started: now) }
         for j in jobs {
             noteVersion(j)
             runner.start(j)
@@ -338,11 +338,10 @@ public final class QueueWorker {
     /// The runner's report that a job ended.
     public func finished(_ completion: JobCompletion) {
         loop.assertInLoop()
-        guard let job = running.removeValue(forKey: completion.id) else { return }
+        guard let ran = running.removeValue(forKey: completion.id) else { return }
+        let job = ran.job
         let now = Monotonic.now()
-        if let started = startedAt.removeValue(forKey: completion.id) {
-            hold.finished(ranFor: Double(now &- started) / 1e9, at: now)
-        }
+        hold.finished(ranFor: Double(now &- ran.started) / 1e9, at: now)
         pace.didFinish()
         finishedSinceTick += 1
         if selfStopped.remove(completion.id) != nil && completion.state != .succeeded {
@@ -379,7 +378,7 @@ public final class QueueWorker {
             return
         }
         if !draining, returns.isEmpty,
-           let wait = hold.wait(at: Monotonic.now(), pending: outbox.count, running: startedAt.values) {
+           let wait = hold.wait(at: Monotonic.now(), pending: outbox.count, running: running.values.lazy.map(\.started)) {
             if holdTimer == nil {
                 holdTimer = loop.schedule(after: wait, keepAlive: false) { [unowned self] in
                     holdTimer = nil
