@@ -38,29 +38,15 @@ unsigned char *tasker_dump(lua_State *L, int idx, size_t *len) {
     return b.p;
 }
 
-/* The start of Lua 5.4's LClosure and Proto (lobject.h, which Debian does
-   not ship): every collectable object begins with `next`, `tt`, `marked`;
-   a Lua closure goes on with `nupvalues`, `gclist` and then its Proto. The
-   layout is the same in every 5.4 release; both type tags are checked on
-   each call, so a different layout yields NULL (the caller then hashes
-   the dump of the closure itself) rather than a wrong pointer. */
-typedef struct {
-    void *next;
-    unsigned char tt, marked;
-} GCHead;
-
-typedef struct {
-    void *next;
-    unsigned char tt, marked, nupvalues;
-    void *gclist;
-    const GCHead *p;
-} LClosureHead;
-
-enum { LUA_CLOSURE_TAG = LUA_TFUNCTION | (0 << 4), PROTO_TAG = (LUA_NUMTYPES + 1) | (0 << 4) };
-
-const void *tasker_proto(lua_State *L, int idx) {
+const void *tasker_lua_closure(lua_State *L, int idx, const void **proto) {
     if (lua_type(L, idx) != LUA_TFUNCTION || lua_iscfunction(L, idx)) return NULL;
     const LClosureHead *cl = lua_topointer(L, idx);
     if (!cl || cl->tt != LUA_CLOSURE_TAG || !cl->p || cl->p->tt != PROTO_TAG) return NULL;
-    return cl->p;
+    *proto = cl->p;
+    return cl;
+}
+
+const void *tasker_proto(lua_State *L, int idx) {
+    const void *proto = NULL;
+    return tasker_lua_closure(L, idx, &proto) ? proto : NULL;
 }

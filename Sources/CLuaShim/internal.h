@@ -4,6 +4,7 @@
 
 #include "CLuaShim.h"
 #include <stdatomic.h>
+#include <stdint.h>
 
 /// Blocks up to this size come from the pool (pool.c).
 #define TASKER_POOL_MAX 512
@@ -47,5 +48,60 @@ int tasker_open_coroutine(lua_State *L);
 /// The hook's raise path: make every instruction on `L` check, then raise
 /// the value on top of the stack.
 int tasker_sticky_error(lua_State *L);
+
+/* The start of Lua 5.4's objects (lobject.h, which Debian does not ship):
+   every collectable object begins with `next`, `tt`, `marked`; a Lua
+   closure goes on with `nupvalues`, `gclist`, its Proto and its upvalues;
+   an upvalue with `tbc` and a pointer to its value; a value is 8 bytes and
+   a type tag; a string with `extra`, `shrlen`, `hash`, the long length and
+   its bytes. The layout is the same in every 5.4 release. Readers check the
+   type tags they pass (tasker_proto), or that this layout holds in this
+   process at all (identity.c), so a different one is never read as this. */
+typedef struct {
+    void *next;
+    unsigned char tt, marked;
+} GCHead;
+
+typedef struct {
+    uint64_t value;
+    unsigned char tt;
+} TValueHead;
+
+typedef struct {
+    void *next;
+    unsigned char tt, marked, tbc;
+    const TValueHead *v;
+} UpValHead;
+
+typedef struct {
+    void *next;
+    unsigned char tt, marked, nupvalues;
+    void *gclist;
+    const GCHead *p;
+    const UpValHead *upvals[1];
+} LClosureHead;
+
+typedef struct {
+    void *next;
+    unsigned char tt, marked, extra, shrlen;
+    unsigned int hash;
+    size_t lnglen;
+    char contents[1];
+} TStringHead;
+
+/* Type tags with their variant bits (and bit 6 on collectable values). */
+enum {
+    LUA_CLOSURE_TAG = LUA_TFUNCTION | (0 << 4),
+    PROTO_TAG = (LUA_NUMTYPES + 1) | (0 << 4),
+    UPVAL_TAG = LUA_NUMTYPES,
+    V_NIL = LUA_TNIL,
+    V_FALSE = LUA_TBOOLEAN | (0 << 4),
+    V_TRUE = LUA_TBOOLEAN | (1 << 4),
+    V_INT = LUA_TNUMBER | (0 << 4),
+    V_FLOAT = LUA_TNUMBER | (1 << 4),
+    V_SHORT_STRING = LUA_TSTRING | (0 << 4),
+    V_LONG_STRING = LUA_TSTRING | (1 << 4),
+    V_COLLECTABLE = 1 << 6,
+};
 
 #endif

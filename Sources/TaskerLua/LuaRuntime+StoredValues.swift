@@ -163,7 +163,7 @@ extension LuaRuntime {
     func identify(_ p: ParsedSpec, as id: TaskID, in L: OpaquePointer) -> TaskValue? {
         guard options.identify || p.explicitID != nil else { return nil }
         if p.explicitID == nil, p.spec.name == nil, p.args == 0, p.body != 0,
-           identities.recordSameBodyCountedElsewhere(id, body: p.body, in: L) { return nil }
+           identities.recordBodyCountedElsewhere(id, body: p.body, in: L) { return nil }
         let entry = identities.record(id, explicitID: p.explicitID, name: p.spec.name, body: p.body, args: p.args,
                                       in: L, needOccurrence: !options.reuse.isEmpty)
         guard !options.reuse.isEmpty, let text = entry.text, let stored = options.reuse[text] else { return nil }

@@ -111,12 +111,20 @@ final class TaskIdentities {
         addedRun.count = 0
     }
 
-    /// `record` for the commonest add while occurrences are counted
+    /// `record` for the commonest adds while occurrences are counted
     /// elsewhere: no id, name or args, and the body the last such add had
-    /// (a loop adding one function). True if it was that, and is recorded.
+    /// (a loop adding one function) or a closure of scalars (a loop making
+    /// one per task). True if it was one of those, and is recorded (no
+    /// entry made: nobody reads it).
     @inline(__always)
-    func recordSameBodyCountedElsewhere(_ id: TaskID, body: Int32, in L: OpaquePointer) -> Bool {
-        guard countingElsewhere, let h = sameBodyAsLast(L, body) else { return false }
+    func recordBodyCountedElsewhere(_ id: TaskID, body: Int32, in L: OpaquePointer) -> Bool {
+        var proto: UnsafeRawPointer?
+        guard countingElsewhere, let closure = tasker_lua_closure(L, body, &proto) else { return false }
+        if closure == lastBody {
+            keepForCounting(lastBodyHash, id)
+            return true
+        }
+        guard let h = closureOfScalars(L, body, closure: closure, proto: proto!) else { return false }
         keepForCounting(h, id)
         return true
     }
@@ -329,11 +337,29 @@ final class TaskIdentities {
     /// anything else (or nothing but _ENV is captured: `rememberBody`
     /// takes that one).
     private func closureOfScalars(_ L: OpaquePointer, _ f: Int32) -> UInt64? {
-        guard let proto = tasker_proto(L, f), let code = prototypeHashes[UnsafeRawPointer(proto)] else { return nil }
-        var h = IdentityHasher()
-        let captures = tasker_hash_scalar_closure(L, f > 0 ? f : lua_absindex(L, f), code, &h.h)
+        var proto: UnsafeRawPointer?
+        guard let closure = tasker_lua_closure(L, f, &proto) else { return nil }
+        return closureOfScalars(L, f, closure: closure, proto: proto!)
+    }
+
+    private func closureOfScalars(_ L: OpaquePointer, _ f: Int32, closure: UnsafeRawPointer,
+                                  proto: UnsafeRawPointer) -> UInt64? {
+        guard let code = prototypeHashes[proto] else { return nil }
+        var h = IdentityHasher(h: code.prefix)
+        let captures = tasker_hash_scalar_closure(L, f > 0 ? f : lua_absindex(L, f), closure, code.env, &h.h)
         guard captures > 0 else { return nil }
         return h.finish()
+    }
+
+    /// What `function` feeds before a Lua function's captures: the body's
+    /// tag (`derive`), the function's, its bytecode's hash. The same for
+    /// every closure of a prototype, so kept with its hash.
+    private static func closurePrefix(code: UInt64) -> UInt64 {
+        var h = IdentityHasher()
+        h.byte(0x42)  // B
+        h.byte(7)  // a Lua function
+        h.word(code)
+        return h.h
     }
 
     /// `f` captured nothing but _ENV (the walk counted no captures).
@@ -497,7 +523,7 @@ final class TaskIdentities {
     /// cached per prototype (see `prototypeHashes`).
     private func bytecodeHash(_ L: OpaquePointer, _ f: Int32) throws(Unidentifiable) -> UInt64 {
         guard let proto = tasker_proto(L, f).map(UnsafeRawPointer.init) else { return try closureBytecodeHash(L, f) }
-        if let h = prototypeHashes[proto] { return h }
+        if let e = prototypeHashes[proto] { return e.hash }
         guard prototypeHashes.count < Self.maxPrototypes, lua_checkstack(L, 2) != 0 else {
             return try closureBytecodeHash(L, f)
         }
@@ -511,7 +537,7 @@ final class TaskIdentities {
         lua_pushvalue(L, f)
         lua_rawseti(L, -2, lua_Integer(prototypeHashes.count + 1))
         tasker_pop(L, 1)
-        prototypeHashes.insert(proto, hash)
+        prototypeHashes.insert(proto, .init(hash: hash, prefix: Self.closurePrefix(code: hash), env: tasker_env_upvalue(L, f)))
         return hash
     }
 

@@ -116,14 +116,25 @@ unsigned char *tasker_dump(lua_State *L, int idx, size_t *len);
    from one function expression), or NULL when idx is not a Lua closure or
    the layout is not the one expected. Raises nothing. */
 const void *tasker_proto(lua_State *L, int idx);
+/* The Lua closure at idx (its address, as lua_topointer gives it) and, in
+   *proto, its prototype; NULL as tasker_proto. Raises nothing. */
+const void *tasker_lua_closure(lua_State *L, int idx, const void **proto);
 /* A task body's identity hash, fed into *hash as a task's identity walk
-   feeds it (FNV-1a over the same bytes: the body's tag, the function's tag
-   and `code`, the hash of its bytecode, then each capture), when the Lua
-   closure at idx (absolute) captures nothing besides _ENV but nils,
-   booleans, numbers and strings; returns how many captures it hashed, or
-   -1 (leaving *hash alone) when one is anything else or the stack cannot
-   grow. Raises nothing. */
-int tasker_hash_scalar_closure(lua_State *L, int idx, uint64_t code, uint64_t *hash);
+   feeds it (FNV-1a over the same bytes), when the Lua closure at idx
+   (absolute; `closure` is its address from tasker_lua_closure) captures
+   nothing besides _ENV but nils, booleans, numbers and strings. *hash
+   comes in with the body's tag, the function's tag and its bytecode's hash
+   fed already (they are the same for every closure of a prototype), and
+   goes out with each capture's; returns how many captures it hashed, or -1
+   (leaving *hash alone) when one is anything else or the stack cannot
+   grow. `env`: which upvalue is _ENV (1-based; 0: none), as
+   tasker_env_upvalue says for the closure's prototype. The captures are
+   read in place, without the API, when this Lua's layout allows. Raises
+   nothing (the first call checks the layout, running a small chunk
+   protected). */
+int tasker_hash_scalar_closure(lua_State *L, int idx, const void *closure, int env, uint64_t *hash);
+/* Which upvalue of the Lua function at idx is _ENV (1-based; 0: none). */
+int tasker_env_upvalue(lua_State *L, int idx);
 /// pidfd_open(2): a descriptor that polls readable when `pid` exits, or -1.
 int tasker_pidfd_open(int pid);
 /// glibc's posix_spawn_file_actions_addclosefrom_np / _addchdir_np.
