@@ -121,6 +121,9 @@ enum Resumption {
     case values([TaskID], compact: Bool)
     case anyWinner(TaskID)
     case failure(TaskFailure)
+    /// A failure made of tasks' failures (`tasker.any`, all failed): raised
+    /// by the main chunk, the run reports task `naming`'s failure.
+    case failureOfTasks(TaskFailure, naming: TaskID)
     case luaFailureOf(TaskID)
     /// Pushes `true, values…` (or `false, err`) itself; returns the count.
     case push((OpaquePointer) -> Int32)

@@ -99,13 +99,13 @@ extension LuaRuntime {
         resume(f, nargs: nargs)
     }
 
-    /// The main chunk is handed a task's error (`await`, `all`): keep the
+    /// The main chunk is handed a task's error (`await`, `all`, `any`): keep the
     /// value, so that if the main chunk raises it, the run reports that
     /// task's failure (exit 1) rather than a script error.
     private func rememberTaskError(_ r: Resumption, pushed n: Int32, on co: OpaquePointer) {
         let id: TaskID
         switch r {
-        case .luaFailureOf(let t): id = t
+        case .luaFailureOf(let t), .failureOfTasks(_, let t): id = t
         case .taskResult(let t, _) where engine.outcome(t)?.failure != nil: id = t
         default: return
         }

@@ -193,7 +193,7 @@ extension LuaRuntime {
         case .nothing:
             lua_pushboolean(co, 1)
             return 1
-        case .failure(let failure):
+        case .failure(let failure), .failureOfTasks(let failure, _):
             lua_pushboolean(co, 0)
             pushFailure(co, failure)
             return 2

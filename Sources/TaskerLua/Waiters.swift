@@ -77,7 +77,7 @@ final class AnyWaiter: TasksWait {
             return
         }
         remaining -= 1
-        if remaining == 0 { finish(.failure(anyFailure(ids, engine: engine))) }
+        if remaining == 0 { finish(.failureOfTasks(anyFailure(ids, engine: engine), naming: ids[0])) }
     }
 }
 

@@ -112,7 +112,9 @@ final class TaskerModule: LuaModule {
                 return rt.pushValues(L, v)
             }
             if ids.allSatisfy({ rt.engine.isFinished($0) }) {
-                return rt.raise(L, anyFailure(ids, engine: rt.engine))
+                let status = rt.raise(L, anyFailure(ids, engine: rt.engine))
+                if rt.isMainThread(L) { rt.rememberHandedError(L, -1, from: ids[0]) }
+                return status
             }
             if let status = rt.cannotWait(L, fn) { return status }
             return rt.suspend(L, .wait(AnyWaiter(ids: ids)))
