@@ -22,10 +22,10 @@ struct SSHFailure: Error, Sendable {
 
     var message: String {
         switch code {
-        case .connect: "ssh: cannot reach '\(host)': \(detail)"
-        case .auth: "ssh: '\(host)' refused the login: \(detail)"
-        case .hostkey: "ssh: the host key of '\(host)' is not the known one: \(detail)"
-        case .timeout: "ssh: '\(host)' did not answer in time: \(detail)"
+        case .connect: "cannot reach '\(host)': \(detail)"
+        case .auth: "'\(host)' refused the login: \(detail)"
+        case .hostkey: "the host key of '\(host)' is not the known one: \(detail)"
+        case .timeout: "'\(host)' did not answer in time: \(detail)"
         case .copy: detail
         }
     }
