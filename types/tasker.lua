@@ -327,6 +327,10 @@ function fs.remove(path, opts) end
 ---@param from string
 ---@param to string
 function fs.rename(from, to) end
+---The same as fs.rename.
+---@param from string
+---@param to string
+function fs.move(from, to) end
 ---@param from string
 ---@param to string
 function fs.copy(from, to) end

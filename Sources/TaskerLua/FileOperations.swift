@@ -64,7 +64,12 @@ enum FileOperation: Sendable {
             return .nothing
         case .rename(let from, let to):
             // rename(2) onto the same file (a hard link, itself) leaves both
-            // names and the data as they are: never a truncation.
+            // names and the data as they are: never a truncation. Onto a
+            // symlink to it, it would put the file in the link's place and
+            // take its own name away: refused, as `copy` refuses.
+            if Files.isSymlink(to, toSameFileAs: from) {
+                throw FSFailure(message: "cannot rename '\(from)' to '\(to)': they are the same file", path: from)
+            }
             guard Glibc.rename(from, to) == 0 else { throw FSFailure("cannot rename", from, errno, to: to) }
             return .nothing
         case .copy(let from, let to):
@@ -337,6 +342,14 @@ enum Files {
         } else {
             guard unlink(path) == 0 else { throw FSFailure("cannot remove", path, errno) }
         }
+    }
+
+    /// Whether `link` is a symlink that leads to the file `path` names.
+    static func isSymlink(_ link: String, toSameFileAs path: String) -> Bool {
+        var l = Glibc.stat(), target = Glibc.stat(), st = Glibc.stat()
+        guard lstat(link, &l) == 0, l.st_mode & S_IFMT == S_IFLNK,
+              fstatat(AT_FDCWD, link, &target, 0) == 0, fstatat(AT_FDCWD, path, &st, 0) == 0 else { return false }
+        return target.st_dev == st.st_dev && target.st_ino == st.st_ino
     }
 
     /// Copies a file with its mode. The target is opened without

@@ -28,6 +28,11 @@ import Testing
             fs.rename(d .. "/data.txt", d .. "/data.txt")
             fs.rename(d .. "/data.txt", d .. "/hard")
             print(fs.read(d .. "/data.txt") == "hello\\n", fs.read(d .. "/hard") == "hello\\n")
+            -- onto a symlink to itself: refused (rename(2) would drop its name); fs.move is rename
+            for _, mv in ipairs{fs.rename, fs.move} do
+              local ok, e = pcall(mv, d .. "/data.txt", d .. "/link")
+              print(ok, e.kind, e.message:match("they are the same file") ~= nil, fs.read(d .. "/data.txt") == "hello\\n")
+            end
             fs.copy(d .. "/data.txt", d .. "/other.txt")
             print(fs.read(d .. "/other.txt") == "hello\\n")
             """)
@@ -37,6 +42,8 @@ import Testing
             "hard\tfalse\tfs\ttrue\t6",
             "./data.txt\tfalse\tfs\ttrue\t6",
             "true\ttrue",
+            "false\tfs\ttrue\ttrue",
+            "false\tfs\ttrue\ttrue",
             "true",
         ], "\(r.output)\(r.diagnostics)")
     }

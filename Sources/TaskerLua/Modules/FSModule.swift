@@ -35,6 +35,7 @@ final class FSModule: LuaModule {
         ("mkdir", { L in FSModule.this(L!).mkdir(L!) }),
         ("remove", { L in FSModule.this(L!).remove(L!) }),
         ("rename", { L in FSModule.this(L!).rename(L!) }),
+        ("move", { L in FSModule.this(L!).rename(L!) }),  // the same: `mv`'s name
         ("copy", { L in FSModule.this(L!).copy(L!) }),
         ("tempdir", { L in FSModule.this(L!).tempdir(L!) }),
     ]
