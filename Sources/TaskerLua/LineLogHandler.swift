@@ -20,8 +20,9 @@ public struct LineLogHandler: LogHandler {
         case logfmt, json
     }
 
-    /// Header names whose values never appear in logs or events.
-    public static let secretKeys: Set<String> = ["authorization", "cookie", "proxy-authorization", "x-api-key"]
+    /// Header names whose values never appear in logs or events (and a
+    /// response's cookies, logged as its headers).
+    public static let secretKeys: Set<String> = ["authorization", "cookie", "proxy-authorization", "x-api-key", "set-cookie"]
 
     private let sink: @Sendable (String) -> Void
     private let format: Format

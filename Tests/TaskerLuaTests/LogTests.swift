@@ -23,6 +23,26 @@ import Testing
         #expect(!r.diagnostics.contains("Bearer"))
     }
 
+    /// Header-like keys are secret inside a table field too (a request's
+    /// or a response's headers logged whole), at any depth (the JSON format writes the same text).
+    @Test func secretKeysInsideTableFieldsAreHidden() async throws {
+        let script = """
+            local headers = {Authorization = "Bearer tok-zzz-999", accept = "*/*"}
+            log.info("outgoing", {headers = headers, deep = {a = {{cookie = "c=zzz-888", ["X-Api-Key"] = 7}}}})
+            log.info("response", {headers = {["set-cookie"] = "sid=zzz-777; Path=/", ["content-type"] = "text/plain"}})
+            local many = {}
+            for i = 1, 20 do many["h" .. i] = i end
+            many["Proxy-Authorization"] = "Basic zzz-666"
+            log.info("big", {headers = many})
+            """
+        let r = try await runLua(script)
+        #expect(!r.diagnostics.contains("zzz-"), "\(r.diagnostics)")
+        #expect(r.diagnostics.contains("*/*") && r.diagnostics.contains("text/plain") && r.diagnostics.contains("\"h20\":20"),
+                "\(r.diagnostics)")
+        #expect(r.diagnostics.contains(#""Authorization":"***""#) && r.diagnostics.contains(#""X-Api-Key":"***""#),
+                "\(r.diagnostics)")
+    }
+
     @Test func theLevelFiltersAndDebugIsOffByDefault() async throws {
         let script = """
             log.debug("d"); log.info("i"); log.warn("w"); log.error("e")

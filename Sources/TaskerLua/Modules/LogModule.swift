@@ -52,7 +52,8 @@ final class LogModule: LuaModule {
         case LUA_TSTRING:
             return .string(s.string(i) ?? "")
         case LUA_TNUMBER, LUA_TBOOLEAN, LUA_TTABLE:
-            if let bytes = try? host.module(JSONModule.self).encodeJSON(L, i) {
+            // a table's header-like keys are secret at any depth, as a field's are
+            if let bytes = try? host.module(JSONModule.self).encodeJSON(L, i, maskedKeys: LineLogHandler.secretKeys) {
                 return .stringConvertible(LogJSON(String(decoding: bytes, as: UTF8.self)))
             }
             return .string(s.describe(i))

@@ -11,13 +11,23 @@ struct LuaJSONEncoder {
     let module: JSONModule
     let L: OpaquePointer
     let pretty: Bool
+    /// Keys (lower-case) whose values are written as `"***"`, at any depth
+    /// (a log line's fields: a request's headers logged as a table).
+    let maskedKeys: Set<String>
     var out: [UInt8] = []
 
-    init(module: JSONModule, L: OpaquePointer, pretty: Bool) {
+    init(module: JSONModule, L: OpaquePointer, pretty: Bool, maskedKeys: Set<String> = []) {
         self.module = module
         self.L = L
         self.pretty = pretty
+        self.maskedKeys = maskedKeys
         out.reserveCapacity(256)
+    }
+
+    /// Whether the value under the string key at `k` is written as `***`.
+    private func masks(_ k: Int32) -> Bool {
+        guard !maskedKeys.isEmpty, let key = LuaStack(L).string(k) else { return false }
+        return maskedKeys.contains(key.lowercased())
     }
 
     mutating func encode(_ i: Int32, depth: Int) throws(JSONError) {
@@ -114,6 +124,10 @@ struct LuaJSONEncoder {
             newline(depth + 1)
             quoted(name)
             append(pretty ? ": " : ":")
+            if !maskedKeys.isEmpty, maskedKeys.contains(name.lowercased()) {
+                quoted("***")
+                continue
+            }
             lua_rawgeti(L, keep, lua_Integer(slot))
             lua_rawget(L, t)
             try encode(lua_gettop(L), depth: depth + 1)
@@ -173,7 +187,11 @@ struct LuaJSONEncoder {
                 let p = tasker_tostring(L, order[k], &len)!
                 JSONEscaping.lua.append(UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len), to: &out)
                 append(pretty ? ": " : ":")
-                try encode(order[k] + 1, depth: depth + 1)
+                if masks(order[k]) {
+                    quoted("***")
+                } else {
+                    try encode(order[k] + 1, depth: depth + 1)
+                }
             }
         }
         newline(depth)
