@@ -71,6 +71,10 @@ public final class SecretMask: Sendable {
 
     public var isEmpty: Bool { count.load(ordering: .acquiring) == 0 }
 
+    /// Changes whenever a value is registered (a writer that masked
+    /// something earlier knows to mask it again).
+    public var generation: Int { count.load(ordering: .acquiring) }
+
     /// `text` with every registered value as `***`.
     public func mask(_ text: String) -> String {
         guard !isEmpty else { return text }
@@ -86,6 +90,76 @@ public final class SecretMask: Sendable {
     public func mask(_ bytes: [UInt8]) -> [UInt8]? {
         guard !isEmpty else { return nil }
         return patterns.withLock { Self.mask(bytes, $0) }
+    }
+
+    /// `json` (JSON text) with every registered value masked so that it
+    /// stays JSON: inside a string as `***`, and a number or literal
+    /// holding one (a PIN, a port: `"delay":0.01`, `"t":12.2026`) replaced
+    /// whole by the string `"***"`. The plain mask would leave `"t":***4`.
+    public func maskJSON(_ json: String) -> String {
+        guard !isEmpty else { return json }
+        return patterns.withLock { p in
+            let found = json.utf8.withContiguousStorageIfAvailable { Self.contains($0, p) } ?? true
+            guard found, let masked = Self.maskJSON(Array(json.utf8), p) else { return json }
+            return String(decoding: masked, as: UTF8.self)
+        }
+    }
+
+    /// The same for JSON text in bytes; nil when no value occurs.
+    public func maskJSON(_ bytes: [UInt8]) -> [UInt8]? {
+        guard !isEmpty else { return nil }
+        return patterns.withLock { Self.maskJSON(bytes, $0) }
+    }
+
+    private static func maskJSON(_ bytes: [UInt8], _ p: Patterns) -> [UInt8]? {
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
+        func isStructure(_ b: UInt8) -> Bool {
+            switch b {
+            case UInt8(ascii: "{"), UInt8(ascii: "}"), UInt8(ascii: "["), UInt8(ascii: "]"), UInt8(ascii: ","),
+                 UInt8(ascii: ":"), UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"), quote: true
+            default: false
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var changed = false
+        var i = 0
+        let n = bytes.count
+        while i < n {
+            if bytes[i] == quote {
+                // a string: its content masked alone, its quotes kept
+                var j = i + 1
+                while j < n, bytes[j] != quote { j += bytes[j] == backslash ? 2 : 1 }
+                let content = Array(bytes[(i + 1)..<min(j, n)])
+                out.append(quote)
+                if let m = mask(content, p) {
+                    out.append(contentsOf: m)
+                    changed = true
+                } else {
+                    out.append(contentsOf: content)
+                }
+                if j < n { out.append(quote) }
+                i = j + 1
+            } else if !isStructure(bytes[i]) {
+                // a number or a literal, whole
+                var j = i
+                while j < n, !isStructure(bytes[j]) { j += 1 }
+                let token = Array(bytes[i..<j])
+                if mask(token, p) != nil {
+                    out.append(quote)
+                    out.append(contentsOf: replacement)
+                    out.append(quote)
+                    changed = true
+                } else {
+                    out.append(contentsOf: token)
+                }
+                i = j
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return changed ? out : nil
     }
 
     private static func mask(_ bytes: [UInt8], _ p: Patterns) -> [UInt8]? {

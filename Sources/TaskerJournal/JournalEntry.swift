@@ -301,7 +301,7 @@ public enum JournalCodec {
                 string(e.error ?? "", &out)
                 string(e.errorKind ?? "", &out)
             }
-            if let v = e.value { string(v, &out) }
+            if let v = e.value { string(SecretMask.shared.maskJSON(v), &out) }
             if !e.attemptLog.isEmpty {
                 varint(UInt64(e.attemptLog.count), &out)
                 for a in e.attemptLog {
@@ -369,7 +369,7 @@ public enum JournalCodec {
         // the common case checks one atomic).
         var masked: [UInt8]?
         if let value, !SecretMask.shared.isEmpty {
-            masked = SecretMask.shared.mask(Array(value))
+            masked = SecretMask.shared.maskJSON(Array(value))
         }
         // The fixed part goes through a scratch on the stack and into `out`
         // at once: appending byte by byte checked `out`'s storage each time.

@@ -14,6 +14,9 @@ public protocol JournalStore: AnyObject {
     /// The run's highest log sequence number (0: none yet).
     func lastLogSeq(run: String) throws -> Int
     func appendLog(run: String, seq: Int, data: [UInt8]) throws
+    /// The run's args and vars again (with secrets registered since its
+    /// start masked).
+    func update(run: String, args: [String], vars: [String: String]) throws
     /// The run's end and its HTTP requests per host, in one transaction.
     func end(run: String, ended: Double, exitCode: Int, counts: [String: Int], requests: [JournalHostRequests]) throws
     /// Runs newest first: the one with `id`, or those of `pipeline`, or

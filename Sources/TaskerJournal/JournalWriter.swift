@@ -169,7 +169,11 @@ struct Shortfall: CustomStringConvertible {
 /// The writer thread's rows not yet committed, oldest first, and the
 /// store they go to (opened, and the run recorded, on first success).
 private struct PendingRows {
-    let run: JournalRun
+    var run: JournalRun
+    /// `SecretMask.generation` when the run's args and vars were last
+    /// masked: a secret the script registers later (`tasker.secret`, a
+    /// secret parameter) is masked in the run's row too, within a write.
+    var maskedAt = 0
     let open: () throws -> JournalStore
     var store: JournalStore?
     var log: TaskLog?
@@ -259,6 +263,7 @@ private struct PendingRows {
                 try store.insert(run)
                 log = try TaskLog(store, run: run.id)
             }
+            try maskCommandLine()
             while let first = rows.first {
                 try log!.append(encoded: first.blob)
                 rows.removeFirst()
@@ -276,6 +281,19 @@ private struct PendingRows {
                 nextTry = now + Self.retryDelay
             }
         }
+    }
+
+    /// The run's args and vars with the secrets registered so far masked,
+    /// rewritten when that changes them.
+    private mutating func maskCommandLine() throws {
+        let generation = SecretMask.shared.generation
+        guard generation != maskedAt, let store else { return }
+        let args = run.args.map { SecretMask.shared.mask($0) }
+        let vars = run.vars.mapValues { SecretMask.shared.mask($0) }
+        if args != run.args || vars != run.vars { try store.update(run: run.id, args: args, vars: vars) }
+        run.args = args
+        run.vars = vars
+        maskedAt = generation
     }
 
     /// Stops trying: what waits is counted as unrecorded. The end is still

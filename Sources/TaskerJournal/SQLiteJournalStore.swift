@@ -52,6 +52,12 @@ public final class SQLiteJournalStore: JournalStore {
         try s.run()
     }
 
+    public func update(run: String, args: [String], vars: [String: String]) throws {
+        let s = try db.prepare("UPDATE runs SET args = ?, vars = ? WHERE id = ?")
+        s.bindAll([.text(RunColumns.args(args)), .text(RunColumns.vars(vars)), .text(run)])
+        try s.run()
+    }
+
     public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
                     requests: [JournalHostRequests]) throws {
         try db.transaction { () throws(SQLiteError) in

@@ -69,6 +69,13 @@ public final class PGJournalStore: JournalStore {
                      [run, String(seq), hex(data)])
     }
 
+    public func update(run: String, args: [String], vars: [String: String]) throws {
+        try use { db in
+            try db.query("UPDATE tasker_runs SET args = $1, vars = $2 WHERE id = $3",
+                         [RunColumns.args(args), RunColumns.vars(vars), run])
+        }
+    }
+
     public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
                     requests: [JournalHostRequests]) throws {
         try use { db in try db.transaction {

@@ -52,6 +52,49 @@ struct DeclaredParameters {
         return names
     }
 
+    /// Where each `tasker.secret("NAME", {env = "VAR", file = "path"})`
+    /// whose names are written out takes its value from, as the call
+    /// does: the environment variable `env`, or `NAME` when the call has no
+    /// options, and the file when one is given. A run registers those
+    /// values before it records its command line, so a secret also passed
+    /// on it is `***` there from the first byte.
+    func secretSources() -> [(env: String?, file: String?)] {
+        var out: [(env: String?, file: String?)] = []
+        let secret = Array("tasker.secret".utf8)
+        var i = 0
+        // the last `)` found: a call inside its span ends there too (a file
+        // of unclosed calls is read once, not once per call)
+        var lastClose = 0
+        while let at = find(secret, from: i) {
+            i = at + secret.count
+            let open = skipSpaces(i)
+            guard open < s.count, s[open] == UInt8(ascii: "(") else { continue }
+            let close = open < lastClose ? lastClose : s[(open + 1)...].firstIndex(of: UInt8(ascii: ")")) ?? s.count
+            lastClose = close
+            // a call is short: what lies further is not one (and a file of
+            // unclosed calls costs a bounded look at each)
+            let end = min(close, open + 1 + Self.longestSecretCall)
+            guard let name = literal(at: skipSpaces(open + 1, before: end), before: end) else { continue }
+            let options = s[(open + 1)..<end].contains(UInt8(ascii: "{"))
+            var env = options ? nil : name, file: String?
+            forEachValue(of: "env", in: (open + 1)..<end) { j in env = literal(at: j, before: end) ?? env }
+            forEachValue(of: "file", in: (open + 1)..<end) { j in file = literal(at: j, before: end) }
+            out.append((env, file))
+            i = close
+        }
+        return out
+    }
+
+    static let longestSecretCall = 512
+
+    /// The string literal (double or single quotes, no escapes) at `j`.
+    private func literal(at j: Int, before end: Int) -> String? {
+        guard j < end, s[j] == UInt8(ascii: "\"") || s[j] == UInt8(ascii: "'") else { return nil }
+        guard let q = s[(j + 1)..<end].firstIndex(of: s[j]), q > j + 1,
+              !s[(j + 1)..<q].contains(UInt8(ascii: "\\")) else { return nil }
+        return String(decoding: s[(j + 1)..<q], as: UTF8.self)
+    }
+
     /// Every `key = "value"` (or single quotes) in `body`, `key` not the
     /// end of a longer word and the value a name: a letter or `_`, then
     /// letters, digits, `_`, `-` (any non-ASCII character counts as a letter).

@@ -52,11 +52,12 @@ final class OutputFile {
         if failure != 0 { throw OutputError(path: path, reason: String(cString: strerror(failure))) }
     }
 
-    /// Writes `line` and a newline, then flushes (a reader sees each event
-    /// as it happens). After a failure nothing more is written.
+    /// Writes `line` (JSON: the events file) and a newline, then flushes (a
+    /// reader sees each event as it happens). After a failure nothing more
+    /// is written.
     func writeLine(_ line: String) {
         guard error == nil else { return }
-        let line = SecretMask.shared.mask(line)
+        let line = SecretMask.shared.maskJSON(line)
         var ok = true
         line.utf8CString.withUnsafeBufferPointer { b in
             ok = fwrite(b.baseAddress, 1, b.count - 1, file) == b.count - 1 && fputc(0x0A, file) != EOF

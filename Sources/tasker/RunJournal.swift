@@ -128,7 +128,28 @@ struct RunJournal {
             }
             i += 1
         }
-        return (Redaction.arguments(args), Redaction.variables(vars))
+        return (Redaction.arguments(args).map { SecretMask.shared.mask($0) },
+                Redaction.variables(vars).mapValues { SecretMask.shared.mask($0) })
+    }
+
+    /// Registers the secrets the pipeline's text asks for by name
+    /// (`tasker.secret("API_KEY")`: see `DeclaredParameters.secretSources`),
+    /// before the run records its command line: the script registers them
+    /// again when it runs.
+    static func registerDeclaredSecrets(in file: String) {
+        guard let data = FileManager.default.contents(atPath: file) else { return }
+        let environment = ProcessInfo.processInfo.environment
+        for source in DeclaredParameters(source: Array(data)).secretSources() {
+            if let name = source.env, let value = environment[name] { SecretMask.shared.register(value) }
+            if let path = source.file, var bytes = FileManager.default.contents(atPath: path).map(Array.init) {
+                // as the call reads it: one trailing "\n" or "\r\n" dropped
+                if bytes.last == 0x0A {
+                    bytes.removeLast()
+                    if bytes.last == 0x0D { bytes.removeLast() }
+                }
+                SecretMask.shared.register(String(decoding: bytes, as: UTF8.self))
+            }
+        }
     }
 }
 

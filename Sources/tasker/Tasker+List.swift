@@ -28,7 +28,7 @@ extension Tasker {
                 throw ExitCode(2)
             }
             let d = PipelineDescription.of(file, args: [], vars: [:])
-            print(SecretMask.shared.mask(json ? d.json : d.text), terminator: "")
+            print(json ? SecretMask.shared.maskJSON(d.json) : SecretMask.shared.mask(d.text), terminator: "")
         }
     }
 }

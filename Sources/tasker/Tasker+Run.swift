@@ -163,6 +163,7 @@ extension Tasker {
                 return
             }
             let runID = RunID.make()
+            RunJournal.registerDeclaredSecrets(in: file)
             let recorded = RunJournal.recorded(args: scriptArgs, vars: options.vars,
                                                secretParams: MisplacedOptions.declaredParameters(in: file, secretOnly: true))
             var journalWriter: JournalWriter?

@@ -189,6 +189,43 @@ import Testing
         #expect(show.stdout.contains("***"), "\(show.stdout)")
     }
 
+    /// A secret (`tasker.secret`) is `***` in the run's recorded args and
+    /// vars too: one named in the text from the first byte (events file
+    /// and journal), one under a computed name in the journal's row once
+    /// registered; and a numeric secret leaves every JSON line JSON.
+    @Test func aSecretRegisteredByTheScriptIsMaskedInTheRecordedArgsAndVars() async throws {
+        let s = try Scratch(["p.lua": """
+            local key = tasker.secret("MYKEY")
+            local pin = tasker.secret("MYPIN")
+            local dyn = tasker.secret("MY" .. "DYN")
+            tasker.add{name = "t", delay = 0.0101, run = function() return 0.0101 end}
+            """])
+        defer { s.cleanup() }
+        let r = try await shell("""
+            MYKEY=abcdef123456 MYPIN=0.0101 MYDYN=dyn-55555 $TASKER run --no-progress --events ev.jsonl \
+              --var x=abcdef123456 --var y=dyn-55555 p.lua abcdef123456 --flag=abcdef123456
+            """, in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        let events = try String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8)
+        let lines = events.split(separator: "\n").map(String.init)
+        #expect(lines.first?.contains(#""event":"run""#) == true, "\(events)")
+        #expect(lines.first?.contains(#""args":["***","--flag=***"]"#) == true, "\(events)")
+        for line in lines {
+            #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "not JSON: \(line)")
+        }
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        let runs = try await tasker(["runs", "--json"], in: s.dir)
+        let text = try await tasker(["show", "last"], in: s.dir)
+        for (what, out) in [("events", events), ("show", show.stdout), ("runs", runs.stdout), ("show text", text.stdout)] {
+            #expect(!out.contains("abcdef123456") && !out.contains("0.0101"), "a secret in \(what): \(out)")
+            if what != "events" { #expect(!out.contains("dyn-55555"), "the computed one in \(what): \(out)") }
+        }
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        #expect((json["vars"] as? [String: String])?["x"] == "***", "\(show.stdout)")
+        #expect((json["vars"] as? [String: String])?["y"] == "***", "\(show.stdout)")
+        #expect(json["args"] as? [String] == ["***", "--flag=***"], "\(show.stdout)")
+    }
+
     @Test func aMissingSecretSaysWhereItWasLookedFor() async throws {
         let s = try Scratch(["p.lua": """
             local t = tasker.secret("deploy", {env = "DEPLOY_TOKEN", file = "missing.token"})
