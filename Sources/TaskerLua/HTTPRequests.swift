@@ -334,7 +334,7 @@ struct HTTPRequestReader {
         s.pushRegistry(call.table)
         let t = lua_gettop(L)
         func bad(_ field: String, _ expected: String) -> Result<HTTPRequest, TaskFailure> {
-            var f = TaskFailure(.usage, "bad request field t.\(field) (\(expected) expected, got \(s.got(-1, expected: expected)))")
+            var f = TaskFailure(.usage, "bad request field t.\(field) to '\(call.function)' (\(expected) expected, got \(s.got(-1, expected: expected)))")
             f.position = call.position
             return .failure(f)
         }
@@ -347,7 +347,7 @@ struct HTTPRequestReader {
         guard let method = s.string(-1), !method.isEmpty else { return bad("method", "string") }
         // CR/LF here would inject a request line or headers.
         guard HTTPRequestReader.isToken(method) else {
-            return usage("bad request method \(String(reflecting: method)) (letters, digits and !#$%&'*+-.^_`|~ only)")
+            return usage("bad request method \(String(reflecting: method)) to '\(call.function)' (letters, digits and !#$%&'*+-.^_`|~ only)")
         }
         s.rawGet(t, "url")
         guard let text = s.string(-1) else { return bad("url", "string") }
@@ -374,10 +374,10 @@ struct HTTPRequestReader {
                 }
                 s.pop()
                 guard HTTPRequestReader.isToken(name) else {
-                    return usage("bad header name \(String(reflecting: name)) (letters, digits and !#$%&'*+-.^_`|~ only)")
+                    return usage("bad header name \(String(reflecting: name)) to '\(call.function)' (letters, digits and !#$%&'*+-.^_`|~ only)")
                 }
                 guard HTTPRequestReader.isSafeValue(value) else {
-                    return usage("bad value for header '\(name)' (CR, LF and NUL are not allowed)")
+                    return usage("bad value for header '\(name)' to '\(call.function)' (CR, LF and NUL are not allowed)")
                 }
                 headers.append((name: name.lowercased(), value: value))
             }

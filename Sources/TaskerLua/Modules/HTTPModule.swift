@@ -80,8 +80,9 @@ final class HTTPCall {
     /// `body_file=`, `to_file=`: paths as given (from the current directory).
     var bodyFile: String?
     var toFile: String?
-    /// The caller's file:line, for errors.
+    /// The caller's file:line and the function it called, for errors.
     let position: String
+    let function: String
     var id: TaskID = 0
     /// The method of the last attempt (interceptors may change it).
     var method = "GET"
@@ -93,12 +94,13 @@ final class HTTPCall {
     var shownURL: String?
     var attemptStart: UInt64 = 0
 
-    init(table: Int32, check: Bool, followRedirects: Bool, maxBody: Int, position: String) {
+    init(table: Int32, check: Bool, followRedirects: Bool, maxBody: Int, position: String, function: String) {
         self.table = table
         self.check = check
         self.followRedirects = followRedirects
         self.maxBody = maxBody
         self.position = position
+        self.function = function
     }
 }
 
@@ -263,7 +265,7 @@ extension HTTPModule {
 
         if let status = runtime.cannotWait(L, fn) { return status }
         let call = HTTPCall(table: s.ref(), check: check, followRedirects: followRedirects,
-                            maxBody: settings.maxBody, position: s.whereString(level: 1))
+                            maxBody: settings.maxBody, position: s.whereString(level: 1), function: fn)
         call.bodyFile = bodyFile
         call.toFile = toFile
         // The name shows in messages (a cancel, a discard): secrets masked.
