@@ -10,7 +10,7 @@ extension Tasker {
             abstract: "Compile pipelines without running them; print file:line: message per error, and warnings for fields tasker's modules do not have and globals nothing sets."
         )
 
-        @Argument(help: "The files to check.")
+        @Argument(help: "The files to check.", completion: .file(extensions: ["lua"]))
         var files: [String]
 
         func run() throws {

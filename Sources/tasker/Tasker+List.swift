@@ -12,7 +12,7 @@ extension Tasker {
             abstract: "Show a pipeline's description, parameters and targets without running it."
         )
 
-        @Argument(help: "The pipeline file.")
+        @Argument(help: "The pipeline file.", completion: .file(extensions: ["lua"]))
         var file: String
 
         @Flag(name: .long, help: "One JSON object.")

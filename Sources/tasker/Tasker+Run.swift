@@ -55,7 +55,7 @@ extension Tasker {
         @Option(name: .long, help: "With --store: seconds without this run's heartbeat after which workers cancel its jobs (it heartbeats 6 times per lease).")
         var lease: Double = 60
 
-        @Argument(help: "The pipeline file.")
+        @Argument(help: "The pipeline file.", completion: .file(extensions: ["lua"]))
         var file: String
 
         @Argument(parsing: .captureForPassthrough, help: "Arguments for the script (tasker.args), its targets and parameters.",

@@ -63,6 +63,10 @@ import Testing
         #expect(ran(s) == "", "a task ran")
         let env = try await shell("TASKER_PARAM_REPLICAS=x $TASKER run --no-progress --no-journal deploy.lua --env prod", in: s.dir)
         #expect(env.stderr.contains("'x' from TASKER_PARAM_REPLICAS (an integer expected)"), "\(env.stderr)")
+        // control characters in the value are escaped as everywhere (`\n`, `\u001b`, C1)
+        let ctl = try await shell(#"TASKER_PARAM_REPLICAS="$(printf '1\n2\033\302\233')" $TASKER run --no-progress --no-journal deploy.lua --env prod"#,
+                                  in: s.dir)
+        #expect(ctl.stderr.contains(#"'1\n2\u001b\u009b' from TASKER_PARAM_REPLICAS"#), "\(ctl.stderr)")
     }
 
     @Test func targetsRunAfterTheMainChunkEachOnceInOrder() async throws {
@@ -183,5 +187,13 @@ import Testing
         let offered = Set(r.stdout.split(separator: "\n").map(String.init))
         #expect(offered.isSuperset(of: ["build", "test", "rollout", "default", "--env", "--replicas", "--dry-run", "--no-dry-run"]),
                 "\(r.stdout)")
+    }
+
+    /// FILE itself completes to Lua files (run, list, check), in bash and zsh.
+    @Test func theFileCompletesToLuaFiles() async throws {
+        let bash = try await tasker(["--generate-completion-script", "bash"], in: Self.root)
+        #expect(bash.stdout.components(separatedBy: "-fX '!*.@(lua)'").count - 1 == 3, "\(bash.stdout)")
+        let zsh = try await tasker(["--generate-completion-script", "zsh"], in: Self.root)
+        #expect(zsh.stdout.components(separatedBy: "_files -g '\\''*.lua'\\''").count - 1 >= 3, "\(zsh.stdout)")
     }
 }

@@ -22,8 +22,11 @@ final class CommandModule: LuaModule {
         local env_names = {}
 
         -- a value in a message: on one line, nothing that drives a terminal
+        -- (escaped as everywhere else: \n, \r, \u001b, C1 and DEL too; tabs stay)
+        local named = {["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\t"}
         local function shown(v)
-          return (tostring(v):gsub("[%c\127]", function(c) return string.format("\\%03d", c:byte()) end))
+          local s = tostring(v):gsub("[%c\127]", function(c) return named[c] or string.format("\\u%04x", c:byte()) end)
+          return (s:gsub("\194([\128-\159])", function(c) return string.format("\\u%04x", c:byte()) end))
         end
         local consumed = {}
         local kinds = {string = "a string", number = "a number", integer = "an integer", boolean = "true or false",
