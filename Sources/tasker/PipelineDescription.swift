@@ -123,21 +123,51 @@ struct PipelineDescription {
                                    targets: declared?.targets ?? [], error: error)
     }
 
-    /// The `--` comment lines at the top (after a `#!` line), without the dashes.
+    /// The comment at the top (after a `#!` line): its `--` (or `---`)
+    /// lines without the dashes, or a `--[[ … ]]` block's lines.
     static func leadingComment(_ file: String) -> [String] {
         guard let data = FileManager.default.contents(atPath: file) else { return [] }
         var lines: [String] = []
+        var block: String?  // the closing bracket of a `--[[`/`--[==[` block being read
         for (i, raw) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = String(raw.drop { $0 == " " || $0 == "\t" }).trimmingCharacters(in: .init(charactersIn: " \t\r"))
+            if let close = block {
+                guard let end = line.range(of: close) else {
+                    lines.append(line)
+                    continue
+                }
+                lines.append(String(line[..<end.lowerBound]).trimmingCharacters(in: .whitespaces))
+                break
+            }
             if i == 0 && line.hasPrefix("#!") { continue }
-            guard line.hasPrefix("--"), !line.hasPrefix("--[[") else { break }
-            // "-- text": the dashes and one space go, the rest of the indent stays
-            var text = line.dropFirst(2)
+            if lines.isEmpty, let open = Self.blockOpening(line) {
+                let rest = line.dropFirst(open.count)
+                if let end = rest.range(of: open.close) {
+                    lines.append(String(rest[..<end.lowerBound]).trimmingCharacters(in: .whitespaces))
+                    break
+                }
+                lines.append(rest.trimmingCharacters(in: .whitespaces))
+                block = open.close
+                continue
+            }
+            guard line.hasPrefix("--"), Self.blockOpening(line) == nil else { break }
+            // "-- text" or "--- text": the dashes and one space go, the rest of the indent stays
+            var text = line.drop { $0 == "-" }
             if text.first == " " { text = text.dropFirst() }
             lines.append(String(text))
         }
+        while lines.first?.isEmpty == true { lines.removeFirst() }
         while lines.last?.isEmpty == true { lines.removeLast() }
         return lines
+    }
+
+    /// `--[[` or `--[==[` at the start of `line`, and what closes it.
+    private static func blockOpening(_ line: String) -> (count: Int, close: String)? {
+        guard line.hasPrefix("--[") else { return nil }
+        let equals = line.dropFirst(3).prefix { $0 == "=" }.count
+        let rest = line.dropFirst(3 + equals)
+        guard rest.first == "[" else { return nil }
+        return (4 + equals, "]" + String(repeating: "=", count: equals) + "]")
     }
 
     /// Shell completion after `tasker run FILE`: FILE's targets and its

@@ -126,6 +126,26 @@ import Testing
         }
     }
 
+    /// The description is the leading comment in any of Lua's forms: `--`
+    /// or `---` lines, or a `--[[ … ]]` (`--[==[ … ]==]`) block.
+    @Test func theDescriptionIsTheLeadingCommentInEachForm() async throws {
+        let s = try Scratch([
+            "dashes.lua": "#!/usr/bin/env tasker\n--- Rotate the logs.\n---\n--- Then compress them.\nlocal x = 1\n",
+            "block.lua": "--[[\n  Rotate the logs.\n\n  Then compress them.\n]]\nlocal x = 1\n",
+            "level.lua": "--[==[ Rotate the logs.\nThen compress them. ]==]\nlocal x = 1\n",
+            "after.lua": "-- Rotate the logs.\n--[[ not this ]]\nlocal x = 1\n",
+        ])
+        defer { s.cleanup() }
+        for (file, expected) in [("dashes.lua", "Rotate the logs.\n\nThen compress them."),
+                                 ("block.lua", "Rotate the logs.\n\nThen compress them."),
+                                 ("level.lua", "Rotate the logs.\nThen compress them."),
+                                 ("after.lua", "Rotate the logs.")] {
+            let list = try await tasker(["list", "--json", file], in: s.dir)
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [String: Any])
+            #expect(object["description"] as? String == expected, "\(file): \(list.stdout)")
+        }
+    }
+
     /// Help text that is not UTF-8 is shown with '?' for its bad bytes;
     /// the parameters are all listed (they were dropped without a word).
     @Test func helpTextThatIsNotUTF8IsShownNotDropped() async throws {
