@@ -134,8 +134,17 @@ static int hash_in_place(const LClosureHead *cl, int env, uint64_t *hash) {
 
 /* Whether this process's Lua lays closures, upvalues and strings out as
    internal.h says: a closure capturing each kind of scalar hashed both
-   ways, once (1 yes, 0 no, -1 not known yet). */
+   ways, once, as the first state opens its libraries (1 yes, 0 no, -1 not
+   checked yet: the API then). */
 static atomic_int layout_holds = -1;
+static int check_layout(lua_State *L);
+
+int tasker_identity_reads_in_place(void) { return atomic_load(&layout_holds) == 1; }
+
+void tasker_check_identity_layout(lua_State *L) {
+    if (atomic_load(&layout_holds) >= 0) return;
+    atomic_store(&layout_holds, check_layout(L));
+}
 
 static int check_layout(lua_State *L) {
     static const char chunk[] =
@@ -154,15 +163,11 @@ static int check_layout(lua_State *L) {
 }
 
 int tasker_hash_scalar_closure(lua_State *L, int idx, const void *closure, int env, uint64_t *hash) {
-    int holds = atomic_load_explicit(&layout_holds, memory_order_relaxed);
-    if (holds < 0) {
-        holds = check_layout(L);
-        atomic_store_explicit(&layout_holds, holds, memory_order_relaxed);
-    }
     uint64_t h = *hash;
     int captures = LAYOUT_UNKNOWN;
     const LClosureHead *cl = closure;
-    if (holds && cl && cl->tt == LUA_CLOSURE_TAG) captures = hash_in_place(cl, env, &h);
+    if (atomic_load_explicit(&layout_holds, memory_order_relaxed) == 1 && cl && cl->tt == LUA_CLOSURE_TAG)
+        captures = hash_in_place(cl, env, &h);
     if (captures == LAYOUT_UNKNOWN) {
         h = *hash;
         captures = hash_through_api(L, idx, &h);

@@ -104,4 +104,9 @@ enum {
     V_COLLECTABLE = 1 << 6,
 };
 
+/* Checks, once per process, that this Lua's layout is internal.h's, so
+   identity.c may read captures in place (runs a small chunk; called while
+   a new state opens its libraries, before any hook is set). */
+void tasker_check_identity_layout(lua_State *L);
+
 #endif

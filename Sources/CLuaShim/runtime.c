@@ -138,6 +138,7 @@ static int loaded_newindex(lua_State *L) {
 
 static int open_all(lua_State *L) {
     luaL_openlibs(L);
+    tasker_check_identity_layout(L);
     lua_pushcfunction(L, tasker_open_coroutine);
     lua_call(L, 0, 0);
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);

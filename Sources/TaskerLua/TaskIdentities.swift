@@ -150,6 +150,10 @@ final class TaskIdentities {
         derivedByID.store(id, hash: h, occurrence: Int32(truncatingIfNeeded: occurrence))
     }
 
+    /// Whether closures' captures are read in place (this Lua's layout
+    /// was checked when the first state opened), not through the API.
+    static var readsCapturesInPlace: Bool { tasker_identity_reads_in_place() != 0 }
+
     /// Whether `id` was already used by `spec.id` in this run.
     func isTaken(_ explicitID: String) -> Bool { explicitIDs.contains(explicitID) }
 

@@ -14,4 +14,12 @@ import Testing
             #expect(TaskIdentity.hex(x) == String(repeating: "0", count: 16 - s.count) + s)
         }
     }
+
+    /// Debian's Lua 5.4 has the layout the fast path reads captures with
+    /// (checked against the API as the first state opens): the fast path
+    /// is taken, not silently left for the API.
+    @Test func closuresCapturesAreReadInPlaceHere() async throws {
+        _ = try await runLua("tasker.add(function() end)")
+        #expect(TaskIdentities.readsCapturesInPlace)
+    }
 }

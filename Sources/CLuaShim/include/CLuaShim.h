@@ -129,10 +129,11 @@ const void *tasker_lua_closure(lua_State *L, int idx, const void **proto);
    (leaving *hash alone) when one is anything else or the stack cannot
    grow. `env`: which upvalue is _ENV (1-based; 0: none), as
    tasker_env_upvalue says for the closure's prototype. The captures are
-   read in place, without the API, when this Lua's layout allows. Raises
-   nothing (the first call checks the layout, running a small chunk
-   protected). */
+   read in place, without the API, when this Lua's layout allows (checked
+   as the first state opened). Raises nothing. */
 int tasker_hash_scalar_closure(lua_State *L, int idx, const void *closure, int env, uint64_t *hash);
+/* Whether identities read captures in place (this Lua's layout checked). */
+int tasker_identity_reads_in_place(void);
 /* Which upvalue of the Lua function at idx is _ENV (1-based; 0: none). */
 int tasker_env_upvalue(lua_State *L, int idx);
 /// pidfd_open(2): a descriptor that polls readable when `pid` exits, or -1.
