@@ -79,6 +79,31 @@ import TaskerCore
         #expect(hashes == [5, 6])
     }
 
+    /// A loop of closures (a new hash per task, counted elsewhere) is kept
+    /// dense; one body again starts a run; counting here later gives each
+    /// task of a dense run its own occurrence, in id order.
+    @Test func aLoopOfClosuresIsDenseAndFoundAndCountedTaskByTask() {
+        var d = DerivedRuns()
+        let u = DerivedRuns.uncounted
+        for id in 1...9_000 { d.store(id, hash: UInt64(id % 7_000 + 100), occurrence: u) }  // 7,000 distinct, then repeats
+        for id in 9_001...9_010 { d.store(id, hash: 5, occurrence: u) }  // one body again and again
+        for id in 9_011...9_020 { d.store(id, hash: UInt64(id), occurrence: u) }  // closures again
+        d.store(9_025, hash: 77, occurrence: u)  // a gap
+        for id in [1, 2, 4_096, 4_097, 7_000, 7_001, 9_000, 9_001, 9_010, 9_011, 9_020, 9_025, 3, 8_999] {
+            let f = d.find(id)
+            let expected: UInt64 = id <= 9_000 ? UInt64(id % 7_000 + 100) : id <= 9_010 ? 5 : id == 9_025 ? 77 : UInt64(id)
+            #expect(f.hash == expected && f.occurrence == u, "\(id): \(f)")
+        }
+        let none = d.find(9_022)
+        #expect(none.hash == 0 && none.occurrence == 0)
+        let counts = IdentityCounts()
+        d.countUncounted(counts)
+        // ids 1...2,000 and 7,001...9,000 share hashes (id % 7,000): the later one is the second
+        let occurrences = [1, 2_000, 2_001, 7_000, 7_001, 9_000, 9_001, 9_010, 9_011, 9_025].map { d.find($0).occurrence }
+        #expect(occurrences == [1, 1, 1, 1, 2, 2, 1, 10, 1, 1], "\(occurrences)")
+        #expect(d.find(9_000).hash == 9_000 % 7_000 + 100)
+    }
+
     @Test func lookupsFarFromTheLastOneFindTheirRun() {
         var d = DerivedRuns()
         for id in 1...5_000 { d.store(id, hash: UInt64(id / 10 + 1), occurrence: DerivedRuns.uncounted) }
