@@ -19,6 +19,32 @@ enum FileOperation: Sendable {
     case copy(String, String)
     case tempdir
 
+    /// The function a script called (for messages).
+    var function: String {
+        switch self {
+        case .read: "fs.read"
+        case .write: "fs.write"
+        case .append: "fs.append"
+        case .list: "fs.list"
+        case .glob: "fs.glob"
+        case .stat: "fs.stat"
+        case .exists: "fs.exists"
+        case .mkdir: "fs.mkdir"
+        case .remove: "fs.remove"
+        case .rename: "fs.rename"
+        case .copy: "fs.copy"
+        case .tempdir: "fs.tempdir"
+        }
+    }
+
+    /// Whether it changes what is on disk.
+    var changesFiles: Bool {
+        switch self {
+        case .read, .list, .glob, .stat, .exists: false
+        case .write, .append, .mkdir, .remove, .rename, .copy, .tempdir: true
+        }
+    }
+
     /// Operations that may take long (large files, big trees) run off the
     /// loop; the rest are single system calls.
     var mayBlock: Bool {

@@ -74,6 +74,9 @@ extension LuaRuntime {
     /// Checks that the caller may suspend; returns a raise status if not.
     func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32? {
         if options.describeOnly { return describeStop(L) }
+        // a plan waits on tasks as it always did (`endPlan` says where)
+        if !(fn.hasPrefix("h:") || fn == "tasker.all" || fn == "tasker.any" || fn == "tasker.some"),
+           let status = planStops(L, fn) { return status }
         guard driver.current != nil else {
             return usage(L, "\(fn): cannot yield in \(driver.callContext ?? "this context")")
         }
@@ -90,6 +93,17 @@ extension LuaRuntime {
     func describeStop(_ L: OpaquePointer) -> Int32 {
         lua_pushlightuserdata(L, Self.describeMarker)
         return TASKER_RAISE
+    }
+
+    /// `--resume --plan` runs nothing: where the main chunk itself would
+    /// start a process, a request, a sleep or a change to files (`fn`), its
+    /// evaluation stops, and the plan says where (nil: not a plan, or not
+    /// the main chunk).
+    func planStops(_ L: OpaquePointer, _ fn: String) -> Int32? {
+        guard options.planOnly, isMainThread(L), chunk.planStop == nil else { return nil }
+        let position = LuaStack(L).innermostLuaPosition() ?? chunk.scriptPath
+        chunk.planStop = "\(position): the main chunk calls \(fn) there, which would run"
+        return describeStop(L)
     }
 
     /// A unique address, never dereferenced.

@@ -210,8 +210,8 @@ extension LuaRuntime {
         switch f.kind {
         case .main:
             mainDone = true
-            if options.describeOnly && lua_touserdata(co, -1) == LuaRuntime.describeMarker {
-                retire(f)  // described: not an error
+            if (options.describeOnly || options.planOnly) && lua_touserdata(co, -1) == LuaRuntime.describeMarker {
+                retire(f)  // described, or planned as far as it can be: not an error
                 return
             }
             if driver.exitRequested == nil && !interrupted {

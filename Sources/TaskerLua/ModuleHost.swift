@@ -34,6 +34,8 @@ protocol ModuleHost: AnyObject {
     func hasMetatable(_ co: OpaquePointer, _ i: Int32, _ ref: Int32) -> Bool
     /// A status when the caller cannot wait here (a hook, a handler), else nil.
     func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32?
+    /// A status when a plan's evaluation stops at `fn` (`--resume --plan`).
+    func planStops(_ L: OpaquePointer, _ fn: String) -> Int32?
     /// Suspends the caller until the driver has performed `op`.
     func suspend(_ L: OpaquePointer, _ op: PendingOp) -> Int32
     /// Resumes `fiber`, whose wait is over, with `result`.

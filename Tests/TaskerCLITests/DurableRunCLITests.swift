@@ -576,4 +576,29 @@ import Testing
                 "\(plan.stdout)")
         #expect(!plan.stdout.contains("after-the-wait") && !plan.stdout.contains("fetched"))
     }
+
+    /// A plan runs nothing: where the main chunk itself would change a
+    /// file, start a process or sleep, its evaluation stops there and the
+    /// plan says so; nothing happened.
+    @Test func aPlanStopsWhereTheMainChunkWouldActItself() async throws {
+        for (n, line) in [(1, "fs.write('touched-1', 'x')"), (2, "tasker.exec{'touch', 'touched-2'}"),
+                          (3, "os.execute('touch touched-3')"), (4, "io.popen('touch touched-4'):close()"),
+                          (5, "tasker.sh('touch touched-5')"), (6, "tasker.sleep(30)")] {
+            let s = try Scratch(["p.lua": """
+                local fetch = tasker.add{name = "fetch", run = function() return 42 end}
+                if tasker.vars.act then \(line) end
+                tasker.add{name = "later", run = function() end}
+                """])
+            defer { s.cleanup() }
+            _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+            let started = Date()
+            let plan = try await tasker(["run", "--resume", "--plan", "--var", "act=1", "p.lua"], in: s.dir)
+            #expect(plan.status == 0, "\(line): \(plan.stderr)")
+            #expect(plan.stdout.contains("reuse  fetch"), "\(line): \(plan.stdout)")
+            #expect(plan.stdout.contains("plan: incomplete: p.lua:2: the main chunk calls "), "\(line): \(plan.stdout)")
+            #expect(!plan.stdout.contains("later"), "\(line): \(plan.stdout)")
+            #expect(!FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("touched-\(n)").path), "\(line) ran")
+            #expect(Date().timeIntervalSince(started) < 20, "\(line): the plan waited")
+        }
+    }
 }

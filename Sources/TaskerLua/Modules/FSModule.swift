@@ -183,6 +183,7 @@ final class FSModule: LuaModule {
     /// Runs `op` on the fs thread while the caller waits, or here when it
     /// is quick or the caller cannot wait.
     private func run(_ L: OpaquePointer, _ op: FileOperation, keep: Bool = false) -> Int32 {
+        if op.changesFiles, let status = host.planStops(L, op.function) { return status }
         let position = LuaStack(L).whereString(level: 1)
         if op.mayBlock, host.inFiber, lua_isyieldable(L) != 0 {
             return host.suspend(L, .wait(FileWait(op, keep: keep, position: position)))

@@ -49,6 +49,11 @@ final class ShellModule: LuaModule {
         ("__tostring", { L in ShellModule.this(L!).describe(L!) }),
     ]
 
+    /// `--help` or a plan came to a process (`fn`): the main chunk stops.
+    private func stopsHere(_ L: OpaquePointer, _ fn: String) -> Int32 {
+        runtime.planStops(L, fn) ?? runtime.describeStop(L)
+    }
+
     func install(in runtime: LuaRuntime) {
         let L = runtime.L
         let s = LuaStack(L)
@@ -62,16 +67,18 @@ final class ShellModule: LuaModule {
         metatable = s.ref()
         replaceWithWaitingVariant("os", "execute", { L in ShellModule.this(L!).execute(L!) }, in: L)
         replaceWithWaitingVariant("io", "popen", { L in ShellModule.this(L!).popen(L!) }, in: L)
-        if runtime.options.describeOnly {
-            // `--help`: no process starts, also from where Lua cannot yield
+        if runtime.options.describeOnly || runtime.options.planOnly {
+            // `--help`, a plan: no process starts, also from where Lua cannot yield
             // (a gsub callback, a sort comparator, a __gc handler)
             lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
-            for (library, name) in [("os", "execute"), ("io", "popen")] {
-                s.rawGet(-1, library)
-                push({ L in ShellModule.this(L!).runtime.describeStop(L!) }, in: L)
-                s.rawSet(-2, name)
-                s.pop()
-            }
+            s.rawGet(-1, "os")
+            push({ L in ShellModule.this(L!).stopsHere(L!, "os.execute") }, in: L)
+            s.rawSet(-2, "execute")
+            s.pop()
+            s.rawGet(-1, "io")
+            push({ L in ShellModule.this(L!).stopsHere(L!, "io.popen") }, in: L)
+            s.rawSet(-2, "popen")
+            s.pop()
             s.pop()
         }
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
