@@ -64,6 +64,8 @@ public final class Engine {
     var forgottenCounts: [TaskState: Int] = [:]
     /// After an interrupt or `tasker.exit`: nothing starts any more.
     public private(set) var closed = false
+    /// See `cancelAdds(reason:)`.
+    private var cancelsAdds: String?
     var keyIndex: [String: TaskID] = [:]
     /// Rolling members running per host, across the run.
     let hostSlots = HostSlots()
@@ -109,6 +111,7 @@ public final class Engine {
         if let key = spec.key { keyIndex[key] = r.id }
         notifyAdded(r.id)
         attachDependencies(r, spec.after)
+        if let reason = cancelsAdds { cancel(r.id, reason: reason) }
         return r.id
     }
 
@@ -354,6 +357,14 @@ public final class Engine {
         guard !closed else { return }
         closed = true
         mark(.stopped(reason))
+    }
+
+    /// From now on a task added is cancelled at once with `reason` (after
+    /// an interrupt: cleanup code that adds a task and waits for it gets
+    /// its cancellation, where the task would wait for a start that never
+    /// comes and end as a deadlock).
+    public func cancelAdds(reason: String) {
+        cancelsAdds = reason
     }
 
     /// A running attempt waits on other tasks: its slot goes to someone else

@@ -320,6 +320,8 @@ public final class LuaRuntime {
         resumeStarts()  // ends a pause's wait; nothing starts after close()
         engine.cancelAll(reason: "interrupted")
         httpEngine.cancelAll(reason: "interrupted")
+        engine.cancelAdds(reason: "interrupted")
+        httpEngine.cancelAdds(reason: "interrupted")
         hooks.stopReactions(reason: "interrupted")
         if let f = chunk.mainFiber, !f.finished, f !== driver.current { enqueue(.close(f)) }
     }

@@ -118,6 +118,26 @@ import Testing
         #expect(r.stdout == "3\n")
     }
 
+    /// Cleanup code in the main chunk after an interrupt may add a task and
+    /// wait for it: the task is cancelled at once (it would never start),
+    /// not failed as a deadlock.
+    @Test func aTaskAddedAfterAnInterruptIsCancelledNotADeadlock() async throws {
+        let s = try Scratch(["cleanup.lua": """
+            local long = tasker.add{name = "long", run = function() print("ready"); io.stdout:flush(); tasker.sleep(60) end}
+            print("awaited", pcall(long.await, long))
+            local rollback = tasker.add{name = "rollback", run = function() print("rollback ran") end}
+            local ok, e = rollback:result()
+            print("rollback", ok, e.kind, rollback:state())
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "--no-progress", "--no-journal", "cleanup.lua"], in: s.dir, markers: ["ready"])
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(r.stdout.contains("rollback\tfalse\tcancelled\tcancelled"), "\(r.stdout)")
+        #expect(!r.stdout.contains("rollback ran"))
+        #expect(!r.stderr.contains("deadlock"), "\(r.stderr)")
+        #expect(r.stderr.contains("0 failed, 2 cancelled"), "\(r.stderr)")
+    }
+
     @Test func sigintCancelsEverythingRunsCancelPathsAndExits130() async throws {
         let s = try Scratch(["long.lua": """
             local sleeper = tasker.add{name = "sleeper", run = function() tasker.sleep(60) end}
