@@ -156,6 +156,8 @@ extension LuaRuntime {
         guard status != LUA_OK else { return nil }
         tasker_reset_hook(L)  // a stop made it check every instruction
         defer { tasker_pop(L, 1) }
+        // a table raised (`error({code = 7})`) is described as JSON, as a task's is
+        if lua_type(L, -1) == LUA_TTABLE, !isErrorTable(L, -1), let table = describeErrorTable(L, -1) { return table }
         return LuaStack(L).describe(-1)
     }
 }

@@ -583,7 +583,7 @@ import Testing
     @Test func aPlanStopsWhereTheMainChunkWouldActItself() async throws {
         for (n, line) in [(1, "fs.write('touched-1', 'x')"), (2, "tasker.exec{'touch', 'touched-2'}"),
                           (3, "os.execute('touch touched-3')"), (4, "io.popen('touch touched-4'):close()"),
-                          (5, "tasker.sh('touch touched-5')"), (6, "tasker.sleep(30)")] {
+                          (5, "tasker.sh('touch touched-5')"), (6, "tasker.sleep(600)")] {
             let s = try Scratch(["p.lua": """
                 local fetch = tasker.add{name = "fetch", run = function() return 42 end}
                 if tasker.vars.act then \(line) end
@@ -598,7 +598,7 @@ import Testing
             #expect(plan.stdout.contains("plan: incomplete: p.lua:2: the main chunk calls "), "\(line): \(plan.stdout)")
             #expect(!plan.stdout.contains("later"), "\(line): \(plan.stdout)")
             #expect(!FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("touched-\(n)").path), "\(line) ran")
-            #expect(Date().timeIntervalSince(started) < 20, "\(line): the plan waited")
+            #expect(Date().timeIntervalSince(started) < 300, "\(line): the plan waited")
         }
     }
 }

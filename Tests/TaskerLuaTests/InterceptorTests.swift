@@ -193,8 +193,9 @@ import TaskerCore
               if t.name == "boom" then error("no boom allowed") end
               if t.name == "sleepy" then tasker.sleep(1) end
               if t.name == "weird" then return "sometimes" end
+              if t.name == "coded" then error({code = 7}) end
             end}
-            for _, n in ipairs({"boom", "sleepy", "weird", "fine"}) do
+            for _, n in ipairs({"boom", "sleepy", "weird", "coded", "fine"}) do
               local ok, err = tasker.add{name = n, run = function() return "ran" end}:result()
               print(n, ok, ok and err or err.kind .. " | " .. err.message)
             end
@@ -203,6 +204,7 @@ import TaskerCore
             "boom\tfalse\tinterceptor | interceptor 'picky' failed: pipeline.lua:2: no boom allowed",
             "sleepy\tfalse\tinterceptor | interceptor 'picky' failed: pipeline.lua:3: usage: tasker.sleep: cannot yield in an interceptor ('picky')",
             "weird\tfalse\tinterceptor | interceptor 'picky' returned \"sometimes\" (expected nil, \"execute\", \"force\", \"hold\", \"discard\" or \"delay\", seconds)",
+            "coded\tfalse\tinterceptor | interceptor 'picky' failed: {\"code\":7}",
             "fine\ttrue\tran",
         ])
         #expect(r.exitCode == 1)
