@@ -35,11 +35,11 @@ struct EventLine {
         w.integer(id)
     }
 
-    mutating func nameAndState(_ id: TaskID, _ engine: Engine) {
+    mutating func nameAndState(_ id: TaskID, _ engine: Engine, state: TaskState? = nil) {
         key("name")
         w.string(engine.name(id))
         key("state")
-        w.string(engine.state(id).rawValue)
+        w.string((state ?? engine.state(id)).rawValue)
     }
 
     /// Counts per state (a handful, once per run).

@@ -30,11 +30,12 @@ final class EventsWriter: EngineObserver {
 
     /// A task's line: `id`, `name` and `state`, with `before` the keys that
     /// sort before `id`.
-    private func write(_ event: StaticString, _ id: TaskID, _ engine: Engine, before: (inout EventLine) -> Void = { _ in }) {
+    private func write(_ event: StaticString, _ id: TaskID, _ engine: Engine, state: TaskState? = nil,
+                       before: (inout EventLine) -> Void = { _ in }) {
         var l = line(event)
         before(&l)
         l.id(id)
-        l.nameAndState(id, engine)
+        l.nameAndState(id, engine, state: state)
         write(l)
     }
 
@@ -131,7 +132,9 @@ final class EventsWriter: EngineObserver {
 
     func taskStarted(_ id: TaskID, engine: Engine) { write("started", id, engine) }
 
-    func taskReused(_ id: TaskID, engine: Engine) { write("reused", id, engine) }
+    /// Said as it is reused, just before it ends: its state is the one it
+    /// ends in (its handle is succeeded at once).
+    func taskReused(_ id: TaskID, engine: Engine) { write("reused", id, engine, state: .succeeded) }
 
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
         var l = line("progress")

@@ -238,6 +238,23 @@ import Testing
         for i in 1...9 { #expect(runs(s, "v\(i)") == 1, "v\(i)") }
     }
 
+    /// A reused task's `reused` event says the state its handle has at
+    /// once: succeeded, with its name and id, then `finished`.
+    @Test func theReusedEventSaysSucceeded() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.add{name = "fetch", run = function() return 1 end}
+            tasker.add{name = "flaky", run = function() if not tasker.vars.fixed then error("no") end end}
+            """])
+        defer { s.cleanup() }
+        _ = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let again = try await tasker(["run", "--no-progress", "--resume", "--var", "fixed=1", "--events", "ev.jsonl", "p.lua"], in: s.dir)
+        #expect(again.status == 0, "\(again.stderr)")
+        let lines = try String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8).split(separator: "\n")
+        let reused = lines.filter { $0.contains(#""event":"reused""#) }
+        #expect(reused.count == 1 && reused[0].contains(#""name":"fetch""#) && reused[0].contains(#""state":"succeeded""#),
+                "\(lines)")
+    }
+
     /// Occurrences count tasks with one identity in add order, however
     /// the repeats are spread (the counts cache the last identity).
     @Test func occurrencesCountRepeatsWhereverTheyAre() async throws {
