@@ -136,12 +136,22 @@ enum ProcessSpawner {
         }
         guard rc == 0 else {
             closeAll(mine: true)
-            throw SpawnError(message: String(cString: strerror(rc)),
-                             permanent: rc == ENOENT || rc == EACCES || rc == ENOEXEC || rc == ENOTDIR)
+            var reason = String(cString: strerror(rc))
+            // The child's chdir fails with the same codes as the program:
+            // say which it was.
+            if let cwd, rc == ENOENT || rc == EACCES || rc == ENOTDIR, chdirFails(cwd) { reason = "cwd '\(cwd)': \(reason)" }
+            throw SpawnError(message: reason, permanent: rc == ENOENT || rc == EACCES || rc == ENOEXEC || rc == ENOTDIR)
         }
         closeAll(mine: false)
         return Child(pid: pid, pidfd: tasker_pidfd_open(pid), stdin: pipes[0]?.mine ?? -1,
                      stdout: pipes[1]?.mine ?? -1, stderr: pipes[2]?.mine ?? -1)
+    }
+
+    /// Whether `dir` is not a directory this process could enter.
+    private static func chdirFails(_ dir: String) -> Bool {
+        var st = stat()
+        guard stat(dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else { return true }
+        return access(dir, X_OK) != 0
     }
 
     /// A NULL-terminated array of C strings, valid inside `body`.

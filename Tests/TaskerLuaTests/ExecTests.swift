@@ -22,6 +22,22 @@ import Testing
         #expect(r.lines == ["/tmp", "", "set|path-kept", "", "SHOUT", ""])
     }
 
+    /// A cwd that is not there is named as the reason (not the program);
+    /// an env name with '=' or a NUL anywhere is a usage error (it would be
+    /// cut or split silently).
+    @Test func aMissingCwdAndABadEnvSayWhat() async throws {
+        let r = try await runLua("""
+            local ok, e = pcall(tasker.exec, {"pwd", cwd = "/nonexistent-tasker-dir"})
+            print(ok, e.kind, e.message)
+            for _, env in ipairs{{N = "a\\0b"}, {["A=B"] = "x"}, {["N\\0"] = "x"}, {[""] = "x"}} do
+              local ok2, e2 = pcall(tasker.exec, {"true", env = env})
+              print(ok2, e2.kind, e2.message:match("bad option 'env' to 'tasker.exec'") ~= nil)
+            end
+            """)
+        #expect(r.lines.first == "false\texec\tcannot run 'pwd': cwd '/nonexistent-tasker-dir': No such file or directory", "\(r.lines)")
+        #expect(Array(r.lines.dropFirst()) == Array(repeating: "false\tusage\ttrue", count: 4), "\(r.lines)")
+    }
+
     @Test func checkRaisesKindExecWithCodeAndStderrUnlessDisabled() async throws {
         let r = try await runLua("""
             local ok, e = pcall(tasker.sh, "echo broken >&2; exit 3")

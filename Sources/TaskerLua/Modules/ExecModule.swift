@@ -96,12 +96,15 @@ final class ExecModule: LuaModule {
                 r.timeout = try o.read("timeout", "positive number") { s.number($0).flatMap { $0 > 0 && $0.isFinite ? $0 : nil } }
                 r.check = try o.read("check", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? true
                 r.stream = try o.read("stream", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? false
-                r.env = try o.read("env", "table of strings") { i in
+                // A C string ends at NUL and a name ends at '=': either would
+                // hand the child something else than was asked, silently.
+                r.env = try o.read("env", "table of strings, names without '=' and nothing with a NUL byte") { i in
                     guard s.type(i) == LUA_TTABLE else { return nil }
                     var env: [String: String] = [:]
                     lua_pushnil(L)
                     while lua_next(L, i) != 0 {
-                        guard let k = s.string(-2), let v = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil) else {
+                        guard let k = s.string(-2), let v = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil),
+                              !k.isEmpty, !k.utf8.contains(0), !k.utf8.contains(UInt8(ascii: "=")), !v.utf8.contains(0) else {
                             s.pop(2)
                             return nil
                         }
