@@ -106,11 +106,16 @@ public struct JSONScanner {
         position += 1
         while true {
             guard position < bytes.count else { throw fail("unterminated string") }
-            // a run of plain bytes, copied whole
+            // a run of plain bytes, copied whole (UTF-8: JSON text is)
             let run = position
             while position < bytes.count, bytes[position] >= 0x20, bytes[position] != UInt8(ascii: "\""),
                   bytes[position] != UInt8(ascii: "\\") {
-                position += 1
+                if bytes[position] < 0x80 {
+                    position += 1
+                } else {
+                    guard let n = utf8Sequence(at: position) else { throw fail("invalid UTF-8 in string") }
+                    position += n
+                }
             }
             if position > run { out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<position])) }
             guard position < bytes.count else { throw fail("unterminated string") }
@@ -152,6 +157,26 @@ public struct JSONScanner {
                 let shown = e >= 0x20 && e < 0x7F ? String(Character(UnicodeScalar(e))) : "x" + Self.hex2(e)
                 throw fail("invalid escape '\\\(shown)'")
             }
+        }
+    }
+
+    /// The length of the well-formed UTF-8 sequence at `i` (a lead byte of
+    /// 0x80 or more), or nil: no overlong forms, surrogates or values past
+    /// U+10FFFF (RFC 3629).
+    private func utf8Sequence(at i: Int) -> Int? {
+        let b0 = bytes[i]
+        func continuation(_ k: Int, _ range: ClosedRange<UInt8> = 0x80...0xBF) -> Bool {
+            i + k < bytes.count && range.contains(bytes[i + k])
+        }
+        switch b0 {
+        case 0xC2...0xDF: return continuation(1) ? 2 : nil
+        case 0xE0: return continuation(1, 0xA0...0xBF) && continuation(2) ? 3 : nil
+        case 0xE1...0xEC, 0xEE...0xEF: return continuation(1) && continuation(2) ? 3 : nil
+        case 0xED: return continuation(1, 0x80...0x9F) && continuation(2) ? 3 : nil
+        case 0xF0: return continuation(1, 0x90...0xBF) && continuation(2) && continuation(3) ? 4 : nil
+        case 0xF1...0xF3: return continuation(1) && continuation(2) && continuation(3) ? 4 : nil
+        case 0xF4: return continuation(1, 0x80...0x8F) && continuation(2) && continuation(3) ? 4 : nil
+        default: return nil
         }
     }
 

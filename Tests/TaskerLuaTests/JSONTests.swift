@@ -58,6 +58,9 @@ import Testing
             try('"\\\\x"')
             try('[1] x')
             try(string.rep("[", 300))
+            try('["ok", "a\\255b"]')
+            try('"\\237\\160\\128"')
+            print(json.decode('"d\\195\\169j\\224\\164\\133 \\240\\159\\152\\128"') == "d\\u{e9}j\\u{905} \\u{1F600}")
             local ok, e = pcall(function() return json.decode("{") end)
             print(tostring(e))
             """)
@@ -69,7 +72,10 @@ import Testing
             "json\tinvalid escape '\\x' at line 1, column 3 (byte 3)",
             "json\tunexpected 'x' after the value at line 1, column 5 (byte 5)",
             "json\tnested deeper than 200 levels at line 1, column 201 (byte 201)",
-            "pipeline.lua:12: json: expected a string key at line 1, column 2 (byte 2)",
+            "json\tinvalid UTF-8 in string at line 1, column 10 (byte 10)",
+            "json\tinvalid UTF-8 in string at line 1, column 2 (byte 2)",
+            "true",
+            "pipeline.lua:15: json: expected a string key at line 1, column 2 (byte 2)",
         ])
     }
 
