@@ -142,6 +142,7 @@ struct StoredValueDecoder {
         case "$float":
             switch String(decoding: try rawString(), as: UTF8.self) {
             case "nan": lua_pushnumber(L, .nan)
+            case "-nan": lua_pushnumber(L, -Double.nan)
             case "inf": lua_pushnumber(L, .infinity)
             case "-inf": lua_pushnumber(L, -.infinity)
             case "-0": lua_pushnumber(L, -0.0)

@@ -11,7 +11,7 @@ import TaskerCore
 ///   and reads this form.
 /// - tagged, `{"$v":2,"values":[...]}`, otherwise. In it a `null` is nil
 ///   (also a hole in an array) and an object whose one key starts with `$`
-///   is a tag: `{"$float":"nan"|"inf"|"-inf"|"-0"}`, `{"$bytes":base64}`
+///   is a tag: `{"$float":"nan"|"-nan"|"inf"|"-inf"|"-0"}`, `{"$bytes":base64}`
 ///   (a string that is not UTF-8), `{"$null":true}` (`json.null`) and
 ///   `{"$pairs":[[k,v],...]}` (any other table: integer, float and boolean
 ///   keys, mixed keys, a string key starting with `$`) and
@@ -147,7 +147,8 @@ struct StoredValueEncoder {
             return
         }
         let d = tasker_tonumber(L, i, nil)
-        let special: String? = d.isNaN ? "nan" : d == .infinity ? "inf" : d == -.infinity ? "-inf"
+        // NaN's sign too: Lua prints 0/0 as "-nan" here, and a value must come back as it was
+        let special: String? = d.isNaN ? (d.sign == .minus ? "-nan" : "nan") : d == .infinity ? "inf" : d == -.infinity ? "-inf"
             : (d == 0 && d.sign == .minus) ? "-0" : nil
         if let special {
             tagged = true

@@ -252,7 +252,7 @@ import Testing
           depth = depth or 0
           local t = type(v)
           if t == "number" then
-            if v ~= v then return "nan" end
+            if v ~= v then return "nan:" .. tostring(v) end  -- with its sign: "-nan" for 0/0 here
             return math.type(v) .. ":" .. (math.type(v) == "float" and string.format("%a", v) or tostring(v))
           elseif t == "string" then
             return "s:" .. (v:gsub(".", function(c) return string.format("%02x", c:byte()) end))
@@ -274,7 +274,7 @@ import Testing
         for i = 1, 150 do cur.next = {i}; cur = cur.next end
         local function valuesFn()
           print("ran values")
-          return {10, 20, nil, 40}, {[1] = "int-one", ["1"] = "string-one"}, -0.0, 0.0, math.huge, -math.huge, 0/0,
+          return {10, 20, nil, 40}, {[1] = "int-one", ["1"] = "string-one"}, -0.0, 0.0, math.huge, -math.huge, 0/0, -(0/0),
             table.concat(all), "\0nul\0", "\xff\xfe invalid", {[true] = "t", [false] = 1, [1.5] = "f", [-3] = "neg"},
             {1, 2, x = 3}, 3.0, 2^53 + 0.0, math.mininteger, math.maxinteger, 5e-324, "", {}, {["$float"] = "x"},
             json.null, {a = {b = {json.null}}}, json.decode("[]"), json.decode('{"k":[1,2]}'), nested, nil
@@ -326,10 +326,11 @@ import Testing
         }
         let dumped = { (out: String) in out.components(separatedBy: "\n").filter { !$0.hasPrefix("ran ") }.joined(separator: "\n") }
         #expect(dumped(resumed.stdout) == dumped(first.stdout))
-        #expect(first.stdout.contains("n=26\n"))
+        #expect(first.stdout.contains("n=27\n"))
+        #expect(first.stdout.contains("nan:-nan\nnan:nan\n"), "\(first.stdout)")
         #expect(first.stdout.contains("{[integer:1]=integer:10,[integer:2]=integer:20,[integer:4]=integer:40}"))
         #expect(first.stdout.contains("{[integer:1]=s:696e742d6f6e65,[s:31]=s:737472696e672d6f6e65}"))
-        #expect(first.stdout.contains("float:-0x0p+0\nfloat:0x0p+0\nfloat:inf\nfloat:-inf\nnan\n"))
+        #expect(first.stdout.contains("float:-0x0p+0\nfloat:0x0p+0\nfloat:inf\nfloat:-inf\nnan:-nan\n"))
         // And a third time, from the resumed run's record (reused values recorded again).
         let third = try await tasker(["run", "--no-progress", "--resume"] + vars + ["v.lua"], in: s.dir)
         #expect(!third.stdout.contains("ran values"))
