@@ -39,7 +39,7 @@ extension LuaRuntime {
             let n = pushValues(L, value)
             do {
                 try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
-                                              arrayMeta: json.arrayMeta, appendingTo: &buffer)
+                                              arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta, appendingTo: &buffer)
                 return true
             } catch {
                 return false
@@ -69,7 +69,7 @@ extension LuaRuntime {
             let n = pushValues(L, value)
             do {
                 return .json(try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
-                                                                     arrayMeta: json.arrayMeta))
+                                                                     arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta))
             } catch {
                 let why = "its values cannot be stored: \(error.reason)"
                 if warn {
@@ -190,6 +190,6 @@ extension LuaRuntime {
     /// Pushes stored values (see `StoredValueCodec`: either form) and
     /// returns how many; -1 (nothing pushed) if `text` is not stored values.
     func pushJSONValues(_ text: String, onto L: OpaquePointer) -> Int32 {
-        StoredValueDecoder.push(text, onto: L, arrayMeta: json.arrayMeta)
+        StoredValueDecoder.push(text, onto: L, arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta)
     }
 }

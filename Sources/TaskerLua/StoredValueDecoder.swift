@@ -12,18 +12,21 @@ struct StoredValueDecoder {
     let tags: Bool
     /// The registry ref of `json.array`'s metatable (0: none).
     let arrayMeta: Int32
+    /// The registry ref of error tables' metatable (0: none).
+    var errorMeta: Int32 = 0
 
     struct Bad: Error {}
     static let maxDepth = 300
 
     /// Pushes the values of stored `text` and returns how many; -1 (nothing
     /// pushed) if it is not stored values this version reads.
-    static func push(_ text: String, onto L: OpaquePointer, arrayMeta: Int32) -> Int32 {
+    static func push(_ text: String, onto L: OpaquePointer, arrayMeta: Int32, errorMeta: Int32 = 0) -> Int32 {
         let top = lua_gettop(L)
         var text = text
         let n: Int32? = text.withUTF8 { bytes in
             // The tagged form: the wrapper, then the list.
-            var d = StoredValueDecoder(L: L, s: JSONScanner(bytes), tags: bytes.first == UInt8(ascii: "{"), arrayMeta: arrayMeta)
+            var d = StoredValueDecoder(L: L, s: JSONScanner(bytes), tags: bytes.first == UInt8(ascii: "{"), arrayMeta: arrayMeta,
+                                       errorMeta: errorMeta)
             do {
                 if d.tags {
                     try d.expect("{\"$v\":\(StoredValueCodec.version),\"values\":")
@@ -156,6 +159,13 @@ struct StoredValueDecoder {
             guard lua_type(L, -1) == LUA_TTABLE else { throw Bad() }
             if arrayMeta != 0 {
                 lua_rawgeti(L, tasker_registryindex(), lua_Integer(arrayMeta))
+                lua_setmetatable(L, -2)
+            }
+        case "$error":
+            try value(depth: depth + 1)
+            guard lua_type(L, -1) == LUA_TTABLE else { throw Bad() }
+            if errorMeta != 0 {
+                lua_rawgeti(L, tasker_registryindex(), lua_Integer(errorMeta))
                 lua_setmetatable(L, -2)
             }
         case "$null":

@@ -11,7 +11,8 @@ import TaskerCore
 ///   and reads this form.
 /// - tagged, `{"$v":2,"values":[...]}`, otherwise. In it a `null` is nil
 ///   (also a hole in an array) and an object whose one key starts with `$`
-///   is a tag: `{"$float":"nan"|"-nan"|"inf"|"-inf"|"-0"}`, `{"$bytes":base64}`
+///   is a tag: `{"$float":"nan"|"-nan"|"inf"|"-inf"|"-0"}`, `{"$error":{…}}` (an
+///   error table, its metatable restored), `{"$bytes":base64}`
 ///   (a string that is not UTF-8), `{"$null":true}` (`json.null`) and
 ///   `{"$pairs":[[k,v],...]}` (any other table: integer, float and boolean
 ///   keys, mixed keys, a string key starting with `$`) and
@@ -52,6 +53,8 @@ struct StoredValueEncoder {
     let limit: Int
     /// The registry ref of the metatable `json.array` sets (0: none).
     let arrayMeta: Int32
+    /// The registry ref of tasker's error tables' metatable (0: none).
+    let errorMeta: Int32
     var out: [UInt8] = []
     /// Where this encoder's output starts in `out`.
     private var base = 0
@@ -60,25 +63,27 @@ struct StoredValueEncoder {
     /// Tables on the way down (a cycle is one of them again).
     private var open: [UnsafeRawPointer] = []
 
-    init(_ L: OpaquePointer, limit: Int, arrayMeta: Int32) {
+    init(_ L: OpaquePointer, limit: Int, arrayMeta: Int32, errorMeta: Int32 = 0) {
         self.L = L
         self.limit = limit
         self.arrayMeta = arrayMeta
+        self.errorMeta = errorMeta
     }
 
     /// The values at `first`…`first + count - 1` as stored text.
-    static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32) throws(NotStorable) -> String {
+    static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32,
+                       errorMeta: Int32 = 0) throws(NotStorable) -> String {
         var out: [UInt8] = []
-        try encode(L, first: first, count: count, limit: limit, arrayMeta: arrayMeta, appendingTo: &out)
+        try encode(L, first: first, count: count, limit: limit, arrayMeta: arrayMeta, errorMeta: errorMeta, appendingTo: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
     /// The same, appended to `buffer` (the journal collects many tasks'
     /// values in one); on a failure `buffer` is as it was.
-    static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32,
+    static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32, errorMeta: Int32 = 0,
                        appendingTo buffer: inout [UInt8]) throws(NotStorable) {
         let start = buffer.count
-        var e = StoredValueEncoder(L, limit: limit, arrayMeta: arrayMeta)
+        var e = StoredValueEncoder(L, limit: limit, arrayMeta: arrayMeta, errorMeta: errorMeta)
         swap(&e.out, &buffer)
         defer { swap(&e.out, &buffer) }
         e.base = start
@@ -184,17 +189,23 @@ struct StoredValueEncoder {
         guard lua_checkstack(L, 6) != 0 else { throw fail("no stack space") }
         open.append(p)
         defer { open.removeLast() }
-        if arrayMeta != 0, lua_getmetatable(L, t) != 0 {
-            lua_rawgeti(L, tasker_registryindex(), lua_Integer(arrayMeta))
-            let marked = lua_rawequal(L, -1, -2) != 0
-            tasker_pop(L, 2)
-            if marked {
-                tagged = true
-                append("{\"$array\":")
-                try contents(t)
-                out.append(UInt8(ascii: "}"))
-                return
+        if lua_getmetatable(L, t) != 0 {
+            func isMetatable(_ ref: Int32) -> Bool {
+                guard ref != 0 else { return false }
+                lua_rawgeti(L, tasker_registryindex(), lua_Integer(ref))
+                defer { tasker_pop(L, 1) }
+                return lua_rawequal(L, -1, -2) != 0
             }
+            let tag = isMetatable(arrayMeta) ? "$array" : isMetatable(errorMeta) ? "$error" : nil
+            tasker_pop(L, 1)
+            // Any other metatable (methods, __index defaults, __tostring)
+            // would not come back: named, never silently dropped.
+            guard let tag else { throw fail("a table with a metatable (it would come back without it)") }
+            tagged = true
+            append("{\"\(tag)\":")
+            try contents(t)
+            out.append(UInt8(ascii: "}"))
+            return
         }
         try contents(t)
     }

@@ -238,6 +238,35 @@ import Testing
         for i in 1...9 { #expect(runs(s, "v\(i)") == 1, "v\(i)") }
     }
 
+    /// A value with a metatable of its own cannot come back as it was: it
+    /// is named at record time and the task runs again on resume. An error
+    /// table (tasker's own metatable) comes back with it, tostring and all.
+    @Test func aValueWithAMetatableIsNamedNotStrippedAndAnErrorTableComesBack() async throws {
+        let s = try Scratch(["p.lua": """
+            local obj = tasker.add{id = "obj", run = function()
+              print("ran obj")
+              return setmetatable({a = 1}, {__index = {b = 2}})
+            end}
+            local err = tasker.add{id = "err", run = function()
+              print("ran err")
+              local ok, e = pcall(tasker.exec, {"tasker-no-such-program"})
+              return e
+            end}
+            local o, e = obj:await(), err:await()
+            print("obj", o.a, o.b, "err", e.kind, tostring(e):sub(1, 16))
+            tasker.add{run = function() if not tasker.vars.fixed then error("later") end end}
+            """])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(first.status == 1)
+        #expect(first.stderr.contains("(id 'obj'): its values cannot be stored: a table with a metatable"), "\(first.stderr)")
+        #expect(first.stdout.contains("obj\t1\t2\terr\texec\texec: cannot run"), "\(first.stdout)")
+        let again = try await tasker(["run", "--no-progress", "--resume", "--var", "fixed=1", "p.lua"], in: s.dir)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.stdout.contains("ran obj") && !again.stdout.contains("ran err"), "\(again.stdout)")
+        #expect(again.stdout.contains("obj\t1\t2\terr\texec\texec: cannot run"), "\(again.stdout)")
+    }
+
     /// A reused task's `reused` event says the state its handle has at
     /// once: succeeded, with its name and id, then `finished`.
     @Test func theReusedEventSaysSucceeded() async throws {
