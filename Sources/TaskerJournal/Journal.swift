@@ -37,6 +37,10 @@ public enum Journal {
     /// Creates `directory` (0700) if needed and checks that it can be written.
     static func prepare(directory: String) throws(SQLiteError) {
         try makeDirectories(directory)
+        var st = stat()
+        if stat(directory, &st) == 0, st.st_mode & S_IFMT != S_IFDIR {
+            throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot write in \(directory): \(String(cString: strerror(ENOTDIR)))")
+        }
         guard access(directory, W_OK | X_OK) == 0 else {
             throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot write in \(directory): \(String(cString: strerror(errno)))")
         }
