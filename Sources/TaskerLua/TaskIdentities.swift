@@ -118,12 +118,15 @@ final class TaskIdentities {
     /// entry made: nobody reads it).
     @inline(__always)
     func recordBodyCountedElsewhere(_ id: TaskID, body: Int32, in L: OpaquePointer) -> Bool {
-        var proto: UnsafeRawPointer?
-        guard countingElsewhere, let closure = tasker_lua_closure(L, body, &proto) else { return false }
-        if closure == lastBody {
+        guard countingElsewhere else { return false }
+        // The same object as the last body (anchored, so its address is
+        // its own): nothing else to look at.
+        if let last = lastBody, lua_topointer(L, body) == last {
             keepForCounting(lastBodyHash, id)
             return true
         }
+        var proto: UnsafeRawPointer?
+        guard let closure = tasker_lua_closure(L, body, &proto) else { return false }
         guard let h = closureOfScalars(L, body, closure: closure, proto: proto!) else { return false }
         keepForCounting(h, id)
         return true
