@@ -93,7 +93,7 @@ import Testing
         let started = Date()
         let r = try await tasker(["run", "--no-progress", "--state", "state", "p.lua", "--pw", "hunter2c"], in: s.dir)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(Date().timeIntervalSince(started) < 60, "a generous bound: one pass takes well under a second")
+        #expect(Date().timeIntervalSince(started) < 120, "a generous bound: one pass takes about 2 s in a debug build (65 s seen under a full suite and two builds beside it)")
     }
 
     /// A secret with quotes, backslashes or a tab that the script turns
