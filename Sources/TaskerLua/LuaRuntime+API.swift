@@ -74,9 +74,6 @@ extension LuaRuntime {
     /// Checks that the caller may suspend; returns a raise status if not.
     func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32? {
         if options.describeOnly { return describeStop(L) }
-        // a plan waits on tasks as it always did (`endPlan` says where)
-        if !(fn.hasPrefix("h:") || fn == "tasker.all" || fn == "tasker.any" || fn == "tasker.some"),
-           let status = planStops(L, fn) { return status }
         guard driver.current != nil else {
             return usage(L, "\(fn): cannot yield in \(driver.callContext ?? "this context")")
         }
@@ -84,6 +81,9 @@ extension LuaRuntime {
             return usage(L, "\(fn): cannot yield inside a C function (a table.sort comparator, "
                          + "a metamethod called from C such as __tostring, or a __gc/__close handler)")
         }
+        // a plan waits on tasks as it always did (`endPlan` says where)
+        if !(fn.hasPrefix("h:") || fn == "tasker.all" || fn == "tasker.any" || fn == "tasker.some"),
+           let status = planStops(L, fn) { return status }
         return nil
     }
 
@@ -95,14 +95,21 @@ extension LuaRuntime {
         return TASKER_RAISE
     }
 
-    /// `--resume --plan` runs nothing: where the main chunk itself would
-    /// start a process, a request, a sleep or a change to files (`fn`), its
-    /// evaluation stops, and the plan says where (nil: not a plan, or not
-    /// the main chunk).
+    /// `--resume --plan` runs nothing: where the main chunk (or a coroutine
+    /// it runs) would start a process, a request, a sleep or a change to
+    /// files (`fn`), its evaluation stops, and the plan says where (the
+    /// first such place: a `pcall` that catches the stop gets it again at
+    /// the next one). Elsewhere (a reused task's `finish` handler) the call
+    /// is refused. Nil: not a plan.
     func planStops(_ L: OpaquePointer, _ fn: String) -> Int32? {
-        guard options.planOnly, isMainThread(L), chunk.planStop == nil else { return nil }
-        let position = LuaStack(L).innermostLuaPosition() ?? chunk.scriptPath
-        chunk.planStop = "\(position): the main chunk calls \(fn) there, which would run"
+        guard options.planOnly else { return nil }
+        guard let main = chunk.mainFiber, driver.current === main else {
+            return usage(L, "\(fn): a plan (--resume --plan) runs nothing")
+        }
+        if chunk.planStop == nil {
+            let position = LuaStack(L).innermostLuaPosition() ?? chunk.scriptPath
+            chunk.planStop = "\(position): the main chunk calls \(fn) there, which would run"
+        }
         return describeStop(L)
     }
 

@@ -143,14 +143,15 @@ struct LuaStack {
     }
 
     /// "file:line" of the innermost Lua function on this thread's stack (a
-    /// C function such as a metamethod called from C has no line), or nil.
+    /// C function such as a metamethod called from C has no line, and
+    /// tasker's own Lua, a chunk named `[…]`, is passed over), or nil.
     /// Works on a thread whose resume just failed: its stack is kept.
     func innermostLuaPosition() -> String? {
         var ar = lua_Debug()
         var level: Int32 = 0
         while level < 200, lua_getstack(L, level, &ar) != 0 {
             let w = whereString(level: level)
-            if !w.isEmpty { return w }
+            if !w.isEmpty, !w.hasPrefix("[") { return w }
             level += 1
         }
         return nil

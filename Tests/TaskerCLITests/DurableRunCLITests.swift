@@ -629,7 +629,12 @@ import Testing
     @Test func aPlanStopsWhereTheMainChunkWouldActItself() async throws {
         for (n, line) in [(1, "fs.write('touched-1', 'x')"), (2, "tasker.exec{'touch', 'touched-2'}"),
                           (3, "os.execute('touch touched-3')"), (4, "io.popen('touch touched-4'):close()"),
-                          (5, "tasker.sh('touch touched-5')"), (6, "tasker.sleep(600)")] {
+                          (5, "tasker.sh('touch touched-5')"), (6, "tasker.sleep(600)"),
+                          // a stop caught by pcall stops again at the next call; a coroutine is stopped too
+                          (7, "pcall(fs.remove, 'nothing'); fs.write('touched-7', 'x')"),
+                          (8, "coroutine.wrap(function() fs.write('touched-8', 'x') end)()"),
+                          (9, "io.open('touched-9', 'w'):close()"), (10, "os.rename('p.lua', 'touched-10')"),
+                          (11, "pcall(os.remove, 'p.lua'); os.execute('touch touched-11')")] {
             let s = try Scratch(["p.lua": """
                 local fetch = tasker.add{name = "fetch", run = function() return 42 end}
                 if tasker.vars.act then \(line) end
@@ -644,6 +649,7 @@ import Testing
             #expect(plan.stdout.contains("plan: incomplete: p.lua:2: the main chunk calls "), "\(line): \(plan.stdout)")
             #expect(!plan.stdout.contains("later"), "\(line): \(plan.stdout)")
             #expect(!FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("touched-\(n)").path), "\(line) ran")
+            #expect(FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("p.lua").path), "\(line) removed p.lua")
             #expect(Date().timeIntervalSince(started) < 300, "\(line): the plan waited")
         }
     }

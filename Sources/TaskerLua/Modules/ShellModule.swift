@@ -49,6 +49,20 @@ final class ShellModule: LuaModule {
         ("__tostring", { L in ShellModule.this(L!).describe(L!) }),
     ]
 
+    /// Lua's own calls that change files, stopped in a plan (`stop(name)`);
+    /// `io.open` for reading still opens.
+    static let planGuards = """
+        local stop = ...
+        local open = io.open
+        os.remove = function() return stop("os.remove") end
+        os.rename = function() return stop("os.rename") end
+        os.tmpname = function() return stop("os.tmpname") end
+        io.open = function(path, mode, ...)
+          if type(mode) == "string" and mode:find("[wa+]") then return stop("io.open") end
+          return open(path, mode, ...)
+        end
+        """
+
     /// `--help` or a plan came to a process (`fn`): the main chunk stops.
     private func stopsHere(_ L: OpaquePointer, _ fn: String) -> Int32 {
         runtime.planStops(L, fn) ?? runtime.describeStop(L)
@@ -79,6 +93,12 @@ final class ShellModule: LuaModule {
             push({ L in ShellModule.this(L!).stopsHere(L!, "io.popen") }, in: L)
             s.rawSet(-2, "popen")
             s.pop()
+            if runtime.options.planOnly {
+                // a plan changes no file through Lua's own library either
+                pushSource(Self.planGuards, named: "=[plan]", in: L)
+                push({ L in ShellModule.this(L!).stopsHere(L!, LuaStack(L!).string(1) ?? "?") }, in: L)
+                guard tasker_pcall_traceback(L, 1, 0) == LUA_OK else { preconditionFailure("the plan's guards did not load") }
+            }
             s.pop()
         }
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(LUA_RIDX_GLOBALS))
