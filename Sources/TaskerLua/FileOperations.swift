@@ -92,8 +92,10 @@ enum FileOperation: Sendable {
             // rename(2) onto the same file (a hard link, itself) leaves both
             // names and the data as they are: never a truncation. Onto a
             // symlink to it, it would put the file in the link's place and
-            // take its own name away: refused, as `copy` refuses.
-            if Files.isSymlink(to, toSameFileAs: from) {
+            // take its own name away; a symlink onto the file it leads to
+            // would replace the file with a link to itself (its data gone):
+            // both refused, as `copy` refuses.
+            if Files.isSymlink(to, toSameFileAs: from) || Files.isSymlink(from, toSameFileAs: to) {
                 throw FSFailure(message: "cannot rename '\(from)' to '\(to)': they are the same file", path: from)
             }
             guard Glibc.rename(from, to) == 0 else { throw FSFailure("cannot rename", from, errno, to: to) }

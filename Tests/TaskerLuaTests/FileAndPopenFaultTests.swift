@@ -33,6 +33,9 @@ import Testing
               local ok, e = pcall(mv, d .. "/data.txt", d .. "/link")
               print(ok, e.kind, e.message:match("they are the same file") ~= nil, fs.read(d .. "/data.txt") == "hello\\n")
             end
+            -- the link onto the file it leads to: refused too (the data would go)
+            local ok, e = pcall(fs.move, d .. "/link", d .. "/data.txt")
+            print(ok, e.kind, e.message:match("they are the same file") ~= nil, fs.read(d .. "/data.txt") == "hello\\n")
             fs.copy(d .. "/data.txt", d .. "/other.txt")
             print(fs.read(d .. "/other.txt") == "hello\\n")
             """)
@@ -42,6 +45,7 @@ import Testing
             "hard\tfalse\tfs\ttrue\t6",
             "./data.txt\tfalse\tfs\ttrue\t6",
             "true\ttrue",
+            "false\tfs\ttrue\ttrue",
             "false\tfs\ttrue\ttrue",
             "false\tfs\ttrue\ttrue",
             "true",
