@@ -33,9 +33,11 @@ import Testing
               local ok2, e2 = pcall(tasker.exec, {"true", env = env})
               print(ok2, e2.kind, e2.message:match("bad option 'env' to 'tasker.exec'") ~= nil)
             end
+            local ok3, e3 = pcall(tasker.exec, {"pwd", cwd = "/tmp\\0/etc"})
+            print(ok3, e3.kind, e3.message:match("bad option 'cwd' to 'tasker.exec'") ~= nil)
             """)
         #expect(r.lines.first == "false\texec\tcannot run 'pwd': cwd '/nonexistent-tasker-dir': No such file or directory", "\(r.lines)")
-        #expect(Array(r.lines.dropFirst()) == Array(repeating: "false\tusage\ttrue", count: 4), "\(r.lines)")
+        #expect(Array(r.lines.dropFirst()) == Array(repeating: "false\tusage\ttrue", count: 5), "\(r.lines)")
     }
 
     @Test func checkRaisesKindExecWithCodeAndStderrUnlessDisabled() async throws {

@@ -86,7 +86,7 @@ final class ExecModule: LuaModule {
             let o = OptionReader(L: L, table: t, function: fn, known: ExecModule.options)
             if let message = o.unknownOption(skippingIntegers: true) { return runtime.usage(L, message) }
             do {
-                r.cwd = try o.read("cwd", "string") { s.string($0) }
+                r.cwd = try o.read("cwd", "string without a NUL byte") { s.string($0).flatMap { $0.utf8.contains(0) ? nil : $0 } }
                 r.stdin = try o.read("stdin", "string") { i in
                     guard s.type(i) == LUA_TSTRING else { return nil }
                     var len = 0
