@@ -68,6 +68,12 @@ struct DeclaredParameters {
         while let at = find(secret, from: i) {
             i = at + secret.count
             let open = skipSpaces(i)
+            // `tasker.secret "NAME"`, `tasker.secret[[NAME]]`: Lua's call of one string
+            if open < s.count, let name = literal(at: open, before: min(s.count, open + Self.longestSecretCall))
+                ?? longLiteral(at: open) {
+                out.append((name, nil))
+                continue
+            }
             guard open < s.count, s[open] == UInt8(ascii: "(") else { continue }
             let close = open < lastClose ? lastClose : s[(open + 1)...].firstIndex(of: UInt8(ascii: ")")) ?? s.count
             lastClose = close
@@ -86,6 +92,19 @@ struct DeclaredParameters {
     }
 
     static let longestSecretCall = 512
+
+    /// `[[…]]` (no `=` levels) at `j`, short and on one line.
+    private func longLiteral(at j: Int) -> String? {
+        guard j + 1 < s.count, s[j] == UInt8(ascii: "["), s[j + 1] == UInt8(ascii: "[") else { return nil }
+        let end = min(s.count, j + Self.longestSecretCall)
+        var k = j + 2
+        while k + 1 < end, !(s[k] == UInt8(ascii: "]") && s[k + 1] == UInt8(ascii: "]")) {
+            if s[k] == UInt8(ascii: "\n") { return nil }
+            k += 1
+        }
+        guard k + 1 < end, k > j + 2 else { return nil }
+        return String(decoding: s[(j + 2)..<k], as: UTF8.self)
+    }
 
     /// The string literal (double or single quotes, no escapes) at `j`.
     private func literal(at j: Int, before end: Int) -> String? {

@@ -198,18 +198,19 @@ import Testing
             local key = tasker.secret("MYKEY")
             local pin = tasker.secret("MYPIN")
             local dyn = tasker.secret("MY" .. "DYN")
+            local k2, k3 = tasker.secret "MYKEY2", tasker.secret[[MYKEY3]]
             tasker.add{name = "t", delay = 0.0101, run = function() return 0.0101 end}
             """])
         defer { s.cleanup() }
         let r = try await shell("""
-            MYKEY=abcdef123456 MYPIN=0.0101 MYDYN=dyn-55555 $TASKER run --no-progress --events ev.jsonl \
-              --var x=abcdef123456 --var y=dyn-55555 p.lua abcdef123456 --flag=abcdef123456
+            MYKEY=abcdef123456 MYPIN=0.0101 MYDYN=dyn-55555 MYKEY2=kk-222222 MYKEY3=kk-333333 $TASKER run --no-progress \
+              --events ev.jsonl --var x=abcdef123456 --var y=dyn-55555 p.lua abcdef123456 --flag=abcdef123456 kk-222222 kk-333333
             """, in: s.dir)
         #expect(r.status == 0, "\(r.stderr)")
         let events = try String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8)
         let lines = events.split(separator: "\n").map(String.init)
         #expect(lines.first?.contains(#""event":"run""#) == true, "\(events)")
-        #expect(lines.first?.contains(#""args":["***","--flag=***"]"#) == true, "\(events)")
+        #expect(lines.first?.contains(#""args":["***","--flag=***","***","***"]"#) == true, "\(events)")
         for line in lines {
             #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "not JSON: \(line)")
         }
@@ -223,7 +224,7 @@ import Testing
         let json = try #require(try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
         #expect((json["vars"] as? [String: String])?["x"] == "***", "\(show.stdout)")
         #expect((json["vars"] as? [String: String])?["y"] == "***", "\(show.stdout)")
-        #expect(json["args"] as? [String] == ["***", "--flag=***"], "\(show.stdout)")
+        #expect(json["args"] as? [String] == ["***", "--flag=***", "***", "***"], "\(show.stdout)")
     }
 
     @Test func aMissingSecretSaysWhereItWasLookedFor() async throws {
