@@ -43,6 +43,7 @@ extension Engine {
             if let mr = record(m) { attachDependencies(mr, spec.after) }
         }
         attachDependencies(g, spec.after)
+        if let reason = cancelsAdds { cancel(g.id, reason: reason) }
         return g.id
     }
 
@@ -132,6 +133,7 @@ extension Engine {
         s.role = .schedule(ScheduleState(interval: interval, makeInstance: makeInstance))
         for o in addObservers { o.taskAdded(s.id, engine: self) }
         attachDependencies(s, spec.after)
+        if let reason = cancelsAdds { cancel(s.id, reason: reason) }
         return s.id
     }
 

@@ -65,7 +65,7 @@ public final class Engine {
     /// After an interrupt or `tasker.exit`: nothing starts any more.
     public private(set) var closed = false
     /// See `cancelAdds(reason:)`.
-    private var cancelsAdds: String?
+    private(set) var cancelsAdds: String?
     var keyIndex: [String: TaskID] = [:]
     /// Rolling members running per host, across the run.
     let hostSlots = HostSlots()
