@@ -111,6 +111,25 @@ public final class SecretMask: Sendable {
         return patterns.withLock { Self.maskJSON(bytes, $0) }
     }
 
+    /// A JSON string's content (between its quotes) masked, or nil. With
+    /// escapes in it, what it says is masked, not how it is written: a
+    /// secret `001b` in `\u001b` is no secret there (masking it broke the
+    /// escape), and one written with escapes is found as what they mean.
+    private static func maskJSONString(_ content: [UInt8], _ p: Patterns) -> [UInt8]? {
+        guard content.contains(UInt8(ascii: "\\")) else { return mask(content, p) }
+        var decoded: [UInt8] = []
+        let quoted = [UInt8(ascii: "\"")] + content + [UInt8(ascii: "\"")]
+        let ok = quoted.withUnsafeBufferPointer { b -> Bool in
+            var scanner = JSONScanner(b)
+            return (try? scanner.string(into: &decoded)) != nil
+        }
+        // not a string JSON can read: masked as it is written
+        guard ok else { return mask(content, p) }
+        guard let masked = mask(decoded, p) else { return nil }
+        let text = JSONEscaping.tasker.quoted(String(decoding: masked, as: UTF8.self))
+        return Array(text.utf8.dropFirst().dropLast())
+    }
+
     private static func maskJSON(_ bytes: [UInt8], _ p: Patterns) -> [UInt8]? {
         let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
         func isStructure(_ b: UInt8) -> Bool {
@@ -132,7 +151,7 @@ public final class SecretMask: Sendable {
                 while j < n, bytes[j] != quote { j += bytes[j] == backslash ? 2 : 1 }
                 let content = Array(bytes[(i + 1)..<min(j, n)])
                 out.append(quote)
-                if let m = mask(content, p) {
+                if let m = maskJSONString(content, p) {
                     out.append(contentsOf: m)
                     changed = true
                 } else {

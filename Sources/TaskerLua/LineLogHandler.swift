@@ -46,7 +46,8 @@ public struct LineLogHandler: LogHandler {
         let task = fields.removeValue(forKey: "task").map { "\($0)" }
         switch format {
         case .logfmt: sink(logfmtLine(event, task: task, fields: fields))
-        case .json: sink(jsonLine(event, task: task, fields: fields))
+        // masked as JSON here (a secret in a number would break the line); the sink's own mask finds nothing left
+        case .json: sink(SecretMask.shared.maskJSON(jsonLine(event, task: task, fields: fields)))
         }
     }
 

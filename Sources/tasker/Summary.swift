@@ -112,7 +112,7 @@ struct Summary {
     }
 
     func print() {
-        StandardError.write(json ? jsonText : text)
+        StandardError.write(json ? SecretMask.shared.maskJSON(jsonText) : text)
     }
 
     /// The summary as one JSON object on a line, as `--log-format json`

@@ -227,6 +227,25 @@ import Testing
         #expect(json["args"] as? [String] == ["***", "--flag=***", "***", "***"], "\(show.stdout)")
     }
 
+    /// `--log-format json`: a numeric secret in a field or in the summary
+    /// leaves every line JSON.
+    @Test func jsonLogLinesStayJSONWithANumericSecret() async throws {
+        let s = try Scratch(["p.lua": """
+            local pin = tasker.secret("MYPIN")
+            log.info("x", {f = 12.7319, n = 7319, port = 73193, ok = true})
+            tasker.add{name = "t", run = function() error("pin " .. pin) end}
+            """])
+        defer { s.cleanup() }
+        let r = try await shell("MYPIN=7319 $TASKER run --no-progress --log-format json p.lua", in: s.dir)
+        #expect(r.status == 1, "\(r.stderr)")
+        let lines = r.stderr.split(separator: "\n").filter { $0.hasPrefix("{") }
+        #expect(lines.count >= 2, "\(r.stderr)")
+        for line in lines {
+            #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "not JSON: \(line)")
+        }
+        #expect(!r.stderr.contains("7319"), "\(r.stderr)")
+    }
+
     @Test func aMissingSecretSaysWhereItWasLookedFor() async throws {
         let s = try Scratch(["p.lua": """
             local t = tasker.secret("deploy", {env = "DEPLOY_TOKEN", file = "missing.token"})

@@ -34,6 +34,19 @@ import Testing
         #expect(mask.maskJSON(Array(clean.utf8)) == nil)
     }
 
+    /// Escapes are read for what they say: a secret that only looks like
+    /// part of an escape (`001b` in `\u001b`) is not one there, and one
+    /// written with escapes is masked as what it means.
+    @Test func escapesAreMaskedForWhatTheySay() {
+        let mask = SecretMask()
+        mask.register("001b")
+        mask.register("se\"q1")
+        let line = #"{"name":"esc\u001b[1m","x":"id 001b","y":"a se\"q1 b","z":"\u0073e\"q1"}"#
+        let masked = mask.maskJSON(line)
+        #expect(parses(masked), "\(masked)")
+        #expect(masked == #"{"name":"esc\u001b[1m","x":"id ***","y":"a *** b","z":"***"}"#, "\(masked)")
+    }
+
     @Test func anUnterminatedStringOrTruncatedTextIsMaskedToo() {
         let mask = SecretMask()
         mask.register("s3cr3t")
