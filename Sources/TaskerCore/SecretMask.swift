@@ -76,12 +76,15 @@ public final class SecretMask: Sendable {
     public var generation: Int { count.load(ordering: .acquiring) }
 
     /// `text` with every registered value as `***`.
-    public func mask(_ text: String) -> String {
+    public func mask(_ text: String) -> String { masked(text, Self.mask) }
+
+    /// `text` through `mask` when a registered value occurs in it.
+    private func masked(_ text: String, _ mask: ([UInt8], Patterns) -> [UInt8]?) -> String {
         guard !isEmpty else { return text }
         return patterns.withLock { p in
             // most text holds no value: found in place, no copy
             let found = text.utf8.withContiguousStorageIfAvailable { Self.contains($0, p) } ?? true
-            guard found, let masked = Self.mask(Array(text.utf8), p) else { return text }
+            guard found, let masked = mask(Array(text.utf8), p) else { return text }
             return String(decoding: masked, as: UTF8.self)
         }
     }
@@ -96,14 +99,7 @@ public final class SecretMask: Sendable {
     /// stays JSON: inside a string as `***`, and a number or literal
     /// holding one (a PIN, a port: `"delay":0.01`, `"t":12.2026`) replaced
     /// whole by the string `"***"`. The plain mask would leave `"t":***4`.
-    public func maskJSON(_ json: String) -> String {
-        guard !isEmpty else { return json }
-        return patterns.withLock { p in
-            let found = json.utf8.withContiguousStorageIfAvailable { Self.contains($0, p) } ?? true
-            guard found, let masked = Self.maskJSON(Array(json.utf8), p) else { return json }
-            return String(decoding: masked, as: UTF8.self)
-        }
-    }
+    public func maskJSON(_ json: String) -> String { masked(json, Self.maskJSON) }
 
     /// The same for JSON text in bytes; nil when no value occurs.
     public func maskJSON(_ bytes: [UInt8]) -> [UInt8]? {

@@ -154,18 +154,13 @@ struct StoredValueDecoder {
         case "$bytes":
             guard let data = Data(base64Encoded: Data(try rawString())) else { throw Bad() }
             data.withUnsafeBytes { pushBytes(UnsafeRawBufferPointer($0)) }
-        case "$array":
+        case "$array", "$error":
+            // a table that had tasker's metatable: it gets it back
             try value(depth: depth + 1)
             guard lua_type(L, -1) == LUA_TTABLE else { throw Bad() }
-            if arrayMeta != 0 {
-                lua_rawgeti(L, tasker_registryindex(), lua_Integer(arrayMeta))
-                lua_setmetatable(L, -2)
-            }
-        case "$error":
-            try value(depth: depth + 1)
-            guard lua_type(L, -1) == LUA_TTABLE else { throw Bad() }
-            if errorMeta != 0 {
-                lua_rawgeti(L, tasker_registryindex(), lua_Integer(errorMeta))
+            let meta = name == Array("$array".utf8) ? arrayMeta : errorMeta
+            if meta != 0 {
+                lua_rawgeti(L, tasker_registryindex(), lua_Integer(meta))
                 lua_setmetatable(L, -2)
             }
         case "$null":
