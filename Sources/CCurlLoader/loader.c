@@ -15,7 +15,8 @@
 
 #define SLOT(name) void *name;
 static struct { CURL_FUNCTIONS(SLOT) } real;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int loaded;         // tried to the end: `failure` says whether it worked
 static char failure[512];
 
 static void load(void) {
@@ -24,10 +25,13 @@ static void load(void) {
     void *h = NULL;
     for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
+        // Not final: the process may have been out of descriptors or
+        // memory for the moment; the next request tries again.
         const char *e = dlerror();
         snprintf(failure, sizeof failure, "%s", e ? e : "libcurl.so.4 not found");
         return;
     }
+    loaded = 1;
 #define RESOLVE(name) \
     if (!(real.name = dlsym(h, #name))) { \
         snprintf(failure, sizeof failure, "libcurl has no %s (7.68 or later is needed)", #name); \
@@ -40,10 +44,15 @@ static void load(void) {
 }
 
 int tasker_curl_load(char *err, size_t len) {
-    pthread_once(&once, load);
-    if (!failure[0]) return 0;
-    if (err && len) snprintf(err, len, "%s", failure);
-    return -1;
+    pthread_mutex_lock(&lock);
+    if (!loaded) {
+        failure[0] = 0;
+        load();
+    }
+    int ok = !failure[0];
+    if (!ok && err && len) snprintf(err, len, "%s", failure);
+    pthread_mutex_unlock(&lock);
+    return ok ? 0 : -1;
 }
 
 typedef void *ptr;

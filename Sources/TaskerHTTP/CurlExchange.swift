@@ -91,7 +91,9 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
         setString(h, TASKER_CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         // The caller's own timer enforces the timeout exactly; this is a
         // safety net for a caller that never comes back.
-        setLong(h, TASKER_CURLOPT_TIMEOUT_MS, Int((max(timeout, 1) + 1) * 1000))
+        // (None past ~30 years: `Int(_:)` of a larger double traps.)
+        let netMs = (max(timeout, 1) + 1) * 1000
+        setLong(h, TASKER_CURLOPT_TIMEOUT_MS, netMs < 1e12 ? Int(netMs) : 0)
         // Compressed bodies are accepted and decoded, as URLSession did.
         setString(h, TASKER_CURLOPT_ACCEPT_ENCODING, "")
         setLong(h, TASKER_CURLOPT_TCP_KEEPALIVE, 1)

@@ -22,6 +22,10 @@ public final class CurlTransport: HTTPTransport {
         var err = [CChar](repeating: 0, count: 512)
         guard tasker_curl_load(&err, err.count) == 0 else {
             let why = String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            // out of descriptors or memory: say that, not that it is missing
+            if why.contains("Too many open files") || why.contains("Cannot allocate memory") {
+                throw HTTPTransportError(.other, "cannot load libcurl: \(why)")
+            }
             throw HTTPTransportError(.other, "HTTP needs libcurl (Debian: libcurl4): \(why)")
         }
         guard let driver = CurlDriver(connectionsPerHost: max(1, connectionsPerHost)) else {

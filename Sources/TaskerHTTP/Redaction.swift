@@ -113,7 +113,8 @@ extension Redaction {
     /// Script arguments as recorded: in each word, URL credentials and
     /// secret query values, `NAME=VALUE` with a secret-looking NAME (also
     /// `--api-token=VALUE`, `password=PW` inside a DSN), and the word after
-    /// a bare secret-looking flag (`--token VALUE`).
+    /// a bare secret-looking flag (`--token VALUE`), and the word after
+    /// `Bearer`, in the same argument or as the next one (`-H Bearer TOKEN`).
     public static func arguments(_ args: [String]) -> [String] {
         var out: [String] = []
         out.reserveCapacity(args.count)
@@ -130,6 +131,7 @@ extension Redaction {
                 let name = arg.drop { $0 == "-" }
                 if !name.isEmpty, isSecretName(String(name)) { hideNext = true }
             }
+            if endsWithBearer(arg) { hideNext = true }
             out.append(text(arg))
         }
         return out
@@ -171,6 +173,14 @@ extension Redaction {
             rest = rest[next...]
         }
         return out
+    }
+
+    /// Whether the last word of `arg` is `Bearer` (any case): the token is
+    /// then the next argument.
+    private static func endsWithBearer(_ arg: String) -> Bool {
+        let trimmed = arg.reversed().drop(while: \.isWhitespace)
+        let last = trimmed.prefix { !$0.isWhitespace }
+        return last.count == 6 && String(last.reversed()).lowercased() == "bearer"
     }
 
     private static func redactedWord(_ word: Substring) -> String {

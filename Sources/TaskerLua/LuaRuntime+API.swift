@@ -108,7 +108,8 @@ extension LuaRuntime {
         }
         if chunk.planStop == nil {
             let position = LuaStack(L).innermostLuaPosition() ?? chunk.scriptPath
-            chunk.planStop = "\(position): the main chunk calls \(fn) there, which would run"
+            // a reused task's `finish` handler added by the main chunk runs in it
+            chunk.planStop = "\(position): \(driver.callContext ?? "the main chunk") calls \(fn) there, which would run"
         }
         return describeStop(L)
     }

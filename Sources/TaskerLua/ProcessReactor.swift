@@ -38,6 +38,11 @@ final class ProcessReactor: Sendable {
         var overflow = false
         /// Done at exit, pipes or not (`finishAtExit`).
         var atExit = false
+        /// When the reactor saw the child's exit while a pipe was still open
+        /// (0: not yet): something it started in the background holds it.
+        var exitedAt: UInt64 = 0
+        /// `done` has run (the pipes are then read only to be emptied).
+        var reported = false
         let lineSink: (@Sendable (String) -> Void)?
         let prefix: String
         let done: @Sendable (Finished) -> Void
@@ -55,6 +60,10 @@ final class ProcessReactor: Sendable {
 
     static let shared = ProcessReactor()
     static let outputLimit = 64 << 20
+    /// How long the pipes may stay open after the child exits before it is
+    /// reported with the output so far (`sh("server &")`: the background
+    /// process keeps them open; a shell's `$(…)` would wait for it).
+    static let backgroundGrace: UInt64 = 500_000_000
 
     private let incoming = Mutex<[Watch]>([])
     private let finishingAtExit = Mutex<Set<pid_t>>([])
@@ -273,6 +282,12 @@ final class ProcessReactor: Sendable {
         let polling = st.epoll == nil || wake.read < 0 || st.watches.contains { $0.pidfd < 0 && $0.status == nil }
         var wait = timeout ?? -1
         if exitedAlready { wait = 0 }  // reported below, without waiting for anything else
+        let started = Monotonic.now()
+        for w in st.watches where w.exitedAt != 0 && !w.reported {
+            let due = w.exitedAt &+ Self.backgroundGrace
+            let left = due > started ? Int64(due - started) : 0
+            if wait < 0 || left < wait { wait = left }
+        }
         if polling && (wait < 0 || wait > 10_000_000) { wait = 10_000_000 }
         var ready: [(UInt64, UInt32)] = []
         if let epoll = st.epoll {
@@ -302,8 +317,21 @@ final class ProcessReactor: Sendable {
             }
         }
         for w in st.watches where w.pidfd < 0 && w.status == nil { Self.reap(w, blocking: false) }
+        let now = Monotonic.now()
         st.watches.removeAll { w in
             guard w.status != nil else { return false }
+            if !w.reported && !w.atExit && w.fds.contains(where: { $0 >= 0 }) {
+                // Exited, yet a pipe is open: a background child holds it.
+                // Reported after the grace with what came; the pipes are
+                // still emptied (a writer would block on a full one) until
+                // that child ends, at the latest with the run.
+                if w.exitedAt == 0 { w.exitedAt = now }
+                if now &- w.exitedAt >= Self.backgroundGrace {
+                    w.reported = true
+                    Self.flushPartialLines(w)
+                    Self.finish(w)
+                }
+            }
             if w.atExit && w.fds.contains(where: { $0 >= 0 }) {
                 // what is there now, then the pipes go (leaving the set as they close)
                 for k in w.fds.indices where w.fds[k] >= 0 {
@@ -320,7 +348,7 @@ final class ProcessReactor: Sendable {
                 }
             }
             guard w.fds.allSatisfy({ $0 < 0 }) else { return false }
-            Self.finish(w)
+            if !w.reported { Self.finish(w) }
             return true
         }
     }
@@ -332,6 +360,7 @@ final class ProcessReactor: Sendable {
         while true {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n > 0 {
+                if w.reported { continue }  // reported already: emptied, not kept
                 if w.output[0].count + w.output[1].count + n > outputLimit {
                     if !w.overflow { w.overflow = true; killpg(w.pid, SIGKILL) }
                     continue
@@ -342,14 +371,23 @@ final class ProcessReactor: Sendable {
             }
             if n < 0 && (errno == EAGAIN || errno == EINTR) { return false }
             // EOF or an error: this stream is done.
-            if let sink = w.lineSink, !w.partial[k].isEmpty {
-                sink(w.prefix + String(decoding: w.partial[k], as: UTF8.self))
-                w.partial[k] = []
-            }
+            flushPartialLine(w, k)
             close(fd)
             w.fds[k] = -1
             return true
         }
+    }
+
+    /// A streamed line without its newline goes to the sink as it is.
+    private static func flushPartialLine(_ w: Watch, _ k: Int) {
+        if let sink = w.lineSink, !w.partial[k].isEmpty {
+            sink(w.prefix + String(decoding: w.partial[k], as: UTF8.self))
+            w.partial[k] = []
+        }
+    }
+
+    private static func flushPartialLines(_ w: Watch) {
+        for k in w.partial.indices { flushPartialLine(w, k) }
     }
 
     /// Complete lines go to the sink whole; the rest waits for more.

@@ -634,7 +634,9 @@ import Testing
                           (7, "pcall(fs.remove, 'nothing'); fs.write('touched-7', 'x')"),
                           (8, "coroutine.wrap(function() fs.write('touched-8', 'x') end)()"),
                           (9, "io.open('touched-9', 'w'):close()"), (10, "os.rename('p.lua', 'touched-10')"),
-                          (11, "pcall(os.remove, 'p.lua'); os.execute('touch touched-11')")] {
+                          (11, "pcall(os.remove, 'p.lua'); os.execute('touch touched-11')"),
+                          // a reused task's finish handler runs at once, in the main chunk
+                          (12, "fetch:on('finish', function() io.open('touched-12', 'w'):close() end)")] {
             let s = try Scratch(["p.lua": """
                 local fetch = tasker.add{name = "fetch", run = function() return 42 end}
                 if tasker.vars.act then \(line) end
@@ -646,7 +648,9 @@ import Testing
             let plan = try await tasker(["run", "--resume", "--plan", "--var", "act=1", "p.lua"], in: s.dir)
             #expect(plan.status == 0, "\(line): \(plan.stderr)")
             #expect(plan.stdout.contains("reuse  fetch"), "\(line): \(plan.stdout)")
-            #expect(plan.stdout.contains("plan: incomplete: p.lua:2: the main chunk calls "), "\(line): \(plan.stdout)")
+            let who = n == 12 ? "the 'finish' handler of task 'fetch'" : "the main chunk"
+            #expect(plan.stdout.contains("plan: incomplete: p.lua:2: \(who) calls "), "\(line): \(plan.stdout)")
+            #expect(!plan.stderr.contains("error in"), "\(line): \(plan.stderr)")
             #expect(!plan.stdout.contains("later"), "\(line): \(plan.stdout)")
             #expect(!FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("touched-\(n)").path), "\(line) ran")
             #expect(FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("p.lua").path), "\(line) removed p.lua")

@@ -44,6 +44,44 @@ import Testing
         #expect(seconds(interrupted.stderr).map { $0 < 1.8 } == true, "\(interrupted.stderr)")
     }
 
+    /// A command that leaves something running in the background (`cmd &`)
+    /// holding its output pipes returns soon after it exits, with what it
+    /// wrote, as its code says; the background process lives on and is
+    /// stopped with the run's leftover process groups at the end.
+    @Test func aBackgroundChildHoldingTheOutputDoesNotHoldTheTask() async throws {
+        let s = try Scratch(["bg.lua": """
+            tasker.add{name = "bg", run = function()
+              local r = tasker.sh("echo before; sleep 40 & echo $! > bg.pid; echo after; exit 3", {check = false})
+              io.write(r.code, " ", r.stdout); io.stdout:flush()
+              local alive = tasker.sh("kill -0 $(cat bg.pid) && echo alive", {check = false})
+              io.write(alive.stdout); io.stdout:flush()
+            end}
+            tasker.add{name = "streamed", run = function()
+              local r = tasker.sh("echo line1; (sleep 40; echo late) & echo line2", {stream = true})
+              io.write(r.code, " ", r.stdout); io.stdout:flush()
+            end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "bg.lua"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("3 before\nafter\n") && r.stdout.contains("alive\n"), "\(r.stdout)")
+        #expect(r.stdout.contains("0 line1\nline2\n"), "\(r.stdout)")
+        #expect(r.stderr.contains("[streamed] line1\n") && r.stderr.contains("[streamed] line2\n"), "\(r.stderr)")
+        // generous: it used to take the 40 s of the background sleep
+        let took = r.stderr.range(of: " in ").flatMap { m in Double(r.stderr[m.upperBound...].prefix { $0.isNumber || $0 == "." }) }
+        #expect(took.map { $0 < 20 } == true, "\(r.stderr)")
+        let pid = try String(contentsOf: s.dir.appendingPathComponent("bg.pid"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // gone with the run (SIGTERM to the leftover group, reaped by init)
+        var gone = false
+        for _ in 0..<200 where !gone {
+            gone = kill(pid_t(pid) ?? 0, 0) != 0 || (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8))
+                .map { $0.contains(") Z ") } == true
+            if !gone { try await Task.sleep(nanoseconds: 50_000_000) }
+        }
+        #expect(gone, "background sleep \(pid) outlived the run")
+    }
+
     @Test func aMissingProgramIsTriedOnceAndExecErrorsSayWhatToDo() async throws {
         let s = try Scratch(["p.lua": """
             tasker.add{name = "deploy", retry = {attempts = 5, delay = 0.01}, run = function()

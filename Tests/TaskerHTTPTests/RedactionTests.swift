@@ -20,6 +20,15 @@ import Testing
         ])
     }
 
+    /// `curl -H Bearer TOKEN` style: the token as the argument after one
+    /// whose last word is `Bearer`; a flag after it is not a token.
+    @Test func theArgumentAfterBearerIsHidden() {
+        #expect(Redaction.arguments(["-H", "Bearer", "t1", "Authorization: bearer", "t2", "BEARER ", "t3", "Bearer",
+                                     "--next", "notbearer", "v", "Bearers", "v2"])
+                == ["-H", "Bearer", "***", "Authorization: bearer", "***", "BEARER ", "***", "Bearer", "--next",
+                    "notbearer", "v", "Bearers", "v2"])
+    }
+
     @Test func varsWithSecretKeysAreHiddenOthersKeepAllButURLPasswords() {
         let vars = ["GITHUB_PAT": "a", "gh-pat": "b", "myPat": "c", "bearer": "d", "Api_Key": "e", "DSN": "f",
                     "db_password": "g", "client_secret": "h", "AUTH": "i", "empty_token": "",

@@ -76,6 +76,19 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         #expect(r.lines == ["404\tfalse\tstatus 404", "false\thttp\t418\ttrue\tpipeline.lua:4", "204"])
     }
 
+    /// Any finite timeout works, however large (1e308 s trapped converting
+    /// to curl's milliseconds and killed the process), however it is set.
+    @Test func aHugeTimeoutIsNoTimeoutAtAll() async throws {
+        let r = try await runHTTP("""
+            print(http.get(base .. "/status/200", {timeout = 1e308}).status)
+            http.configure{timeout = 1e19}
+            print(http.get(base .. "/status/201").status)
+            tasker.intercept{on = "http", fn = function(r) r.timeout = 1e300 end}
+            print(http.get(base .. "/status/202").status)
+            """)
+        #expect(r.lines == ["200", "201", "202"], "\(r.result.mainError ?? "")")
+    }
+
     @Test func transportFailuresRaiseKindHTTPWithCode() async throws {
         let port = TestHTTPServer.shared.port
         let r = try await runHTTP("""

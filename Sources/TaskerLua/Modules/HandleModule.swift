@@ -177,13 +177,18 @@ final class HandleModule: LuaModule {
                 lua_pushvalue(L, 1)
                 let n = pushFinishArguments(L, id, outcome)
                 let saved = rt.driver.callContext
-                rt.driver.callContext = "an event handler"
+                rt.driver.callContext = "the 'finish' handler of task '\(rt.engine.name(id))'"
                 // A handler, like every call tasker makes into Lua, has a budget.
                 let savedBudget = tasker_set_budget(rt.crt, Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget))
                 let status = tasker_pcall_traceback(L, 1 + n, 0)
                 tasker_set_budget(rt.crt, savedBudget)
                 rt.driver.callContext = saved
                 if status != LUA_OK { tasker_reset_hook(L) }
+                if status != LUA_OK && lua_touserdata(L, -1) == LuaRuntime.describeMarker {
+                    // a plan stopped in it (it would have run something): so does the main chunk
+                    s.pop()
+                    return rt.describeStop(L)
+                }
                 if status != LUA_OK {
                     rt.logger.error("error in the 'finish' handler of task '\(rt.engine.name(id))': \(s.describe(-1))")
                     s.pop()
