@@ -16,6 +16,8 @@ struct ExecRequest: Sendable {
     var streamSink: (@Sendable (String) -> Void)?
     /// The task that ran it (nil: the main chunk), whose output it adds to.
     var task: TaskID?
+    /// The script's line that called it (`p.lua:12`), for its errors.
+    var position: String?
 
     /// The command as a person would type it, for messages.
     var display: String { argv.joined(separator: " ") }

@@ -211,7 +211,9 @@ extension LuaRuntime: EngineObserver {
 extension LuaRuntime {
     /// Compiles `path` in a bare state; returns the error message, if any.
     static func compileOnly(path: String) -> String? {
-        guard let data = FileManager.default.contents(atPath: path) else { return "\(path): cannot open file" }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            return PipelineRunner.unreadable(path: path) ?? "cannot open \(path)"
+        }
         guard let L = luaL_newstate() else { return "\(path): out of memory" }
         defer { lua_close(L) }
         let source = Self.withoutShebang(data)

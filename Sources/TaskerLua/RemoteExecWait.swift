@@ -204,7 +204,7 @@ final class RemoteExecWait: FiberWait {
         case .ssh(let f):
             runtime.finishWait(fiber, .push { [unowned runtime] co in
                 lua_pushboolean(co, 0)
-                f.push(onto: co, runtime: runtime)
+                f.push(onto: co, runtime: runtime, where: r.position)
                 return 2
             })
         }

@@ -33,7 +33,11 @@ final class SSHCopyWait: FiberWait {
     private weak var runtime: LuaRuntime?
     private var fiber: Fiber?
 
-    init(target: RemoteTarget, direction: Direction, local: String, remote: String) {
+    /// The script's line that called it, for its errors.
+    private let position: String?
+
+    init(target: RemoteTarget, direction: Direction, local: String, remote: String, position: String?) {
+        self.position = position
         self.target = target
         self.direction = direction
         self.local = local
@@ -216,7 +220,7 @@ final class SSHCopyWait: FiberWait {
         answered = true
         runtime.finishWait(fiber, .push { [unowned runtime] co in
             lua_pushboolean(co, 0)
-            f.push(onto: co, runtime: runtime)
+            f.push(onto: co, runtime: runtime, where: self.position)
             return 2
         })
     }

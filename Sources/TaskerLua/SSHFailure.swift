@@ -32,8 +32,8 @@ struct SSHFailure: Error, Sendable {
 
     /// Pushes the error table (kind `ssh`, `code`, `host`; a refused key or
     /// host key stays refused, so it is `permanent` and a retry skips it).
-    func push(onto co: OpaquePointer, runtime: LuaRuntime) {
-        runtime.pushErrorTable(co, kind: TaskFailure.Kind.ssh.rawValue, message: message, where: nil)
+    func push(onto co: OpaquePointer, runtime: LuaRuntime, where position: String?) {
+        runtime.pushErrorTable(co, kind: TaskFailure.Kind.ssh.rawValue, message: message, where: position)
         let s = LuaStack(co)
         s.push(code.rawValue)
         s.rawSet(-2, "code")

@@ -137,6 +137,18 @@ public final class PostgresTestServer: Sendable {
     @discardableResult
     public func start() -> Bool { pgCtlRun(["-o", options, "-l", root + "/log", "-w", "start"]).0 == 0 }
 
+    /// Starts the server on its Unix socket only: clients of `url()` (TCP)
+    /// still find it away, while `psqlOnSocket` can change what it holds.
+    @discardableResult
+    public func startOnSocketOnly() -> Bool {
+        pgCtlRun(["-o", options + " -c listen_addresses=''", "-l", root + "/log", "-w", "start"]).0 == 0
+    }
+
+    /// `psql` through the Unix socket (see `startOnSocketOnly`).
+    public func psqlOnSocket(_ sql: String) -> String {
+        Self.run("\(Self.binDir()!)/psql", ["-qAt", "-h", root, "-p", "\(port)", "-U", "tasker", "-d", "postgres", "-c", sql]).1
+    }
+
     /// Stops the server at once and removes its files.
     public func destroy() {
         let c = stopCommand

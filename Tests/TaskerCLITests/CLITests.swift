@@ -481,7 +481,7 @@ import Testing
                                     "--var", "smoke_delay=0", "--var", "rollback=echo rollback >> \(log)",
                                     "examples/deploy.lua"], in: root)
         #expect(bad.status == 1)
-        #expect(bad.stdout.contains("smoke    failed: exec: '/bin/sh -c exit 7' exited with code 7"))
+        #expect(bad.stdout.contains("smoke    failed: examples/deploy.lua:15: exec: '/bin/sh -c exit 7' exited with code 7"))
         #expect(bad.stdout.contains("rollback rolled back"))
         let broken = try await tasker(["run", "--var", "build=exit 2", "examples/deploy.lua"], in: root)
         #expect(broken.status == 1)

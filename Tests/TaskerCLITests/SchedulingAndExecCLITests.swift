@@ -95,7 +95,7 @@ import Testing
         let r = try await tasker(["run", "--no-progress", "--no-journal", "p.lua"], in: s.dir)
         #expect(r.status == 1)
         #expect(r.stdout == "try\n", "retried: \(r.stdout)")
-        #expect(r.stderr.contains("failed deploy: exec: cannot run 'tasker-no-such-deploy-tool --prod': no such program on PATH"), "\(r.stderr)")
+        #expect(r.stderr.contains("failed deploy: p.lua:3: exec: cannot run 'tasker-no-such-deploy-tool --prod': no such program on PATH"), "\(r.stderr)")
         #expect(r.stderr.contains("exited with code 2: bad (check = false returns the code instead)"), "\(r.stderr)")
         #expect(r.stderr.contains("for a shell command line use tasker.sh(\"ls -la\")"), "\(r.stderr)")
     }

@@ -25,7 +25,7 @@ import Testing
         let lines = r.stderr.split(separator: "\n").map(String.init)
         let failed = try #require(lines.firstIndex { $0.hasPrefix("  failed tests: ") })
         // the telling line first, then the last 20 lines of stderr, indented
-        #expect(lines[failed].hasPrefix("  failed tests: exec: '/bin/sh -c echo \"collected 120 items\" >&2 …' exited"))
+        #expect(lines[failed].hasPrefix("  failed tests: p.lua:2: exec: '/bin/sh -c echo \"collected 120 items\" >&2 …' exited"))
         #expect(lines[failed].hasSuffix("exited with code 1: FAILED test_api.py::test_login - AssertionError: 401 != 200 (check = false returns the code instead)"),
                 "\(r.stderr)")
         #expect(lines[failed + 1] == "      stderr, its last 20 lines:")

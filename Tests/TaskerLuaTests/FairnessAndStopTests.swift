@@ -90,7 +90,7 @@ import TaskerCore
             print("went on")
             """)
         #expect(r.lines == ["went on"])
-        #expect(r.diagnostics.contains("an event handler ran longer than 2s"))
+        #expect(r.diagnostics.contains("the 'finish' handler of task 'done' ran longer than 2s"))
     }
 
     @Test func tinyEveryIntervalsAreRejected() async throws {

@@ -107,12 +107,14 @@ import Testing
             tasker.use("rules.lua")
             tasker.use("rules.lua")  -- a second use of the same file does nothing
             print(tasker.add(function(ctx) return ctx.args.version end):await())
-            print(pcall(tasker.use, "missing.lua"))
+            local ok, e = pcall(function() tasker.use("missing.lua") end)
+            print(ok, e.kind, e.where, e.message)
             print(pcall(tasker.use, "broken.lua"))
             print(rulesGlobal, type(tasker))
             """, files: ["rules.lua": Self.rule(1) + "rulesGlobal = 'set in its own environment'\n",
                          "broken.lua": "return +\n"])
-        #expect(r.lines == ["1", "false\ttasker.use: cannot open missing.lua", "false\tbroken.lua:1: unexpected symbol near '+'",
+        #expect(r.lines == ["1", "false\tfs\tpipeline.lua:4\ttasker.use: cannot open missing.lua: No such file or directory",
+                            "false\tbroken.lua:1: unexpected symbol near '+'",
                             "nil\ttable"])
     }
 

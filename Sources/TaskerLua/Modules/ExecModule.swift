@@ -123,6 +123,7 @@ final class ExecModule: LuaModule {
         }
         if let status = runtime.cannotWait(L, fn) { return status }
         r.task = runtime.driver.current?.taskID
+        r.position = LuaStack(L).whereString(level: 1)
         if r.stream {
             r.label = runtime.driver.current?.taskID.map { runtime.engine.name($0) } ?? "main"
             let sink = runtime.options.diagnostics
@@ -171,10 +172,10 @@ final class ExecModule: LuaModule {
         switch outcome {
         case .timedOut:
             lua_pushboolean(co, 0)
-            runtime.pushErrorTable(co, kind: "timeout", message: "'\(r.shortDisplay)' exceeded \(formatSeconds(r.timeout ?? 0))", where: nil)
+            runtime.pushErrorTable(co, kind: "timeout", message: "'\(r.shortDisplay)' exceeded \(formatSeconds(r.timeout ?? 0))", where: r.position)
         case .failed(let why, let permanent):
             lua_pushboolean(co, 0)
-            runtime.pushErrorTable(co, kind: "exec", message: "cannot run '\(r.shortDisplay)': \(why)", where: nil)
+            runtime.pushErrorTable(co, kind: "exec", message: "cannot run '\(r.shortDisplay)': \(why)", where: r.position)
             if permanent {
                 lua_pushboolean(co, 1)
                 s.rawSet(-2, "permanent")
@@ -183,7 +184,7 @@ final class ExecModule: LuaModule {
             outputs.note(task: r.task, command: r.display, code: code, stdout: stdout, stderr: stderr)
             if r.check && code != 0 {
                 lua_pushboolean(co, 0)
-                runtime.pushErrorTable(co, kind: "exec", message: Self.exitMessage(r.shortDisplay, code: code, stderr: stderr), where: nil)
+                runtime.pushErrorTable(co, kind: "exec", message: Self.exitMessage(r.shortDisplay, code: code, stderr: stderr), where: r.position)
                 s.push(code)
                 s.rawSet(-2, "code")
                 pushBytes(co, stderr)

@@ -90,7 +90,8 @@ final class SSHModule: LuaModule {
         if let problem = configProblem() { return host.usage(L, problem) }
         if let status = host.cannotWait(L, fn) { return status }
         let (local, remote) = put ? (s.string(2)!, s.string(3)!) : (s.string(3)!, s.string(2)!)
-        return host.suspend(L, .wait(SSHCopyWait(target: target, direction: put ? .put(mode: mode) : .get, local: local, remote: remote)))
+        return host.suspend(L, .wait(SSHCopyWait(target: target, direction: put ? .put(mode: mode) : .get, local: local, remote: remote,
+                                                    position: LuaStack(L).whereString(level: 1))))
     }
 
     /// Permission bits: an integer, or an octal string.

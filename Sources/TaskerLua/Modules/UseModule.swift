@@ -74,6 +74,10 @@ final class UseModule: LuaModule {
         let path = URL(fileURLWithPath: chunkName).standardizedFileURL.path
         if usedFiles[path] != nil { return 0 }
         let file = UsedFile(path: path, chunkName: chunkName)
+        if let why = PipelineRunner.unreadable(path: chunkName) {
+            // an engine error like fs.read's, at the caller's line
+            return runtime.raise(L, TaskFailure(.fs, "tasker.use: \(why)", position: LuaStack(L).whereString(level: 1)))
+        }
         switch runUsedFile(file, on: L) {
         case .failure(let failure):
             LuaStack(L).push(failure.message)
