@@ -57,6 +57,14 @@ extension Engine {
         scheduleDispatch()
     }
 
+    /// The attempt `run` is timed elsewhere from now on (a worker times a
+    /// defined task from its claim, not from its enqueue here): its timeout
+    /// here is disarmed.
+    public func handTimeoutOver(_ run: AttemptRun) {
+        guard let r = record(run.task) else { return }
+        if r.lifecycle.clockHandedOver(token: run.token).contains(.disarmTimeout) { disarmTimeout(r) }
+    }
+
     func disarmTimeout(_ r: TaskRecord) {
         r.timeoutTimer?.cancel()
         r.timeoutTimer = nil

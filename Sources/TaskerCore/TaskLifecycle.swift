@@ -276,6 +276,16 @@ struct TaskLifecycle {
         stage = .running(a)
     }
 
+    /// The attempt's time is kept elsewhere from now on (a worker times a
+    /// defined task from its claim): its clock here is off. Returns
+    /// `[.disarmTimeout]` when it was on.
+    mutating func clockHandedOver(token: UInt64) -> Actions {
+        guard var a = attempt(token), a.clock != .none else { return [] }
+        a.clock = .none
+        stage = .running(a)
+        return .disarmTimeout
+    }
+
     var deadline: UInt64 {
         guard case .running(let a) = stage, case .ticking(let deadline) = a.clock else { return 0 }
         return deadline

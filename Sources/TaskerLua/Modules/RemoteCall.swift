@@ -5,9 +5,10 @@ import TaskerCore
 
 /// The body of a defined task when the run has a store: the attempt goes to
 /// the queue and the task waits for a worker to run it (its slot lent
-/// meanwhile: the workers bound how many run). Timeouts, retries, cancel
-/// and priority stay the engine's, in this process; the queue only carries
-/// one attempt at a time.
+/// meanwhile: the workers bound how many run). Retries, cancel and priority
+/// stay the engine's, in this process; the queue only carries one attempt
+/// at a time. The attempt's timeout goes with it: the worker times it from
+/// its claim (time queued is not the attempt's), the clock here stops.
 extension DefineModule {
     /// `remote(name, args)`: hands the calling task's current attempt over
     /// and returns the values the worker's run returned.
@@ -36,6 +37,7 @@ extension DefineModule {
         let attempt = RemoteAttempt(task: run.task, attempt: max(1, engine.attempts(run.task)), name: name, args: args,
                                     priority: engine.priority(run.task), timeout: engine.timeout(run.task),
                                     key: runtime.idempotencyKey(run.task, in: L), version: versions[name] ?? nil)
+        if attempt.timeout != nil { engine.handTimeoutOver(run) }
         return runtime.suspend(L, .wait(RemoteWait(queue: queue, attempt: attempt)))
     }
 }
