@@ -24,7 +24,13 @@ public enum Redaction {
 
     /// The URL with `user:password@` and secret query values replaced.
     /// Works on the text, so a malformed URL is redacted too.
-    public static func url(_ text: String) -> String {
+    public static func url(_ text: String) -> String { url(text, hiding: { _ in }) }
+
+    /// What `hide` is given: each piece of the text replaced by `***` (the
+    /// secrets themselves, for `secrets(arguments:variables:)`).
+    typealias Hider = (Substring) -> Void
+
+    static func url(_ text: String, hiding hide: Hider) -> String {
         var s = Substring(text)
         var out = ""
         // scheme://userinfo@host...
@@ -34,6 +40,8 @@ public enum Redaction {
             let authorityEnd = s.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? s.endIndex
             if let at = s[..<authorityEnd].lastIndex(of: "@") ?? passwordEnd(s, authorityEnd: authorityEnd) {
                 out += "***"
+                hide(s[..<at])
+                if let colon = s[..<at].firstIndex(of: ":") { hide(s[s.index(after: colon)..<at]) }
                 s = s[at...]
             }
         }
@@ -46,7 +54,9 @@ public enum Redaction {
             guard let eq = pair.firstIndex(of: "=") else { return String(pair) }
             let name = pair[..<eq]
             let decoded = name.removingPercentEncoding ?? String(name)
-            return isSecretParameter(decoded) ? "\(name)=***" : String(pair)
+            guard isSecretParameter(decoded) else { return String(pair) }
+            hide(pair[pair.index(after: eq)...])
+            return "\(name)=***"
         }.joined(separator: "&")
         return out + s[fragmentStart...]
     }
@@ -115,7 +125,9 @@ extension Redaction {
     /// `--api-token=VALUE`, `password=PW` inside a DSN), and the word after
     /// a bare secret-looking flag (`--token VALUE`), and the word after
     /// `Bearer`, in the same argument or as the next one (`-H Bearer TOKEN`).
-    public static func arguments(_ args: [String]) -> [String] {
+    public static func arguments(_ args: [String]) -> [String] { arguments(args, hiding: { _ in }) }
+
+    static func arguments(_ args: [String], hiding hide: Hider) -> [String] {
         var out: [String] = []
         out.reserveCapacity(args.count)
         var hideNext = false
@@ -124,6 +136,7 @@ extension Redaction {
                 hideNext = false
                 if !arg.hasPrefix("--") {
                     out.append("***")
+                    hide(Substring(arg))
                     continue
                 }
             }
@@ -132,7 +145,7 @@ extension Redaction {
                 if !name.isEmpty, isSecretName(String(name)) { hideNext = true }
             }
             if endsWithBearer(arg) { hideNext = true }
-            out.append(text(arg))
+            out.append(text(arg, hiding: hide))
         }
         return out
     }
@@ -140,19 +153,47 @@ extension Redaction {
     /// `--var` values as recorded: `***` when the key looks secret (an empty
     /// value stays empty: there is nothing to hide), else URL credentials
     /// and `NAME=VALUE` secrets inside the value hidden.
-    public static func variables(_ vars: [String: String]) -> [String: String] {
+    public static func variables(_ vars: [String: String]) -> [String: String] { variables(vars, hiding: { _ in }) }
+
+    static func variables(_ vars: [String: String], hiding hide: Hider) -> [String: String] {
         var out: [String: String] = [:]
         for (k, v) in vars {
-            out[k] = isSecretName(k) && !v.isEmpty ? "***" : text(v)
+            if isSecretName(k) && !v.isEmpty {
+                out[k] = "***"
+                hide(Substring(v))
+            } else {
+                out[k] = text(v, hiding: hide)
+            }
         }
         return out
+    }
+
+    /// The values `arguments` and `variables` hide inside the words (a
+    /// URL's userinfo and password, secret query values, `NAME=VALUE`,
+    /// `--token`'s word, the word after `Bearer`), also percent-decoded:
+    /// registered as secrets, they are masked wherever the script's own
+    /// messages, logs or values repeat them. A `--var` hidden for its name
+    /// alone (`key=prod`) is not among them: masking every "prod" of the
+    /// output would hide more than it protects.
+    public static func secrets(arguments args: [String], variables vars: [String: String]) -> [String] {
+        var found: [String] = []
+        let collect: Hider = { piece in
+            let raw = String(piece)
+            found.append(raw)
+            if let decoded = raw.removingPercentEncoding, decoded != raw { found.append(decoded) }
+        }
+        _ = arguments(args, hiding: collect)
+        for v in vars.values { _ = text(v, hiding: collect) }
+        return found
     }
 
     /// Free text with its secrets hidden, word by word (words split at
     /// white space): a word `NAME=VALUE` or `--NAME=VALUE` with a
     /// secret-looking NAME becomes `NAME=***`, a word holding `://` is a URL
     /// (`url`), and the word after `Bearer` is `***`.
-    public static func text(_ s: String) -> String {
+    public static func text(_ s: String) -> String { text(s, hiding: { _ in }) }
+
+    static func text(_ s: String, hiding hide: Hider) -> String {
         guard s.contains("://") || s.contains("=") || s.lowercased().contains("bearer") else { return s }
         var out = ""
         var rest = Substring(s)
@@ -162,9 +203,10 @@ extension Redaction {
             let word = rest[..<end]
             if afterBearer && !word.isEmpty {
                 out += "***"
+                hide(word)
                 afterBearer = false
             } else if !word.isEmpty {
-                out += redactedWord(word)
+                out += redactedWord(word, hiding: hide)
                 afterBearer = word.lowercased() == "bearer"
             }
             rest = rest[end...]
@@ -183,11 +225,14 @@ extension Redaction {
         return last.count == 6 && String(last.reversed()).lowercased() == "bearer"
     }
 
-    private static func redactedWord(_ word: Substring) -> String {
+    private static func redactedWord(_ word: Substring, hiding hide: Hider) -> String {
         let sep = word.range(of: "://")
         if let eq = word.firstIndex(of: "="), sep.map({ eq < $0.lowerBound }) ?? true {
             let name = word[..<eq].drop { $0 == "-" }
-            if !name.isEmpty, isSecretName(String(name)) { return String(word[...eq]) + "***" }
+            if !name.isEmpty, isSecretName(String(name)) {
+                hide(word[word.index(after: eq)...])
+                return String(word[...eq]) + "***"
+            }
         }
         guard sep != nil else { return String(word) }
         // Each URL from its scheme to the next one's (`a=http://…,http://…`);
@@ -202,7 +247,7 @@ extension Redaction {
         }
         var out = String(word[..<starts[0]])
         for (i, start) in starts.enumerated() {
-            out += url(String(word[start..<(i + 1 < starts.count ? starts[i + 1] : word.endIndex)]))
+            out += url(String(word[start..<(i + 1 < starts.count ? starts[i + 1] : word.endIndex)]), hiding: hide)
         }
         return out
     }

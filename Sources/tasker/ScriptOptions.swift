@@ -1,4 +1,6 @@
 import ArgumentParser
+import TaskerCore
+import TaskerHTTP
 import TaskerLua
 
 /// What `run` and `worker` both give the script: `--var`, `--log-level`,
@@ -43,5 +45,8 @@ struct ScriptOptions: ParsableArguments {
             let parts = v.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             options.vars[String(parts[0])] = String(parts[1])
         }
+        // a URL's password or a secret query value given here is masked in
+        // every output, not only in the run's record
+        for secret in Redaction.secrets(arguments: [], variables: options.vars) { SecretMask.shared.register(secret) }
     }
 }

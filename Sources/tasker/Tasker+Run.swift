@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import TaskerCore
+import TaskerHTTP
 import TaskerJournal
 import TaskerLua
 import TaskerQueue
@@ -164,6 +165,7 @@ extension Tasker {
             }
             let runID = RunID.make()
             RunJournal.registerDeclaredSecrets(in: file)
+            for secret in Redaction.secrets(arguments: scriptArgs, variables: [:]) { SecretMask.shared.register(secret) }
             let recorded = RunJournal.recorded(args: scriptArgs, vars: options.vars,
                                                secretParams: MisplacedOptions.declaredParameters(in: file, secretOnly: true))
             var journalWriter: JournalWriter?

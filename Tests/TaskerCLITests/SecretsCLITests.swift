@@ -189,6 +189,39 @@ import Testing
         #expect(show.stdout.contains("***"), "\(show.stdout)")
     }
 
+    /// A URL's password and secret query values given as an arg or a
+    /// `--var` are `***` in every output, not only in the recorded command
+    /// line: in the script's own errors, logs, names, values and events.
+    @Test func urlCredentialsInArgsAndVarsAreMaskedEverywhere() async throws {
+        let s = try Scratch(["p.lua": """
+            local url = tasker.args[1]
+            log.info("fetching " .. url, {url = url})
+            tasker.add{name = "fetch " .. url, run = function() error("cannot fetch " .. url, 0) end}
+            tasker.add{name = "var", run = function() error("bad endpoint " .. tasker.vars.endpoint, 0) end}
+            tasker.add{name = "value", run = function() return {url, tasker.args[2]} end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--events", "ev.json", "--report", "r.html", "--var",
+                                  "endpoint=https://bob:vArPaSs@h/x", "p.lua",
+                                  "https://bob:uRlPa%2Fss@example.com/x?api_key=qUeRyKeY&q=1", "--token", "tOkEnWoRd"], in: s.dir)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("cannot fetch https://***@example.com/x?api_key=***&q=1"), "\(r.stderr)")
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        let events = try String(contentsOf: s.dir.appendingPathComponent("ev.json"), encoding: .utf8)
+        let report = try String(contentsOf: s.dir.appendingPathComponent("r.html"), encoding: .utf8)
+        var journal = Data()
+        let state = s.dir.appendingPathComponent(".tasker-state")
+        for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
+            journal += try Data(contentsOf: state.appendingPathComponent(f))
+        }
+        for secret in ["uRlPa%2Fss", "uRlPa/ss", "qUeRyKeY", "vArPaSs", "tOkEnWoRd"] {
+            for (what, text) in [("stderr", r.stderr), ("events", events), ("show", show.stdout), ("report", report)] {
+                #expect(!text.contains(secret), "\(secret) in \(what)")
+            }
+            #expect(journal.range(of: Data(secret.utf8)) == nil, "\(secret) in the journal's files")
+        }
+    }
+
     /// A secret (`tasker.secret`) is `***` in the run's recorded args and
     /// vars too: one named in the text from the first byte (events file
     /// and journal), one under a computed name in the journal's row once
