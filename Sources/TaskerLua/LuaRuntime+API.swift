@@ -9,7 +9,7 @@ import TaskerCore
 extension LuaRuntime {
     /// Raises a `usage` error naming the caller's file:line.
     func usage(_ L: OpaquePointer, _ message: String) -> Int32 {
-        pushErrorTable(L, kind: "usage", message: message, where: LuaStack(L).whereString(level: 1))
+        pushErrorTable(L, kind: "usage", message: message, where: LuaStack(L).callerPosition())
         return TASKER_RAISE
     }
 

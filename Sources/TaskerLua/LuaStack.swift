@@ -142,6 +142,21 @@ struct LuaStack {
         return w
     }
 
+    /// "chunk:line" of the Lua code that called the running C function,
+    /// passing over tasker's own Lua (a chunk named `[…]`: a defined task's
+    /// add function) to the script's line that called that; "" when a C
+    /// function called it (`pcall(tasker.sleep, -1)`).
+    func callerPosition() -> String {
+        var ar = lua_Debug()
+        var level: Int32 = 1
+        while level < 50, lua_getstack(L, level, &ar) != 0 {
+            let w = whereString(level: level)
+            if !w.hasPrefix("[") { return w }
+            level += 1
+        }
+        return whereString(level: 1)
+    }
+
     /// "file:line" of the innermost Lua function on this thread's stack (a
     /// C function such as a metamethod called from C has no line, and
     /// tasker's own Lua, a chunk named `[…]`, is passed over), or nil.

@@ -41,6 +41,11 @@ import Testing
               function() tasker.define("", function() end) end,
               function() tasker.define("x", {bogus = 1}, function() end) end,
               function() tasker.define("y", {}) end,
+              -- a spec field the add reads, at the script's line (not tasker's own Lua's)
+              function() double{priority = "high"} end,
+              -- the options are read at the define, as add reads them
+              function() tasker.define("z", {timeout = "x"}, function() end) end,
+              function() tasker.define("w", {retry = 5}, function() end) end,
             }) do
               local h = tasker.add(call)
               local ok, e = h:result()
@@ -57,6 +62,9 @@ import Testing
             "usage\ttrue\tbad argument #1 to 'tasker.define' (non-empty string expected, got string)",
             "usage\ttrue\tunknown option 'bogus' to 'tasker.define' (spec fields other than run, args and id)",
             "usage\ttrue\tbad argument #3 to 'tasker.define' (function expected, got nil)",
+            "usage\ttrue\tbad field 'priority' in 'tasker.add' spec (integer expected, got string)",
+            "usage\ttrue\tbad field 'timeout' in 'tasker.define' options (positive number expected, got string)",
+            "usage\ttrue\tbad field 'retry' in 'tasker.define' options (table expected, got number)",
             "false\tdefined task 'bad' returned a value JSON cannot hold (value #1: cannot encode a function)",
         ], "\(r.output)")
     }

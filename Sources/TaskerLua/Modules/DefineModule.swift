@@ -100,7 +100,6 @@ final class DefineModule: LuaModule {
           if type(fn) ~= "function" then
             usage("bad argument #" .. (opts == nil and 2 or 3) .. " to 'tasker.define' (function expected, got " .. type(fn) .. ")", 2)
           end
-          note(name, fn)
           local defaults = {}
           for k, v in pairs(opts or {}) do
             if not spec_fields[k] then
@@ -108,6 +107,9 @@ final class DefineModule: LuaModule {
             end
             defaults[k] = v
           end
+          -- the options are read as tasker.add reads a spec: a bad one is
+          -- an error here, at the define, not at the first add
+          note(name, fn, defaults)
           local function body(ctx)
             -- A body captures the same values with a store or without, so
             -- a task's identity (and ctx.idempotency_key) is the same.
@@ -243,6 +245,20 @@ final class DefineModule: LuaModule {
     /// `note(name, fn)`: records a definition's version (never raises).
     func note(_ L: OpaquePointer) -> Int32 {
         guard let name = LuaStack(L).string(1) else { return 0 }
+        if lua_type(L, 3) == LUA_TTABLE {
+            lua_pushvalue(L, 2)
+            LuaStack(L).rawSet(3, "run")
+            let top = lua_gettop(L)
+            do {
+                _ = try SpecReader(runtime: runtime, L: L, function: "tasker.define").read(3, argument: 2)
+            } catch {
+                guard case .usage(let m) = error else { return TASKER_RAISE }
+                return runtime.usage(L, m.replacingOccurrences(of: "in 'tasker.define' spec", with: "in 'tasker.define' options"))
+            }
+            lua_settop(L, top)
+            lua_pushnil(L)
+            LuaStack(L).rawSet(3, "run")
+        }
         versions[name] = runtime.identities.version(ofFunctionAt: 2, in: L)
         return 0
     }
