@@ -5,7 +5,10 @@ import TaskerCore
 /// What the journal and a worker read of a task: its values as stored
 /// text, its identity in parts.
 extension LuaRuntime {
-    static let maxStoredValueBytes = 1 << 20
+    public static let maxStoredValueBytes = 1 << 20
+    /// What a value may weigh on its way between a coordinator and a
+    /// worker (the queue's rows hold it; the journal's limit applies after).
+    public static let maxRemoteValueBytes = 64 << 20
 
     /// Appends the stored form of succeeded task `id`'s values to `buffer`
     /// (the journal's common path: no String per task); false, with
@@ -50,7 +53,7 @@ extension LuaRuntime {
     /// The values of finished task `id`, for the journal (and a worker's
     /// result). With `warn`, values that cannot be stored are named in a
     /// warning (the task then runs again on resume).
-    public func storableValues(of id: TaskID, warn: Bool = false) -> StoredValues {
+    public func storableValues(of id: TaskID, warn: Bool = false, limit: Int = maxStoredValueBytes) -> StoredValues {
         loop.assertInLoop()
         guard case .succeeded(let value)? = engine.outcome(id) else { return .notStorable("it did not succeed") }
         switch value {
@@ -68,7 +71,7 @@ extension LuaRuntime {
             guard lua_checkstack(L, 64) != 0 else { return .notStorable("no stack space") }
             let n = pushValues(L, value)
             do {
-                return .json(try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
+                return .json(try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: limit,
                                                                      arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta))
             } catch {
                 let why = "its values cannot be stored: \(error.reason)"
@@ -97,19 +100,17 @@ extension LuaRuntime {
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(refs.errors))
         lua_rawgeti(L, -1, lua_Integer(slot.slot))
         let v = lua_gettop(L)
-        if lua_type(L, v) == LUA_TTABLE, isErrorTable(L, v) { return nil }
-        var plain = lua_type(L, v) != LUA_TTABLE || lua_getmetatable(L, v) == 0
-        if !plain { tasker_pop(L, 1) }
-        var out: [UInt8] = []
-        if plain {
-            do { out = try json.encodeJSON(L, v) } catch { plain = false }
+        // In the stored values' form: integer keys stay integers, and an
+        // engine error keeps its fields (an exec error's code and stderr)
+        // and its metatable. What cannot be stored (a function, a table
+        // with a metatable of its own) goes as its message.
+        if let stored = try? StoredValueEncoder.encode(L, first: v, count: 1, limit: Self.maxStoredValueBytes,
+                                                       arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta) {
+            return stored
         }
-        if !plain {
-            LuaStack(L).push(failure.message)
-            do { out = try json.encodeJSON(L, -1) } catch { return nil }
-        }
-        guard out.count <= Self.maxStoredValueBytes else { return nil }
-        return "[" + String(decoding: out, as: UTF8.self) + "]"
+        LuaStack(L).push(failure.message)
+        return try? StoredValueEncoder.encode(L, first: lua_gettop(L), count: 1, limit: Self.maxStoredValueBytes,
+                                              arrayMeta: json.arrayMeta)
     }
 
     /// Task `id`'s derived identity, if its journal entry can be plain (it

@@ -26,7 +26,14 @@ extension LuaRuntime {
         defer { lua_settop(L, top) }
         lua_rawgeti(L, tasker_registryindex(), lua_Integer(define.startRef))
         s.push(name)
-        s.push(args)
+        if args.hasPrefix(StoredValueCodec.taggedPrefix) {
+            // the coordinator's tagged form: the value as it was there
+            guard StoredValueDecoder.push(args, onto: L, arrayMeta: json.arrayMeta) == 1 else {
+                return .failure(TaskFailure(.usage, "the args of '\(name)' are not readable"))
+            }
+        } else {
+            s.push(args)
+        }
         if let timeout { s.push(timeout) } else { lua_pushnil(L) }
         if let error = callForError(nargs: 3, nresults: 2, context: "starting '\(name)'") {
             return .failure(TaskFailure(.error, error))

@@ -22,6 +22,8 @@ import TaskerCore
 enum StoredValueCodec {
     static let maxDepth = 200
     static let version = 2
+    /// How the tagged form begins (`{"$v":2,"values":[…]}`).
+    static var taggedPrefix: String { "{\"$v\":\(version),\"values\":" }
 }
 
 /// Why values cannot be stored (and where: `value 1.cb[2]`). The place is

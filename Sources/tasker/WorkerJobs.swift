@@ -42,7 +42,7 @@ final class WorkerJobs: WorkerJobRunner, EngineObserver {
         var c = JobCompletion(id: job.id, claim: job.claim, state: .failed)
         switch outcome {
         case .succeeded:
-            switch runtime.storableValues(of: task) {
+            switch runtime.storableValues(of: task, limit: LuaRuntime.maxRemoteValueBytes) {
             case .json(let text):
                 c.state = .succeeded
                 c.result = text

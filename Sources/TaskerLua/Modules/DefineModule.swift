@@ -157,7 +157,8 @@ final class DefineModule: LuaModule {
         local function start(name, args_json, timeout)
           local body = defined[name]
           if not body then return nil, "no task function '" .. name .. "' is defined by this worker's file" end
-          local ok, args = pcall(decode, args_json)
+          local ok, args = true, args_json  -- a table: decoded already (the tagged form)
+          if type(args_json) == "string" then ok, args = pcall(decode, args_json) end
           if not ok then return nil, "the args of '" .. name .. "' are not JSON" end
           return add{name = name, args = args, run = body, timeout = timeout}
         end

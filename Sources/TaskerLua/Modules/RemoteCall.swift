@@ -21,7 +21,7 @@ extension DefineModule {
         guard let f = runtime.driver.current, case .task(let run) = f.kind else {
             return runtime.usage(L, "'\(name)' runs only as a task's body")
         }
-        let args: String
+        var args: String
         if lua_type(L, 2) <= LUA_TNIL {
             args = "null"
         } else {
@@ -29,6 +29,14 @@ extension DefineModule {
                 args = String(decoding: try runtime.json.encodeJSON(L, 2), as: UTF8.self)
             } catch {
                 return runtime.usage(L, "'\(name)': args must be JSON (\(error.message))")
+            }
+            // What plain JSON would change (integer keys of a sparse table,
+            // keys of mixed kinds) goes in the stored values' tagged form,
+            // which the worker reads back as it was here.
+            if let stored = try? StoredValueEncoder.encode(L, first: 2, count: 1, limit: LuaRuntime.maxRemoteValueBytes,
+                                                           arrayMeta: runtime.json.arrayMeta),
+               stored.hasPrefix(StoredValueCodec.taggedPrefix) {
+                args = stored
             }
         }
         let engine = runtime.engine
