@@ -114,6 +114,10 @@ public final class QueueWorker {
             try QueueSchema.ensure(c)
             try QueueStore.register(worker: me, host: hostName, pid: getpid(), lease: settings.lease,
                                     versions: settings.versions, c)
+            // before the first claim: a coordinator that died while no
+            // worker was there to see its lease lapse has its jobs
+            // cancelled now, not run for nobody
+            try QueueStore.rescue(c)
         }
         let bound = LoopBound(self, loop: loop)
         events.target = { event in bound.loop.execute { bound.value.outage(event) } }

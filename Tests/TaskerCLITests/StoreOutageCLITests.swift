@@ -159,6 +159,41 @@ import Testing
         #expect(worker.stdout.components(separatedBy: "start ").count - 1 == 4, "\(worker.stdout)")
     }
 
+    /// A worker that starts after a coordinator died (nobody was there to
+    /// see its lease lapse) cancels that run's jobs before it claims: it
+    /// never runs work nobody waits for.
+    @Test func aWorkerStartedAfterACoordinatorDiedDoesNotRunItsJobs() async throws {
+        let (server, url) = try await PostgresTestServer.freshDatabase()
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        let coordinator = try Background(["run", "--no-progress", "--store", url, "--lease", "1", "p.lua", "3", "0"], in: s.dir)
+        var deadline = Date(timeIntervalSinceNow: 20)
+        while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state = 'queued'") != "3" && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        coordinator.signal(SIGKILL)
+        _ = await coordinator.finish()
+        // past its lease, with no worker alive to notice (the server's
+        // start counts as a heartbeat, 5 s on: a fresh server's restart grace)
+        deadline = Date(timeIntervalSinceNow: 20)
+        while sql(server, url, """
+            SELECT count(*) FROM tasker_coordinators
+            WHERE greatest(heartbeat, pg_postmaster_start_time() + interval '5 seconds') < now() - interval '1.5 seconds'
+            """) != "1"
+                && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let w = try Background(["worker", "--store", url, "--retain", "1h", "defs.lua"], in: s.dir)
+        deadline = Date(timeIntervalSinceNow: 15)
+        while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state IN ('queued', 'running')") != "0" && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        w.signal(SIGTERM)
+        let worker = await w.finish(within: 20)
+        #expect(sql(server, url, "SELECT string_agg(state, ',') FROM tasker_jobs") == "cancelled,cancelled,cancelled")
+        #expect(!worker.stdout.contains("start "), "\(worker.stdout)")
+    }
+
     @Test func aResumedRunTakesOverTheJobsOfItsDeadCoordinatorAtOnce() async throws {
         let (server, url) = try await PostgresTestServer.freshDatabase()
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
