@@ -251,9 +251,14 @@ int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chu
 }
 
 // Strings get a traceback; other error values (error tables) pass unchanged.
+// The message is joined to the traceback as a Lua string, not given to
+// luaL_traceback as a C string: that would cut it at its first NUL.
 static int traceback_handler(lua_State *L) {
     if (lua_type(L, 1) != LUA_TSTRING) return 1;
-    luaL_traceback(L, L, lua_tostring(L, 1), 1);
+    lua_pushvalue(L, 1);
+    lua_pushliteral(L, "\n");
+    luaL_traceback(L, L, NULL, 1);
+    lua_concat(L, 3);
     return 1;
 }
 

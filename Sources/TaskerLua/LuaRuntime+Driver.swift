@@ -249,9 +249,10 @@ extension LuaRuntime {
         let s = LuaStack(co)
         let table = s.type(-1) == LUA_TTABLE && !isErrorTable(co, -1) ? describeErrorTable(co, -1) : nil
         let message = table ?? s.describe(-1)
-        luaL_traceback(L, co, message, 0)
+        // not given to luaL_traceback as the message: a C string ends at a NUL
+        luaL_traceback(L, co, nil, 0)
         defer { tasker_pop(L, 1) }
-        return LuaStack(L).string(-1) ?? message
+        return message + "\n" + (LuaStack(L).string(-1) ?? "")
     }
 
     private func fiberYielded(_ f: Fiber) {

@@ -25,12 +25,26 @@ struct Summary {
     /// Failed, cancelled and skipped tasks listed by name, each; past this, a count.
     static let listLimit = 20
 
+    /// The main chunk's error as printed: the traceback (last, as Lua
+    /// writes it) keeps its lines, indented; the message's own line breaks
+    /// and other control characters are escaped, so no message can print a
+    /// line of its own (a forged summary) or move the cursor.
+    static func mainErrorText(_ error: String) -> String {
+        let marker = "\nstack traceback:\n"
+        guard let r = error.range(of: marker, options: .backwards) else { return TerminalText.escape(error) }
+        let message = TerminalText.escape(String(error[..<r.lowerBound]))
+        let frames = error[r.upperBound...].split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            let shown = TerminalText.escape(String(line))
+            return shown.hasPrefix("\t") ? shown : "\t" + shown
+        }
+        return message + "\nstack traceback:\n" + frames.joined(separator: "\n")
+    }
+
     var text: String {
         var lines: [String] = []
         if let error = result.mainError {
             let task = result.mainErrorTask.map { " (from task '\(Self.line($0))')" } ?? ""
-            // A traceback keeps its lines; nothing else in it is raw.
-            lines.append("tasker: error\(task): \(TerminalText.escape(Self.cut(error), keepNewlines: true))")
+            lines.append("tasker: error\(task): \(Self.mainErrorText(Self.cut(error)))")
         }
         // A bad parameter or target: the one line says it all.
         if result.commandLineError { return lines.joined(separator: "\n") + "\n" }

@@ -94,6 +94,29 @@ import Testing
         #expect(show.stdout.contains(#"a\nreuse  deploy\r\u001b[2J"#))
     }
 
+    /// The main chunk's error is one message and a traceback: its own line
+    /// breaks cannot print a line of their own (a forged summary), and a
+    /// NUL in it (or in a handler's error) does not cut what follows.
+    @Test func theMainChunksErrorCannotForgeALineAndKeepsEveryByte() async throws {
+        let s = try Scratch(["forge.lua": "error('disk ok\\ntasker: 0 tasks: 0 succeeded, 0 failed in 0.00s\\rX', 0)\n",
+                             "nul.lua": """
+                                local h = tasker.add(function() return 1 end)
+                                h:on("finish", function() error("handler a\\0SEEN-1") end)
+                                error("main a\\0SEEN-2")
+                                """])
+        defer { s.cleanup() }
+        let forged = try await tasker(["run", "--no-progress", "--no-journal", "forge.lua"], in: s.dir)
+        #expect(forged.status == 2)
+        let lines = forged.stderr.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.filter { $0.hasPrefix("tasker: ") }.count == 2, "\(forged.stderr)")
+        #expect(lines[0] == "tasker: error: disk ok\\ntasker: 0 tasks: 0 succeeded, 0 failed in 0.00s\\rX", "\(forged.stderr)")
+        #expect(!forged.stderr.contains("\r"))
+        let nul = try await tasker(["run", "--no-progress", "--no-journal", "nul.lua"], in: s.dir)
+        #expect(nul.status == 2)
+        #expect(nul.stderr.contains("main a\\u0000SEEN-2"), "\(nul.stderr)")
+        #expect(nul.stderr.contains("handler a\\u0000SEEN-1"), "\(nul.stderr)")
+    }
+
     @Test func theSummaryListsTwentyFailedAndTwentySkippedTasksThenSaysHowManyMore() async throws {
         let s = try Scratch(["p.lua": """
             for i = 1, 45 do tasker.add{name = "f" .. i, run = function() error("boom") end} end
