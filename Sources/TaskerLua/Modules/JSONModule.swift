@@ -78,11 +78,11 @@ extension JSONModule {
 
     /// The JSON text of the value at `i`.
     func encodeJSON(_ L: OpaquePointer, _ i: Int32, pretty: Bool = false,
-                    maskedKeys: Set<String> = []) throws(JSONError) -> [UInt8] {
+                    maskedKeys: Set<String> = [], lossy: Bool = false) throws(JSONError) -> [UInt8] {
         // A refusal leaves the walk's keys and values on the stack: drop them.
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }
-        var encoder = LuaJSONEncoder(module: self, L: L, pretty: pretty, maskedKeys: maskedKeys)
+        var encoder = LuaJSONEncoder(module: self, L: L, pretty: pretty, maskedKeys: maskedKeys, lossy: lossy)
         try encoder.encode(lua_absindex(L, i), depth: 0)
         return encoder.out
     }

@@ -44,8 +44,9 @@ final class LogModule: LuaModule {
     }
 
     /// A field's value: strings as they are; numbers, booleans and tables
-    /// as JSON (a table `json.encode` refuses, such as one holding a
-    /// function, is shown as Lua describes it).
+    /// as JSON, what JSON has no form for as Lua shows it (a function, NaN,
+    /// invalid UTF-8 with U+FFFD); a table nested too deep (a cycle) as Lua
+    /// describes it.
     private func field(_ L: OpaquePointer, _ i: Int32) -> Logger.Metadata.Value {
         let s = LuaStack(L)
         switch s.type(i) {
@@ -53,7 +54,7 @@ final class LogModule: LuaModule {
             return .string(s.string(i) ?? "")
         case LUA_TNUMBER, LUA_TBOOLEAN, LUA_TTABLE:
             // a table's header-like keys are secret at any depth, as a field's are
-            if let bytes = try? host.module(JSONModule.self).encodeJSON(L, i, maskedKeys: LineLogHandler.secretKeys) {
+            if let bytes = try? host.module(JSONModule.self).encodeJSON(L, i, maskedKeys: LineLogHandler.secretKeys, lossy: true) {
                 return .stringConvertible(LogJSON(String(decoding: bytes, as: UTF8.self)))
             }
             return .string(s.describe(i))

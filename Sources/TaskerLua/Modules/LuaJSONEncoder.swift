@@ -14,13 +14,18 @@ struct LuaJSONEncoder {
     /// Keys (lower-case) whose values are written as `"***"`, at any depth
     /// (a log line's fields: a request's headers logged as a table).
     let maskedKeys: Set<String>
+    /// For reading, not for reading back (a log line): invalid UTF-8 is
+    /// written with U+FFFD, NaN and infinities, functions and userdata as
+    /// the strings Lua shows for them, instead of refusing the value.
+    let lossy: Bool
     var out: [UInt8] = []
 
-    init(module: JSONModule, L: OpaquePointer, pretty: Bool, maskedKeys: Set<String> = []) {
+    init(module: JSONModule, L: OpaquePointer, pretty: Bool, maskedKeys: Set<String> = [], lossy: Bool = false) {
         self.module = module
         self.L = L
         self.pretty = pretty
         self.maskedKeys = maskedKeys
+        self.lossy = lossy
         out.reserveCapacity(256)
     }
 
@@ -41,6 +46,7 @@ struct LuaJSONEncoder {
             } else {
                 let d = tasker_tonumber(L, i, nil)
                 guard d.isFinite else {
+                    if lossy { return quoted(d.isNaN ? "nan" : (d > 0 ? "inf" : "-inf")) }
                     throw JSONError(message: "cannot encode \(d.isNaN ? "NaN" : (d > 0 ? "infinity" : "-infinity")) (JSON has neither)")
                 }
                 JSONDoubles.swift.append(d, to: &out)
@@ -54,6 +60,7 @@ struct LuaJSONEncoder {
             _ = lua_checkstack(L, 8)
             if let n = arrayLength(i) { try array(i, n, depth: depth) } else { try object(i, depth: depth) }
         default:
+            if lossy { return quoted(s.describe(i)) }
             throw JSONError(message: "cannot encode a \(s.typeName(i))")
         }
     }
@@ -220,6 +227,7 @@ struct LuaJSONEncoder {
         let p = tasker_tostring(L, i, &len)!
         let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
         guard String(validating: bytes, as: UTF8.self) != nil else {
+            if lossy { return quoted(String(decoding: bytes, as: UTF8.self)) }
             throw JSONError(message: "cannot encode a string that is not valid UTF-8")
         }
         JSONEscaping.lua.append(bytes, to: &out)
