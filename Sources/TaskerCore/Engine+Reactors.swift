@@ -111,7 +111,9 @@ extension Engine {
     /// All reactions for `r` ended: fail it, run it again, or deliver.
     private func settleReactions(_ r: TaskRecord, _ state: ReactingState) {
         if let failure = state.failure {
-            finishWork(r, .failed(failure))
+            // a reaction stopped by an interrupt or an exit: the task is
+            // cancelled with the run, as every other task is
+            finishWork(r, failure.kind == .cancelled ? .cancelled(failure) : .failed(failure))
         } else if let limit = state.requeueLimit, r.lifecycle.requeues < limit {
             for o in observers {
                 o.taskRequeued(r.id, attempt: r.lifecycle.attempts, outcome: state.outcome, engine: self)

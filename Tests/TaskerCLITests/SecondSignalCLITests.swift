@@ -51,3 +51,23 @@ import Testing
         #expect(left.isEmpty, "\(left.count) children outlived the run")
     }
 }
+
+/// SIGINT cancels everything: also a task a reactor is reacting to while
+/// the reactor computes (it ended `failed` with the reactor's stop).
+@Suite struct InterruptedReactionCLITests {
+    @Test func aTaskWhoseReactionIsComputingEndsCancelled() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.react{name = "busy", when = function(t, res) return not res.ok end, fn = function()
+              print("reacting"); io.stdout:flush()
+              local x = 0
+              while true do x = x + 1 end
+            end}
+            tasker.add{name = "victim", run = function() error("first failure") end}
+            """])
+        defer { s.cleanup() }
+        let r = try await taskerInterrupted(["run", "--no-progress", "--no-journal", "p.lua"], in: s.dir, markers: ["reacting"])
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(r.stderr.contains("1 task: 0 succeeded, 0 failed, 1 cancelled"), "\(r.stderr)")
+        #expect(r.stderr.contains("  victim: cancelled: reactor 'busy' was stopped: interrupted"), "\(r.stderr)")
+    }
+}
