@@ -250,10 +250,71 @@ int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chu
     return luaL_loadbufferx(L, buf, len, chunkname, "t");
 }
 
+// Lua's errors that come without a position (raised from C).
+static const char *const positionless[] = {"C stack overflow", "stack overflow", "error in error handling", NULL};
+
+// Pushes "src:line" of the innermost Lua function with a line that is not
+// tasker's own Lua (a chunk named [...]); 0 (nothing pushed) when none.
+static int push_innermost_position(lua_State *L) {
+    lua_Debug ar;
+    for (int level = 0; level < 200 && lua_getstack(L, level, &ar); level++) {
+        if (!lua_getinfo(L, "Sl", &ar)) continue;
+        if (ar.currentline > 0 && ar.short_src[0] != '[') {
+            lua_pushfstring(L, "%s:%d", ar.short_src, ar.currentline);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+// Where an error was raised, while its stack is still there: a message
+// Lua gives without a position gets one; for a value other than a string
+// (a table raised), the position goes to the registry's TASKER_ERROR_WHERE
+// (nil when none), for whoever describes the error.
+static int locate_error(lua_State *L) {
+    if (lua_type(L, 1) == LUA_TSTRING) {
+        const char *m = lua_tostring(L, 1);
+        for (int i = 0; positionless[i]; i++) {
+            if (strcmp(m, positionless[i]) != 0) continue;
+            if (push_innermost_position(L)) {
+                lua_pushliteral(L, ": ");
+                lua_pushvalue(L, 1);
+                lua_concat(L, 3);
+                lua_replace(L, 1);
+            }
+            break;
+        }
+    } else {
+        if (!push_innermost_position(L)) lua_pushnil(L);
+        lua_setfield(L, LUA_REGISTRYINDEX, TASKER_ERROR_WHERE);
+    }
+    return 1;
+}
+
+void tasker_push_defined_at(lua_State *L, int idx) {
+    lua_Debug ar;
+    lua_pushvalue(L, idx);
+    if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0) {
+        lua_pushfstring(L, "%s:%d", ar.short_src, ar.linedefined);
+    } else {
+        lua_pushnil(L);
+    }
+}
+
+int tasker_pcall_where(lua_State *L, int nargs, int nresults) {
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, locate_error);
+    lua_insert(L, base);
+    int status = lua_pcall(L, nargs, nresults, base);
+    lua_remove(L, base);
+    return status;
+}
+
 // Strings get a traceback; other error values (error tables) pass unchanged.
 // The message is joined to the traceback as a Lua string, not given to
 // luaL_traceback as a C string: that would cut it at its first NUL.
 static int traceback_handler(lua_State *L) {
+    locate_error(L);
     if (lua_type(L, 1) != LUA_TSTRING) return 1;
     lua_pushvalue(L, 1);
     lua_pushliteral(L, "\n");

@@ -160,12 +160,18 @@ extension LuaRuntime {
             driver.callContext = saved
             tasker_set_budget(crt, savedBudget)
         }
-        let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall(L, nargs, nresults)
+        let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall_where(L, nargs, nresults)
         guard status != LUA_OK else { return nil }
         tasker_reset_hook(L)  // a stop made it check every instruction
         defer { tasker_pop(L, 1) }
-        // a table raised (`error({code = 7})`) is described as JSON, as a task's is
-        if lua_type(L, -1) == LUA_TTABLE, !isErrorTable(L, -1), let table = describeErrorTable(L, -1) { return table }
-        return LuaStack(L).describe(-1)
+        guard lua_type(L, -1) != LUA_TSTRING else { return LuaStack(L).describe(-1) }
+        if lua_type(L, -1) == LUA_TTABLE, isErrorTable(L, -1) { return LuaStack(L).describe(-1) }
+        // a value raised (`error({code = 7})`, a table as JSON, as a task's
+        // is): where it was raised, as a string error says
+        let described = lua_type(L, -1) == LUA_TTABLE ? describeErrorTable(L, -1) ?? LuaStack(L).describe(-1) : LuaStack(L).describe(-1)
+        lua_getfield(L, tasker_registryindex(), TASKER_ERROR_WHERE)
+        defer { tasker_pop(L, 1) }
+        guard let position = LuaStack(L).string(-1) else { return described }
+        return "\(position): \(described)"
     }
 }

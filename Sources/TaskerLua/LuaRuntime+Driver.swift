@@ -248,7 +248,12 @@ extension LuaRuntime {
     func traceback(_ co: OpaquePointer) -> String {
         let s = LuaStack(co)
         let table = s.type(-1) == LUA_TTABLE && !isErrorTable(co, -1) ? describeErrorTable(co, -1) : nil
-        let message = table ?? s.describe(-1)
+        var message = table ?? s.describe(-1)
+        // a value raised (a table), or a message of Lua's that has no
+        // position ("C stack overflow"): where it was raised, as a string
+        // error says (the stack of a failed resume is still there)
+        let positionless = s.type(-1) == LUA_TSTRING ? LuaRuntime.positionlessLuaErrors.contains(message) : !isErrorTable(co, -1)
+        if positionless, let position = s.innermostLuaPosition() { message = "\(position): \(message)" }
         // not given to luaL_traceback as the message: a C string ends at a NUL
         luaL_traceback(L, co, nil, 0)
         defer { tasker_pop(L, 1) }

@@ -43,6 +43,6 @@ import Testing
         defer { s.cleanup() }
         let r = try await tasker(["run", "--no-progress", "--no-journal", "p.lua"], in: s.dir)
         #expect(r.status == 2)
-        #expect(r.stderr.hasPrefix("tasker: error: config missing\n"), "\(r.stderr)")
+        #expect(r.stderr.hasPrefix("tasker: error: p.lua:1: config missing\n"), "\(r.stderr)")
     }
 }

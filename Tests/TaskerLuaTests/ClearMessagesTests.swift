@@ -34,4 +34,22 @@ import Testing
         #expect(r.result.failed.map(\.message).first?.hasSuffix(": C stack overflow") == true)
         #expect(r.result.failed.map(\.message).first?.hasPrefix("pipeline.lua:") == true)
     }
+
+    /// The same in an interceptor and a reactor, and a table an
+    /// interceptor or a reactor raises: where it happened.
+    @Test func hooksErrorsWithoutAPositionGetTheirLine() async throws {
+        let r = try await runLua("""
+            local function gs(n) return (string.gsub("a", "a", function() return gs(n + 1) end)) end
+            tasker.intercept{name = "ic", fn = function(t) if t.name == "a" then gs(1) end end}
+            tasker.react{name = "r", when = function(t, res) return t.name == "b" end, fn = function() gs(1) end}
+            tasker.react{name = "t", when = function(t, res) return t.name == "c" end, fn = function() error({x = 1}) end}
+            for _, n in ipairs{"a", "b", "c"} do
+              local ok, err = tasker.add{name = n, run = function() return 1 end}:result()
+              print(n, err.message)
+            end
+            """)
+        #expect(r.lines == ["a\tinterceptor 'ic' failed: pipeline.lua:1: C stack overflow",
+                            "b\treactor 'r' failed: pipeline.lua:1: C stack overflow",
+                            "c\treactor 't' failed: pipeline.lua:4: {\"x\":1}"], "\(r.output)")
+    }
 }

@@ -197,14 +197,16 @@ import TaskerCore
             end}
             for _, n in ipairs({"boom", "sleepy", "weird", "coded", "fine"}) do
               local ok, err = tasker.add{name = n, run = function() return "ran" end}:result()
-              print(n, ok, ok and err or err.kind .. " | " .. err.message)
+              print(n, ok, ok and err or err.kind .. " | " .. err.message .. (err.where and " @ " .. err.where or ""))
             end
             """)
         #expect(r.lines == [
             "boom\tfalse\tinterceptor | interceptor 'picky' failed: pipeline.lua:2: no boom allowed",
             "sleepy\tfalse\tinterceptor | interceptor 'picky' failed: pipeline.lua:3: usage: tasker.sleep: cannot yield in an interceptor ('picky')",
-            "weird\tfalse\tinterceptor | interceptor 'picky' returned \"sometimes\" (expected nil, \"execute\", \"force\", \"hold\", \"discard\" or \"delay\", seconds)",
-            "coded\tfalse\tinterceptor | interceptor 'picky' failed: {\"code\":7}",
+            // where the interceptor is defined: it answered, it raised nothing
+            "weird\tfalse\tinterceptor | interceptor 'picky' returned \"sometimes\" (expected nil, \"execute\", \"force\", \"hold\", \"discard\" or \"delay\", seconds) @ pipeline.lua:1",
+            // a table raised: where, as a string's message says
+            "coded\tfalse\tinterceptor | interceptor 'picky' failed: pipeline.lua:5: {\"code\":7}",
             "fine\ttrue\tran",
         ])
         #expect(r.exitCode == 1)

@@ -63,10 +63,14 @@ import Testing
             write("canary.lua", "x = 1", false)  -- unrelated files in the directory are ignored
             print((waitFor(function() return logged("reload of " .. dir .. "/rules.lua failed") > 0 end, true)))
             print(version())
+            -- a table raised while loading: logged with where it was raised
+            write("rules.lua", "error({x = 1})\\n", false)
+            print((waitFor(function() return logged("reload of " .. dir .. "/rules.lua failed") > 1 end, true)))
             write("rules.lua", [[\(Self.rule(4))]], false)
             print((waitFor(version, 4)))
             """, files: ["rules.lua": Self.rule(1)], watch: true, diagnosticsFile: "diagnostics.log")
-        #expect(r.lines == ["true", "1", "true"])
+        #expect(r.lines == ["true", "1", "true", "true"])
+        #expect(r.diagnostics.contains("rules.lua:1: {\"x\":1}"), "\(r.diagnostics)")
         #expect(r.diagnostics.contains("reload of rules.lua failed; keeping the previous version: rules.lua:2: '}' expected (to close '{' at line 1) near <eof>")
                 || r.diagnostics.contains("rules.lua:1: '}' expected"))
     }

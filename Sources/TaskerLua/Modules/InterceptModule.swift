@@ -16,7 +16,12 @@ final class LuaInterceptor: TaskInterceptor {
     /// Names this interceptor in errors from code it runs.
     let context: String
 
-    init(hooks: HookModule, target: HookTarget, name: String, maxHold: Double?, function: Int32) {
+    /// Where its function is defined (`rules.lua:3`), for an answer it
+    /// should not have given.
+    let definedAt: String?
+
+    init(hooks: HookModule, target: HookTarget, name: String, maxHold: Double?, function: Int32, definedAt: String?) {
+        self.definedAt = definedAt
         self.hooks = hooks
         self.target = target
         self.name = name
@@ -83,7 +88,11 @@ extension HookModule {
         }
         lua_pushvalue(L, fnIndex)
         let ref = luaL_ref(L, tasker_registryindex())
-        let interceptor = LuaInterceptor(hooks: self, target: target, name: name, maxHold: maxHold, function: ref)
+        tasker_push_defined_at(L, fnIndex)
+        let definedAt = LuaStack(L).string(-1)
+        lua_settop(L, lua_gettop(L) - 1)
+        let interceptor = LuaInterceptor(hooks: self, target: target, name: name, maxHold: maxHold, function: ref,
+                                         definedAt: definedAt)
         rt.useModule.register(interceptor)
         pushRegistrationObject(L, name: name, .interceptor(interceptor))
         return 1
@@ -115,12 +124,14 @@ extension HookModule {
         case "discard": return .discard
         case "delay":
             guard let seconds = s.number(base + 2), seconds >= 0, seconds.isFinite else {
-                return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' returned \"delay\" without a non-negative number of seconds"))
+                return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' returned \"delay\" without a non-negative number of seconds",
+                                         position: i.definedAt ?? ""))
             }
             return .delay(seconds)
         default:
             let shown = answer.map { "\"\($0)\"" } ?? s.typeName(base + 1)
-            return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' returned \(shown) (expected nil, \"execute\", \"force\", \"hold\", \"discard\" or \"delay\", seconds)"))
+            return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' returned \(shown) (expected nil, \"execute\", \"force\", \"hold\", \"discard\" or \"delay\", seconds)",
+                                     position: i.definedAt ?? ""))
         }
     }
 }
