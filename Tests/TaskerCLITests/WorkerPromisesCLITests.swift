@@ -22,7 +22,7 @@ import Testing
     static let flaky = """
         flaky = tasker.define("flaky", function(ctx, args)
           local f = assert(io.open(args.out, "a"))
-          f:write(ctx.attempt, " ", ctx.idempotency_key, "\\n")
+          f:write(ctx.attempt, " ", ctx.name, " ", ctx.idempotency_key, "\\n")
           f:close()
           if ctx.attempt < 3 then error("not yet") end
           return ctx.attempt
@@ -45,7 +45,8 @@ import Testing
         let inProcess = try lines()
         #expect(inProcess.count == 3)
         let key = String(inProcess.first?.split(separator: " ").last ?? "")
-        #expect(inProcess == ["1 \(key)", "2 \(key)", "3 \(key)"])
+        // ctx.name: the name the add gave (from the args), here and on a worker
+        #expect(inProcess == ["1 flaky(out=keys.txt) \(key)", "2 flaky(out=keys.txt) \(key)", "3 flaky(out=keys.txt) \(key)"])
         // Two workers of one slot each: the attempts land on either.
         let w1 = try worker(s, "defs.lua", ["--concurrency", "1"]), w2 = try worker(s, "defs.lua", ["--concurrency", "1"])
         for journal in [[], ["--no-journal"]] {

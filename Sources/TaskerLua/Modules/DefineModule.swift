@@ -160,7 +160,11 @@ final class DefineModule: LuaModule {
           local ok, args = true, args_json  -- a table: decoded already (the tagged form)
           if type(args_json) == "string" then ok, args = pcall(decode, args_json) end
           if not ok then return nil, "the args of '" .. name .. "' are not JSON" end
-          return add{name = name, args = args, run = body, timeout = timeout}
+          -- named as the coordinator names a task added without a name
+          -- (`resize(src=a.png)`), so ctx.name and the worker's logs read
+          -- as they would in one process
+          local shown = short_args(args)
+          return add{name = shown and (name .. "(" .. shown .. ")") or name, args = args, run = body, timeout = timeout}
         end
         return define, start
         """
