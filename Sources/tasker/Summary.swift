@@ -15,6 +15,9 @@ struct Summary {
     var runID: String?
     /// The slowest tasks, longest first (known when the run was recorded).
     var slowest: [(name: String, seconds: Double)] = []
+    /// Those worth a mention, in the text and in the JSON summary alike:
+    /// a task of a tenth of a second or more.
+    var slowestShown: [(name: String, seconds: Double)] { slowest.filter { $0.seconds >= 0.1 } }
     /// `--log-format json`: the summary is one JSON line too.
     var json = false
     /// Longer messages are cut (a 50 MB error string is not a summary).
@@ -83,7 +86,7 @@ struct Summary {
             if let more = more(list.count, state) { lines.append(more) }
         }
         // Only worth a line when something took a noticeable time.
-        let slow = slowest.filter { $0.seconds >= 0.1 }
+        let slow = slowestShown
         if !slow.isEmpty {
             lines.append("  slowest: " + slow.map { "\(Self.line($0.name)) \(Self.duration($0.seconds))" }.joined(separator: ", "))
         }
@@ -149,8 +152,8 @@ struct Summary {
             object[key] = .array(list.prefix(Self.listLimit).map { .object([("error", .string(Self.cut($0.message))), ("name", .string($0.name))]) })
             if list.count > Self.listLimit { object[key + "_more"] = .integer(Int64(list.count - Self.listLimit)) }
         }
-        if !slowest.isEmpty {
-            object["slowest"] = .array(slowest.map { .object([("name", .string($0.name)), ("seconds", .double($0.seconds))]) })
+        if !slowestShown.isEmpty {
+            object["slowest"] = .array(slowestShown.map { .object([("name", .string($0.name)), ("seconds", .double($0.seconds))]) })
         }
         // the form and key order of JSONSerialization, which wrote it before
         var w = JSONWriter(.foundation.forTerminal, capacity: 512)

@@ -40,6 +40,9 @@ import Testing
         #expect(summary["retried"] as? Int == 1)
         let failed = summary["failed"] as? [[String: String]]
         #expect(failed?.first?["name"] == "bad" && failed?.first?["error"]?.hasSuffix(": boom") == true, "\(summary)")
+        // the text's rule: only tasks of a tenth of a second or more are worth a mention
+        #expect(summary["slowest"] == nil, "\(summary)")
+        #expect(summary["tasks"] as? Int == 3, "\(summary)")
     }
 
     @Test func anHTTPConcurrencyAboveTheTaskSlotsIsSaidOnce() async throws {
