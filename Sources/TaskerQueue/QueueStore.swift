@@ -161,11 +161,19 @@ enum QueueStore {
 
     /// Those of `names` that no live worker (heartbeating within its
     /// lease) defines.
+    /// Whether worker `w` is alive: its lease has not lapsed (see `lapsed`:
+    /// the server's start counts as a heartbeat, so just after an outage
+    /// the workers that could not heartbeat through it are not taken for
+    /// dead and no job is said to lack one).
+    static func live(_ w: String) -> String {
+        "greatest(\(w).heartbeat, pg_postmaster_start_time() + make_interval(secs => \(restartGrace))) >= now() - make_interval(secs => \(w).lease)"
+    }
+
     static func undefined(_ names: [String], _ c: PGConnection) throws -> [String] {
         try c.query("""
             SELECT n FROM unnest($1::text[]) AS n WHERE NOT EXISTS (
               SELECT 1 FROM tasker_workers w WHERE w.stopped IS NULL
-                AND w.heartbeat > now() - make_interval(secs => w.lease) AND n = ANY(w.defines))
+                AND \(live("w")) AND n = ANY(w.defines))
             """, [PGArray.text(names.sorted())]).firstColumn
     }
 
@@ -180,9 +188,9 @@ enum QueueStore {
     static func troubled(_ names: [String], _ c: PGConnection) throws -> [(name: String, worker: String, problem: String)] {
         let rows = try c.query("""
             SELECT n, w.id, w.problem FROM unnest($1::text[]) AS n JOIN tasker_workers w ON n = ANY(w.defines)
-            WHERE w.stopped IS NULL AND w.heartbeat > now() - make_interval(secs => w.lease) AND w.problem IS NOT NULL
+            WHERE w.stopped IS NULL AND \(live("w")) AND w.problem IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM tasker_workers h
-                              WHERE h.stopped IS NULL AND h.heartbeat > now() - make_interval(secs => h.lease)
+                              WHERE h.stopped IS NULL AND \(live("h"))
                                 AND n = ANY(h.defines) AND h.problem IS NULL)
             ORDER BY n, w.id
             """, [PGArray.text(names.sorted())])

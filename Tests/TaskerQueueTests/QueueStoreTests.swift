@@ -21,6 +21,25 @@ import Testing
         RemoteAttempt(task: task, attempt: 1, name: "work", args: "{\"n\":\(task)}", priority: priority, timeout: nil)
     }
 
+    /// A worker silent past its lease is gone, unless the server has just
+    /// started: then it could not heartbeat through the outage, and no
+    /// job is said to lack a worker (a coordinator warned a second after
+    /// the server came back, before the workers had reconnected).
+    @Test func workersSilentThroughARestartAreNotTakenForGone() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let db = PGThread(url: server.url(), name: "restart")
+        defer { db.stop() }
+        try db.sync { c in
+            try QueueSchema.ensure(c)
+            try QueueStore.register(worker: "w1", host: "h", pid: 1, lease: 30, versions: ["work": nil], c)
+            try c.execute("UPDATE tasker_workers SET heartbeat = now() - interval '40 seconds'")
+        }
+        #expect(server.restart())
+        let afterRestart: [String] = try db.sync { c in try QueueStore.undefined(["work"], c) }
+        #expect(afterRestart == [], "taken for gone just after a restart")
+    }
+
     @Test func claimsByPriorityThenAddOrder() throws {
         try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1), job(2, priority: 5), job(3), job(4, priority: 5)], c) }
         let first = try db.sync { c in try QueueStore.claim(worker: "w1", limit: 2, versions: QueueStoreTests.work, c) }
