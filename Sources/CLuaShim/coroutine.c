@@ -16,6 +16,58 @@ static const char *const statname[] = {"running", "dead", "suspended", "normal"}
 
 static int is_engine(lua_State *co) { return tasker_getfiber(co) != NULL; }
 
+// A user coroutine that passed an engine yield up (a sleep inside it) is,
+// until its resumer goes on, in the middle of that resume: "normal", as in
+// plain Lua a coroutine that resumed another is. Another task must not
+// resume it (it would get the driver's answer meant for its owner). Marked
+// in a weak-keyed registry table, by the thread object.
+#define PASSING_KEY "tasker.passing"
+
+// Pushes the marks' table (made the first time when `create`), or returns 0.
+static int push_marks(lua_State *L, int create) {
+    if (lua_getfield(L, LUA_REGISTRYINDEX, PASSING_KEY) == LUA_TTABLE) return 1;
+    lua_pop(L, 1);
+    if (!create) return 0;
+    lua_newtable(L);
+    lua_newtable(L);
+    lua_pushliteral(L, "k");
+    lua_setfield(L, -2, "__mode");
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, PASSING_KEY);
+    return 1;
+}
+
+// Pushes the thread object of `co` onto L.
+static void push_thread_of(lua_State *L, lua_State *co) {
+    lua_checkstack(co, 1);
+    lua_pushthread(co);
+    lua_xmove(co, L, 1);
+}
+
+static void set_passing(lua_State *L, lua_State *co, int on) {
+    tasker_Runtime *rt = tasker_runtime(L);
+    if (!push_marks(L, on)) return;
+    push_thread_of(L, co);
+    if (on) {
+        lua_pushboolean(L, 1);
+        rt->passing_marked++;
+    } else {
+        lua_pushnil(L);
+        if (rt->passing_marked > 0) rt->passing_marked--;  // every resume_cont follows a mark
+    }
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+static int is_passing(lua_State *L, lua_State *co) {
+    if (tasker_runtime(L)->passing_marked == 0 || lua_status(co) != LUA_YIELD || !push_marks(L, 0)) return 0;
+    push_thread_of(L, co);
+    int marked = lua_rawget(L, -2) != LUA_TNIL;
+    lua_pop(L, 2);
+    return marked;
+}
+
 static lua_State *getco(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTHREAD);  // Lua 5.4.4's own message
     return lua_tothread(L, 1);
@@ -23,7 +75,7 @@ static lua_State *getco(lua_State *L) {
 
 static int auxstatus(lua_State *L, lua_State *co) {
     if (L == co) return COS_RUN;
-    if (is_engine(co)) return COS_NORM;
+    if (is_engine(co) || is_passing(L, co)) return COS_NORM;
     switch (lua_status(co)) {
     case LUA_YIELD: return COS_YIELD;
     case LUA_OK: {
@@ -41,9 +93,10 @@ static int resume_step(lua_State *L, lua_State *co, int narg, int mode);
 // hand its answer down to `co` and go on.
 static int resume_cont(lua_State *L, int status, lua_KContext mode) {
     (void)status;
-    if (mode == MODE_WRAP)
-        return resume_step(L, lua_tothread(L, lua_upvalueindex(1)), lua_gettop(L), MODE_WRAP);
-    return resume_step(L, lua_tothread(L, 1), lua_gettop(L) - 1, MODE_RESUME);
+    lua_State *co = mode == MODE_WRAP ? lua_tothread(L, lua_upvalueindex(1)) : lua_tothread(L, 1);
+    int narg = mode == MODE_WRAP ? lua_gettop(L) : lua_gettop(L) - 1;
+    set_passing(L, co, 0);  // its resumer goes on with it
+    return resume_step(L, co, narg, (int)mode);
 }
 
 // An error is on top of L: report it the way resume or wrap does.
@@ -68,7 +121,7 @@ static int resume_failed(lua_State *L, lua_State *co, int mode) {
 
 static int resume_step(lua_State *L, lua_State *co, int narg, int mode) {
     int status, nres;
-    if (co != L && is_engine(co)) {
+    if (co != L && (is_engine(co) || is_passing(L, co))) {
         lua_pop(L, narg);
         lua_pushliteral(L, "cannot resume non-suspended coroutine");
         return resume_failed(L, co, mode);
@@ -86,6 +139,7 @@ again:
             int stop = rt->hook_stop;
             if (lua_isyieldable(L)) {  // pass the pause (or stop) up to the driver
                 rt->hook_yield = L;
+                set_passing(L, co, 1);
                 return lua_yieldk(L, 0, mode, resume_cont);
             }
             // Resumed from a context that cannot yield (a C function): a pause
@@ -103,8 +157,9 @@ again:
             return luaL_error(L, "cannot wait here (inside a C function such as a table.sort "
                                  "comparator, a metamethod called from C, or an event handler)");
         }
-        if (!lua_checkstack(L, nres)) return luaL_error(L, "too many results to resume");
+        if (!lua_checkstack(L, nres + 3)) return luaL_error(L, "too many results to resume");
         lua_xmove(co, L, nres);
+        set_passing(L, co, 1);
         return lua_yieldk(L, nres, mode, resume_cont);
     }
     if (status == LUA_OK || status == LUA_YIELD) {

@@ -36,6 +36,10 @@ struct tasker_Runtime {
     int hook_stop;
     /// Entries added to package.loaded so far (its __newindex counts them).
     uint64_t loaded_changes;
+    /// User coroutines marked as passing an engine yield up (coroutine.c);
+    /// one whose resumer was abandoned keeps its count, so it only says
+    /// when the marks need not be looked up at all.
+    uint64_t passing_marked;
     /// Lua's memory (the state's allocator's `ud` is this record).
     tasker_Pool pool;
 };

@@ -113,4 +113,30 @@ import Testing
         #expect(r.output.isEmpty)
         #expect(r.result.counts[.cancelled] == 2)
     }
+
+    /// A coroutine waiting in an engine call (a sleep inside it) belongs to
+    /// the task that resumed it: to another it is "normal", and resuming
+    /// or closing it fails as in Lua, leaving its owner's wait whole.
+    @Test func aCoroutineWaitingForItsTaskCannotBeResumedByAnother() async throws {
+        let r = try await runLua("""
+            local co
+            local a = tasker.add{name = "a", run = function()
+              co = coroutine.create(function() tasker.sleep(0.3); return "done" end)
+              local ok, v = coroutine.resume(co)
+              return tostring(ok) .. " " .. v .. " " .. coroutine.status(co)
+            end}
+            local b = tasker.add{name = "b", run = function()
+              while co == nil do tasker.sleep(0.01) end
+              local st = coroutine.status(co)
+              local ok, err = coroutine.resume(co)
+              local closed, cerr = pcall(coroutine.close, co)
+              return st .. " | " .. tostring(ok) .. " " .. tostring(err) .. " | " .. tostring(closed) .. " " .. tostring(cerr)
+            end}
+            print(a:await())
+            print(b:await())
+            """)
+        #expect(r.lines == ["true done dead",
+                            "normal | false cannot resume non-suspended coroutine | false cannot close a normal coroutine"],
+                "\(r.output)\(r.result.mainError ?? "")")
+    }
 }
