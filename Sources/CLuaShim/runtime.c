@@ -301,15 +301,6 @@ void tasker_push_defined_at(lua_State *L, int idx) {
     }
 }
 
-int tasker_pcall_where(lua_State *L, int nargs, int nresults) {
-    int base = lua_gettop(L) - nargs;
-    lua_pushcfunction(L, locate_error);
-    lua_insert(L, base);
-    int status = lua_pcall(L, nargs, nresults, base);
-    lua_remove(L, base);
-    return status;
-}
-
 // Strings get a traceback; other error values (error tables) pass unchanged.
 // The message is joined to the traceback as a Lua string, not given to
 // luaL_traceback as a C string: that would cut it at its first NUL.

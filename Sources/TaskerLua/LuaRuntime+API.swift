@@ -152,7 +152,12 @@ extension LuaRuntime {
     /// Like `callProtected`, but returns the error text (with traceback)
     /// instead of logging it. The call gets `callBudget` seconds; past that
     /// the hook stops it as a runaway.
-    func callForError(nargs: Int32, nresults: Int32, context: String, traceback: Bool = true) -> String? {
+    /// Without a traceback (interceptors and `when` predicates, called for
+    /// every task) there is no message handler either: an error that says
+    /// not where it was raised (a table, "C stack overflow") is given
+    /// `definedAt`, where the function called is defined.
+    func callForError(nargs: Int32, nresults: Int32, context: String, traceback: Bool = true,
+                      definedAt: String? = nil) -> String? {
         let saved = driver.callContext
         driver.callContext = context
         let savedBudget = tasker_set_budget(crt, Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget))
@@ -160,15 +165,20 @@ extension LuaRuntime {
             driver.callContext = saved
             tasker_set_budget(crt, savedBudget)
         }
-        let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall_where(L, nargs, nresults)
+        let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall(L, nargs, nresults)
         guard status != LUA_OK else { return nil }
         tasker_reset_hook(L)  // a stop made it check every instruction
         defer { tasker_pop(L, 1) }
-        guard lua_type(L, -1) != LUA_TSTRING else { return LuaStack(L).describe(-1) }
+        if lua_type(L, -1) == LUA_TSTRING {
+            let message = LuaStack(L).describe(-1)
+            guard !traceback, LuaRuntime.positionlessLuaErrors.contains(message), let definedAt else { return message }
+            return "\(definedAt): \(message)"
+        }
         if lua_type(L, -1) == LUA_TTABLE, isErrorTable(L, -1) { return LuaStack(L).describe(-1) }
         // a value raised (`error({code = 7})`, a table as JSON, as a task's
         // is): where it was raised, as a string error says
         let described = lua_type(L, -1) == LUA_TTABLE ? describeErrorTable(L, -1) ?? LuaStack(L).describe(-1) : LuaStack(L).describe(-1)
+        guard traceback else { return definedAt.map { "\($0): \(described)" } ?? described }
         lua_getfield(L, tasker_registryindex(), TASKER_ERROR_WHERE)
         defer { tasker_pop(L, 1) }
         guard let position = LuaStack(L).string(-1) else { return described }

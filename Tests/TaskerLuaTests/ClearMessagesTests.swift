@@ -48,7 +48,8 @@ import Testing
               print(n, err.message)
             end
             """)
-        #expect(r.lines == ["a\tinterceptor 'ic' failed: pipeline.lua:1: C stack overflow",
+        // an interceptor: where it is defined; a reactor: where it happened
+        #expect(r.lines == ["a\tinterceptor 'ic' failed: pipeline.lua:2: C stack overflow",
                             "b\treactor 'r' failed: pipeline.lua:1: C stack overflow",
                             "c\treactor 't' failed: pipeline.lua:4: {\"x\":1}"], "\(r.output)")
     }

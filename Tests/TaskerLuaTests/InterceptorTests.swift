@@ -205,8 +205,9 @@ import TaskerCore
             "sleepy\tfalse\tinterceptor | interceptor 'picky' failed: pipeline.lua:3: usage: tasker.sleep: cannot yield in an interceptor ('picky')",
             // where the interceptor is defined: it answered, it raised nothing
             "weird\tfalse\tinterceptor | interceptor 'picky' returned \"sometimes\" (expected nil, \"execute\", \"force\", \"hold\", \"discard\" or \"delay\", seconds) @ pipeline.lua:1",
-            // a table raised: where, as a string's message says
-            "coded\tfalse\tinterceptor | interceptor 'picky' failed: pipeline.lua:5: {\"code\":7}",
+            // a table raised: where the interceptor is defined (its call has
+            // no message handler: it runs for every task)
+            "coded\tfalse\tinterceptor | interceptor 'picky' failed: pipeline.lua:1: {\"code\":7}",
             "fine\ttrue\tran",
         ])
         #expect(r.exitCode == 1)

@@ -155,14 +155,13 @@ int tasker_epoll_wait(int ep, unsigned long long *tokens, unsigned *events, int 
 #define TASKER_EPOLL_MOD 3
 /// lua_pcall with luaL_traceback as the message handler.
 int tasker_pcall_traceback(lua_State *L, int nargs, int nresults);
-// lua_pcall with a handler that notes where the error was raised: a
-// position-less message of Lua's ("C stack overflow") gets one, and for a
-// value other than a string the position is left in the registry under
-// TASKER_ERROR_WHERE (also done by tasker_pcall_traceback).
-int tasker_pcall_where(lua_State *L, int nargs, int nresults);
-// Pushes "src:line" where the Lua function at idx is defined, or nil.
-void tasker_push_defined_at(lua_State *L, int idx);
+// tasker_pcall_traceback's handler also notes where the error was raised:
+// a position-less message of Lua's ("C stack overflow") gets one, and for
+// a value other than a string the position is left in the registry under
+// TASKER_ERROR_WHERE.
 #define TASKER_ERROR_WHERE "tasker.error_where"
+/// Pushes "src:line" where the Lua function at idx is defined, or nil.
+void tasker_push_defined_at(lua_State *L, int idx);
 
 /// C's `stdout` (Lua's `print` writes through it), for Swift, which cannot
 /// read the global safely under strict concurrency.

@@ -112,7 +112,7 @@ extension HookModule {
         let attempt = engine.attempts(id) + 1  // the attempt about to start
         if i.target == .http { rt.http.pushRequestTable(L, id, attempt: attempt) } else { TaskViewModule.push(L, id, attempt: attempt, metatable: rt.refs.taskViewMeta) }
         s.push(held)
-        if let error = rt.callForError(nargs: 2, nresults: 2, context: i.context, traceback: false) {
+        if let error = rt.callForError(nargs: 2, nresults: 2, context: i.context, traceback: false, definedAt: i.definedAt) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error
             return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' failed: \(message)"))
         }

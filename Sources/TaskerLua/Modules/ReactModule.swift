@@ -15,8 +15,12 @@ final class LuaReactor: TaskReactor {
     let function: Int32
     /// Names this reactor's 'when' in errors from code it runs.
     let whenContext: String
+    /// Where its `when` is defined, for an error that does not say where.
+    let whenDefinedAt: String?
 
-    init(hooks: HookModule, target: HookTarget, name: String, options: ReactorOptions, when: Int32?, function: Int32) {
+    init(hooks: HookModule, target: HookTarget, name: String, options: ReactorOptions, when: Int32?, function: Int32,
+         whenDefinedAt: String?) {
+        self.whenDefinedAt = whenDefinedAt
         self.hooks = hooks
         self.target = target
         self.name = name
@@ -93,11 +97,16 @@ extension HookModule {
         lua_pushvalue(L, fnIndex)
         let fnRef = luaL_ref(L, tasker_registryindex())
         var whenRef: Int32?
+        var whenDefinedAt: String?
         if whenIndex != 0 {
             lua_pushvalue(L, whenIndex)
             whenRef = luaL_ref(L, tasker_registryindex())
+            tasker_push_defined_at(L, whenIndex)
+            whenDefinedAt = s.string(-1)
+            s.pop()
         }
-        let reactor = LuaReactor(hooks: self, target: target, name: name, options: options, when: whenRef, function: fnRef)
+        let reactor = LuaReactor(hooks: self, target: target, name: name, options: options, when: whenRef, function: fnRef,
+                                 whenDefinedAt: whenDefinedAt)
         rt.useModule.register(reactor)
         pushRegistrationObject(L, name: name, .reactor(reactor))
         return 1
@@ -113,7 +122,8 @@ extension HookModule {
         defer { lua_settop(L, base) }
         LuaStack(L).pushRegistry(when)
         pushReactionArguments(L, r, id, outcome, engine: engine, rt: rt)
-        if let error = rt.callForError(nargs: 2, nresults: 1, context: r.whenContext, traceback: false) {
+        if let error = rt.callForError(nargs: 2, nresults: 1, context: r.whenContext, traceback: false,
+                                        definedAt: r.whenDefinedAt) {
             let message = error.components(separatedBy: "\nstack traceback:")[0]
             return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
         }
