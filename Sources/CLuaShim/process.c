@@ -54,7 +54,8 @@ int tasker_epoll_wait(int ep, unsigned long long *tokens, unsigned *events, int 
         }
     }
     if (!tried) {
-        long long ms = timeout_ns < 0 ? -1 : (timeout_ns + 999999) / 1000000;
+        // rounded up without an overflow (a timer a century away is near LLONG_MAX)
+        long long ms = timeout_ns < 0 ? -1 : timeout_ns / 1000000 + (timeout_ns % 1000000 != 0);
         n = epoll_wait(ep, buf, max, ms > 0x7fffffff ? 0x7fffffff : (int)ms);
     }
     for (int i = 0; i < n; i++) {

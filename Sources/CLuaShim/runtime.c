@@ -254,12 +254,13 @@ int tasker_loadbuffer(lua_State *L, const char *buf, size_t len, const char *chu
 static const char *const positionless[] = {"C stack overflow", "stack overflow", "error in error handling", NULL};
 
 // Pushes "src:line" of the innermost Lua function with a line that is not
-// tasker's own Lua (a chunk named [...]); 0 (nothing pushed) when none.
+// tasker's own Lua (a chunk named [tasker.*]; a load()ed string, named
+// [string "..."], is the script's); 0 (nothing pushed) when none.
 static int push_innermost_position(lua_State *L) {
     lua_Debug ar;
     for (int level = 0; level < 200 && lua_getstack(L, level, &ar); level++) {
         if (!lua_getinfo(L, "Sl", &ar)) continue;
-        if (ar.currentline > 0 && ar.short_src[0] != '[') {
+        if (ar.currentline > 0 && strncmp(ar.short_src, "[tasker.", 8) != 0) {
             lua_pushfstring(L, "%s:%d", ar.short_src, ar.currentline);
             return 1;
         }

@@ -24,11 +24,14 @@ public enum Redaction {
 
     /// The URL with `user:password@` and secret query values replaced.
     /// Works on the text, so a malformed URL is redacted too.
-    public static func url(_ text: String) -> String { url(text, hiding: { _ in }) }
+    public static func url(_ text: String) -> String { url(text, hiding: { _, _ in }) }
 
-    /// What `hide` is given: each piece of the text replaced by `***` (the
-    /// secrets themselves, for `secrets(arguments:variables:)`).
-    typealias Hider = (Substring) -> Void
+    /// What `hide` is given: each piece of the text replaced by `***`, and
+    /// whether it is surely a secret (a URL's password, a secret query
+    /// value, the word after `Bearer`) rather than hidden for a name that
+    /// looks secret (`--max-tokens 1000`, `sort_key=true`): only sure ones
+    /// become secrets of the run (`secrets(arguments:variables:)`).
+    typealias Hider = (Substring, _ sure: Bool) -> Void
 
     static func url(_ text: String, hiding hide: Hider) -> String {
         var s = Substring(text)
@@ -40,8 +43,11 @@ public enum Redaction {
             let authorityEnd = s.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? s.endIndex
             if let at = s[..<authorityEnd].lastIndex(of: "@") ?? passwordEnd(s, authorityEnd: authorityEnd) {
                 out += "***"
-                hide(s[..<at])
-                if let colon = s[..<at].firstIndex(of: ":") { hide(s[s.index(after: colon)..<at]) }
+                // `user@`: a user, no secret; `user:password@`: both, and the password alone
+                if let colon = s[..<at].firstIndex(of: ":") {
+                    hide(s[..<at], true)
+                    hide(s[s.index(after: colon)..<at], true)
+                }
                 s = s[at...]
             }
         }
@@ -55,7 +61,7 @@ public enum Redaction {
             let name = pair[..<eq]
             let decoded = name.removingPercentEncoding ?? String(name)
             guard isSecretParameter(decoded) else { return String(pair) }
-            hide(pair[pair.index(after: eq)...])
+            hide(pair[pair.index(after: eq)...], true)
             return "\(name)=***"
         }.joined(separator: "&")
         return out + s[fragmentStart...]
@@ -125,18 +131,21 @@ extension Redaction {
     /// `--api-token=VALUE`, `password=PW` inside a DSN), and the word after
     /// a bare secret-looking flag (`--token VALUE`), and the word after
     /// `Bearer`, in the same argument or as the next one (`-H Bearer TOKEN`).
-    public static func arguments(_ args: [String]) -> [String] { arguments(args, hiding: { _ in }) }
+    public static func arguments(_ args: [String]) -> [String] { arguments(args, hiding: { _, _ in }) }
 
     static func arguments(_ args: [String], hiding hide: Hider) -> [String] {
         var out: [String] = []
         out.reserveCapacity(args.count)
         var hideNext = false
+        var nextAfterBearer = false
         for arg in args {
+            let afterBearerArg = nextAfterBearer
+            nextAfterBearer = false
             if hideNext {
                 hideNext = false
                 if !arg.hasPrefix("--") {
                     out.append("***")
-                    hide(Substring(arg))
+                    hide(Substring(arg), afterBearerArg)
                     continue
                 }
             }
@@ -144,7 +153,10 @@ extension Redaction {
                 let name = arg.drop { $0 == "-" }
                 if !name.isEmpty, isSecretName(String(name)) { hideNext = true }
             }
-            if endsWithBearer(arg) { hideNext = true }
+            if endsWithBearer(arg) {
+                hideNext = true
+                nextAfterBearer = true
+            }
             out.append(text(arg, hiding: hide))
         }
         return out
@@ -153,14 +165,14 @@ extension Redaction {
     /// `--var` values as recorded: `***` when the key looks secret (an empty
     /// value stays empty: there is nothing to hide), else URL credentials
     /// and `NAME=VALUE` secrets inside the value hidden.
-    public static func variables(_ vars: [String: String]) -> [String: String] { variables(vars, hiding: { _ in }) }
+    public static func variables(_ vars: [String: String]) -> [String: String] { variables(vars, hiding: { _, _ in }) }
 
     static func variables(_ vars: [String: String], hiding hide: Hider) -> [String: String] {
         var out: [String: String] = [:]
         for (k, v) in vars {
             if isSecretName(k) && !v.isEmpty {
                 out[k] = "***"
-                hide(Substring(v))
+                hide(Substring(v), false)
             } else {
                 out[k] = text(v, hiding: hide)
             }
@@ -168,16 +180,18 @@ extension Redaction {
         return out
     }
 
-    /// The values `arguments` and `variables` hide inside the words (a
-    /// URL's userinfo and password, secret query values, `NAME=VALUE`,
-    /// `--token`'s word, the word after `Bearer`), also percent-decoded:
-    /// registered as secrets, they are masked wherever the script's own
-    /// messages, logs or values repeat them. A `--var` hidden for its name
-    /// alone (`key=prod`) is not among them: masking every "prod" of the
-    /// output would hide more than it protects.
+    /// What `arguments` and `variables` hide that is surely a secret: a
+    /// URL's `user:password` and password, secret query values, the word
+    /// after `Bearer`; also percent-decoded. Registered as secrets, they are
+    /// masked wherever the script's own messages, logs or values repeat
+    /// them. What is hidden for a name that looks secret (`key=prod`,
+    /// `--max-tokens 1000`) is hidden in the record only: masking every
+    /// "prod" or "1000" of the output (and of stored values) would hide
+    /// more than it protects.
     public static func secrets(arguments args: [String], variables vars: [String: String]) -> [String] {
         var found: [String] = []
-        let collect: Hider = { piece in
+        let collect: Hider = { piece, sure in
+            guard sure else { return }
             let raw = String(piece)
             found.append(raw)
             if let decoded = raw.removingPercentEncoding, decoded != raw { found.append(decoded) }
@@ -191,7 +205,7 @@ extension Redaction {
     /// white space): a word `NAME=VALUE` or `--NAME=VALUE` with a
     /// secret-looking NAME becomes `NAME=***`, a word holding `://` is a URL
     /// (`url`), and the word after `Bearer` is `***`.
-    public static func text(_ s: String) -> String { text(s, hiding: { _ in }) }
+    public static func text(_ s: String) -> String { text(s, hiding: { _, _ in }) }
 
     static func text(_ s: String, hiding hide: Hider) -> String {
         guard s.contains("://") || s.contains("=") || s.lowercased().contains("bearer") else { return s }
@@ -203,7 +217,7 @@ extension Redaction {
             let word = rest[..<end]
             if afterBearer && !word.isEmpty {
                 out += "***"
-                hide(word)
+                hide(word, true)
                 afterBearer = false
             } else if !word.isEmpty {
                 out += redactedWord(word, hiding: hide)
@@ -230,7 +244,7 @@ extension Redaction {
         if let eq = word.firstIndex(of: "="), sep.map({ eq < $0.lowerBound }) ?? true {
             let name = word[..<eq].drop { $0 == "-" }
             if !name.isEmpty, isSecretName(String(name)) {
-                hide(word[word.index(after: eq)...])
+                hide(word[word.index(after: eq)...], false)
                 return String(word[...eq]) + "***"
             }
         }

@@ -117,7 +117,11 @@ struct LuaStack {
 
     // MARK: pushing
 
-    @inline(__always) func push(_ s: String) { _ = s.withCString { lua_pushstring(L, $0) } }
+    /// Every byte, NULs too (a C string would end at the first).
+    @inline(__always) func push(_ s: String) {
+        var s = s
+        s.withUTF8 { b in b.withMemoryRebound(to: CChar.self) { _ = lua_pushlstring(L, $0.baseAddress, $0.count) } }
+    }
     @inline(__always) func push(_ n: Int) { lua_pushinteger(L, lua_Integer(n)) }
     @inline(__always) func push(_ d: Double) { lua_pushnumber(L, d) }
     @inline(__always) func push(_ b: Bool) { lua_pushboolean(L, b ? 1 : 0) }
@@ -142,6 +146,10 @@ struct LuaStack {
         return w
     }
 
+    /// A position in tasker's own Lua (chunks named `[tasker.…]`), not in
+    /// the script's: a `load`ed string (`[string "…"]`) is the script's.
+    static func isTaskersOwn(_ position: String) -> Bool { position.hasPrefix("[tasker.") }
+
     /// "chunk:line" of the Lua code that called the running C function,
     /// passing over tasker's own Lua (a chunk named `[…]`: a defined task's
     /// add function) to the script's line that called that; "" when a C
@@ -151,7 +159,7 @@ struct LuaStack {
         var level: Int32 = 1
         while level < 50, lua_getstack(L, level, &ar) != 0 {
             let w = whereString(level: level)
-            if !w.hasPrefix("[") { return w }
+            if !Self.isTaskersOwn(w) { return w }
             level += 1
         }
         return whereString(level: 1)
@@ -166,7 +174,7 @@ struct LuaStack {
         var level: Int32 = 0
         while level < 200, lua_getstack(L, level, &ar) != 0 {
             let w = whereString(level: level)
-            if !w.isEmpty, !w.hasPrefix("[") { return w }
+            if !w.isEmpty, !Self.isTaskersOwn(w) { return w }
             level += 1
         }
         return nil

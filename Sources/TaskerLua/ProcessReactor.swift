@@ -146,7 +146,7 @@ final class ProcessReactor: Sendable {
             var timeout: Int64? = nil
             if let deadline {
                 let now = Monotonic.now()
-                timeout = deadline > now ? Int64(deadline - now) : 0
+                timeout = deadline > now ? Int64(clamping: deadline - now) : 0  // a year-long timer fits no Int64
             }
             reactor.pass(timeout: timeout)
         }
@@ -285,7 +285,7 @@ final class ProcessReactor: Sendable {
         let started = Monotonic.now()
         for w in st.watches where w.exitedAt != 0 && !w.reported {
             let due = w.exitedAt &+ Self.backgroundGrace
-            let left = due > started ? Int64(due - started) : 0
+            let left = due > started ? Int64(clamping: due - started) : 0
             if wait < 0 || left < wait { wait = left }
         }
         if polling && (wait < 0 || wait > 10_000_000) { wait = 10_000_000 }

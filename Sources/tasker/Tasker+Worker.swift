@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import TaskerCore
+import TaskerHTTP
 import TaskerLua
 import TaskerQueue
 
@@ -52,6 +53,8 @@ extension Tasker {
             options.tearDown = false
             options.args = scriptArgs
             script.apply(to: &options)
+            // as a run does: a URL's password among them is masked in every output
+            for secret in Redaction.secrets(arguments: scriptArgs, variables: [:]) { SecretMask.shared.register(secret) }
             let signals = WorkerSignals()
             var failure: String?
             var worker: QueueWorker?

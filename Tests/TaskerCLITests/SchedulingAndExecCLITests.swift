@@ -82,6 +82,19 @@ import Testing
         #expect(gone, "background sleep \(pid) outlived the run")
     }
 
+    /// A timeout of centuries is no timeout (the loop's wait for a timer
+    /// between 2^63 and 2^64 ns away trapped, killing the run).
+    @Test func aTimeoutOfCenturiesIsNoTimeout() async throws {
+        let s = try Scratch(["big.lua": """
+            print(tasker.sh("true", {timeout = 9.3e9}).code)
+            print(tasker.add{timeout = 1e10, run = function() return tasker.sh("true", {timeout = 1.5e10}).code end}:await())
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "big.lua"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "0\n0\n")
+    }
+
     @Test func aMissingProgramIsTriedOnceAndExecErrorsSayWhatToDo() async throws {
         let s = try Scratch(["p.lua": """
             tasker.add{name = "deploy", retry = {attempts = 5, delay = 0.01}, run = function()

@@ -222,6 +222,31 @@ import Testing
         }
     }
 
+    /// Only what is surely a secret becomes one: a flag whose name looks
+    /// secret (`--max-tokens 1000`), `NAME=VALUE` with such a name, a URL's
+    /// user without a password are hidden in the record only, so the output
+    /// and stored values (and their reuse on resume) keep them.
+    @Test func wordsHiddenForTheirNameAloneAreNotSecretsOfTheRun() async throws {
+        let s = try Scratch(["p.lua": """
+            log.info("connecting to postgres as " .. tasker.args[2] .. " with " .. tasker.args[3])
+            tasker.add{id = "count", name = "deploy", run = function() return {items = 1000, ok = true} end}
+            """])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "--var", "db=postgres://postgres@db/app", "p.lua",
+                                      "--max-tokens", "1000", "sort_key=true"], in: s.dir)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stderr.contains("connecting to postgres as 1000 with sort_key=true"), "\(first.stderr)")
+        let runs = try await tasker(["runs", "--json"], in: s.dir)
+        // the record still hides them
+        let compact = runs.stdout.filter { !$0.isWhitespace }
+        #expect(compact.contains("\"--max-tokens\",\"***\",\"sort_key=***\""), "\(runs.stdout)")
+        let resumed = try await tasker(["run", "--no-progress", "--resume", "--var", "db=postgres://postgres@db/app", "p.lua",
+                                        "--max-tokens", "1000", "sort_key=true"], in: s.dir)
+        #expect(resumed.stderr.contains("1 succeeded (1 reused)"), "\(resumed.stderr)")
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        #expect(show.stdout.contains("\"name\":\"deploy\""), "\(show.stdout)")
+    }
+
     /// A secret (`tasker.secret`) is `***` in the run's recorded args and
     /// vars too: one named in the text from the first byte (events file
     /// and journal), one under a computed name in the journal's row once

@@ -61,6 +61,22 @@ import Testing
         #expect(sql("SELECT string_agg(attempt::text, ',' ORDER BY attempt) FROM tasker_jobs GROUP BY run") == "1,2,3\n1,2,3")
     }
 
+    /// A worker's own args are the run's secrets as a coordinator's are: a
+    /// URL's password among them is `***` in its logs.
+    @Test func aWorkersArgsWithAPasswordAreMaskedInItsLogs() async throws {
+        let s = try Scratch(["defs.lua": """
+            log.info("worker args: " .. tasker.args[1])
+            x = tasker.define("x", function() end)
+            """])
+        defer { s.cleanup() }
+        let w = try Background(["worker", "--store", url, "defs.lua", "https://bob:hunter22@h/"], in: s.dir)
+        #expect(await w.waitFor("worker args: ", onStderr: true))
+        w.signal(SIGTERM)
+        let r = await w.finish()
+        #expect(r.stderr.contains("worker args: https://***@h/"), "\(r.stderr)")
+        #expect(!r.stderr.contains("hunter22"), "\(r.stderr)")
+    }
+
     /// A SIGTERM that arrives while the worker starts (blocked by the mask
     /// it inherited, so pending) still stops it: it used to be discarded
     /// when the worker set up its handlers, and the worker ran on.

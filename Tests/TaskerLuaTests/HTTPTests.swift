@@ -81,12 +81,14 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
     @Test func aHugeTimeoutIsNoTimeoutAtAll() async throws {
         let r = try await runHTTP("""
             print(http.get(base .. "/status/200", {timeout = 1e308}).status)
+            -- between 2^63 ns and 2^64 ns: a loop timer too far for an Int64 of nanoseconds
+            print(http.get(base .. "/status/200", {timeout = 1e10}).status, tasker.sh("true", {timeout = 9.3e9}).code)
             http.configure{timeout = 1e19}
             print(http.get(base .. "/status/201").status)
             tasker.intercept{on = "http", fn = function(r) r.timeout = 1e300 end}
             print(http.get(base .. "/status/202").status)
             """)
-        #expect(r.lines == ["200", "201", "202"], "\(r.result.mainError ?? "")")
+        #expect(r.lines == ["200", "200\t0", "201", "202"], "\(r.result.mainError ?? "")")
     }
 
     @Test func transportFailuresRaiseKindHTTPWithCode() async throws {

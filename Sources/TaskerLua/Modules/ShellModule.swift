@@ -95,7 +95,7 @@ final class ShellModule: LuaModule {
             s.pop()
             if runtime.options.planOnly {
                 // a plan changes no file through Lua's own library either
-                pushSource(Self.planGuards, named: "=[plan]", in: L)
+                pushSource(Self.planGuards, named: "=[tasker.plan]", in: L)
                 push({ L in ShellModule.this(L!).stopsHere(L!, LuaStack(L!).string(1) ?? "?") }, in: L)
                 guard tasker_pcall_traceback(L, 1, 0) == LUA_OK else { preconditionFailure("the plan's guards did not load") }
             }
