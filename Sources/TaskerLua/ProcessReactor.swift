@@ -43,6 +43,9 @@ final class ProcessReactor: Sendable {
         var exitedAt: UInt64 = 0
         /// `done` has run (the pipes are then read only to be emptied).
         var reported = false
+        /// When the command times out (monotonic ns; 0: never): a child that
+        /// exited is reported before then, whatever still holds its pipes.
+        var deadline: UInt64 = 0
         let lineSink: (@Sendable (String) -> Void)?
         let prefix: String
         let done: @Sendable (Finished) -> Void
@@ -64,6 +67,11 @@ final class ProcessReactor: Sendable {
     /// reported with the output so far (`sh("server &")`: the background
     /// process keeps them open; a shell's `$(…)` would wait for it).
     static let backgroundGrace: UInt64 = 500_000_000
+    /// Children reported with their pipes still held open whose pipes are
+    /// still emptied, at most: past this, the oldest's are closed (what
+    /// holds them gets EPIPE), so descriptors stay bounded however many
+    /// commands leave something running.
+    static let drainedAtMost = 32
 
     private let incoming = Mutex<[Watch]>([])
     private let finishingAtExit = Mutex<Set<pid_t>>([])
@@ -156,10 +164,14 @@ final class ProcessReactor: Sendable {
 
     /// Watches `child` until it exits and its pipes are drained; `done`
     /// runs once, on the reactor thread.
+    /// `deadline`: when the command (or its task) times out, monotonic ns,
+    /// 0 if never (see `Watch.deadline`).
     func add(_ child: ProcessSpawner.Child, prefix: String = "", lineSink: (@Sendable (String) -> Void)? = nil,
-             done: @escaping @Sendable (Finished) -> Void) {
+             deadline: UInt64 = 0, done: @escaping @Sendable (Finished) -> Void) {
         for fd in [child.stdout, child.stderr] { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
-        incoming.withLock { $0.append(Watch(child, prefix: prefix, lineSink: lineSink, done: done)) }
+        let watch = Watch(child, prefix: prefix, lineSink: lineSink, done: done)
+        watch.deadline = deadline
+        incoming.withLock { $0.append(watch) }
         ensureWaiter()
         poke()
     }
@@ -284,7 +296,7 @@ final class ProcessReactor: Sendable {
         if exitedAlready { wait = 0 }  // reported below, without waiting for anything else
         let started = Monotonic.now()
         for w in st.watches where w.exitedAt != 0 && !w.reported {
-            let due = w.exitedAt &+ Self.backgroundGrace
+            let due = Self.reportDue(w)
             let left = due > started ? Int64(clamping: due - started) : 0
             if wait < 0 || left < wait { wait = left }
         }
@@ -326,7 +338,7 @@ final class ProcessReactor: Sendable {
                 // still emptied (a writer would block on a full one) until
                 // that child ends, at the latest with the run.
                 if w.exitedAt == 0 { w.exitedAt = now }
-                if now &- w.exitedAt >= Self.backgroundGrace {
+                if now >= Self.reportDue(w) {
                     w.reported = true
                     Self.flushPartialLines(w)
                     Self.finish(w)
@@ -351,6 +363,30 @@ final class ProcessReactor: Sendable {
             if !w.reported { Self.finish(w) }
             return true
         }
+        var draining = st.watches.filter { $0.reported }
+        while draining.count > Self.drainedAtMost {
+            let oldest = draining.removeFirst()
+            for k in oldest.fds.indices where oldest.fds[k] >= 0 {
+                st.epoll?.remove(oldest.fds[k])
+                close(oldest.fds[k])
+                oldest.fds[k] = -1
+            }
+            st.owners = st.owners.filter { _, owner in
+                if case .output(let o, _) = owner { return o !== oldest }
+                return true
+            }
+            st.watches.removeAll { $0 === oldest }
+        }
+    }
+
+    /// When an exited child whose pipes are still held is reported: after
+    /// the grace, or just before its command would time out (a command
+    /// that ended in time must not fail for what it left running).
+    private static func reportDue(_ w: Watch) -> UInt64 {
+        let graceEnd = w.exitedAt &+ backgroundGrace
+        guard w.deadline != 0 else { return graceEnd }
+        let beforeTimeout = w.deadline > 20_000_000 ? w.deadline - 20_000_000 : 0
+        return min(graceEnd, max(w.exitedAt, beforeTimeout))
     }
 
     /// Reads what the pipe has; at EOF closes it (and returns true).

@@ -82,6 +82,29 @@ import Testing
         #expect(gone, "background sleep \(pid) outlived the run")
     }
 
+    /// A command that ended in time does not fail for what it left running
+    /// when its timeout (or its task's) is shorter than the grace; and
+    /// however many commands leave something running, tasker's descriptors
+    /// stay bounded (their pipes are given up past a number).
+    @Test func backgroundChildrenNeitherTimeOutAFinishedCommandNorUseUpDescriptors() async throws {
+        let s = try Scratch(["p.lua": """
+            print(tasker.sh("sleep 5 & echo hi", {timeout = 0.3}).stdout)
+            print(tasker.add{timeout = 0.4, run = function() return tasker.sh("sleep 5 & echo started").stdout end}:await())
+            local hs = {}
+            for i = 1, 150 do hs[i] = tasker.add(function() return tasker.sh("sleep 3 & echo " .. i).code end) end
+            local ok = 0
+            for _, h in ipairs(hs) do if h:await() == 0 then ok = ok + 1 end end
+            print(ok)
+            """])
+        defer { s.cleanup() }
+        let script = "ulimit -n 256; exec \"$TASKER\" run --no-progress --no-journal --concurrency 40 p.lua"
+        var env = ProcessInfo.processInfo.environment
+        env["TASKER"] = taskerBinary().path
+        let r = await collect(try launch(["-c", script], in: s.dir, executable: URL(fileURLWithPath: "/bin/sh"), environment: env))
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "hi\n\nstarted\n\n150\n", "\(r.stdout)\(r.stderr)")
+    }
+
     /// A timeout of centuries is no timeout (the loop's wait for a timer
     /// between 2^63 and 2^64 ns away trapped, killing the run).
     @Test func aTimeoutOfCenturiesIsNoTimeout() async throws {

@@ -256,7 +256,14 @@ final class ExecWait: FiberWait {
         groups.started(child.pid)
         runtime.loop.beginActivity()
         let me = LoopBound(self, loop: runtime.loop)
-        ProcessReactor.shared.add(child, prefix: "[\(r.label)] ", lineSink: r.stream ? r.streamSink : nil) { finished in
+        // the earlier of the command's timeout and its task's
+        var deadline = r.task.map { runtime.engine.deadline($0) } ?? 0
+        if let t = r.timeout {
+            let own = Monotonic.now() &+ Monotonic.nanos(t)
+            deadline = deadline == 0 ? own : min(deadline, own)
+        }
+        ProcessReactor.shared.add(child, prefix: "[\(r.label)] ", lineSink: r.stream ? r.streamSink : nil,
+                                  deadline: deadline) { finished in
             me.loop.execute {
                 let wait = me.value
                 wait.exited = true
