@@ -131,16 +131,12 @@ extension LuaRuntime {
         defer { lua_settop(co, top) }  // a failed encoding leaves its walk on the stack
         s.rawGet(t, "message")
         if let m = s.string(-1) { return m }
-        // The stored form bounds the size (and takes NaN, functions…); a
-        // table `json.encode` takes is shown as it encodes it, keys sorted,
-        // so one error reads the same in every run.
-        guard var stored = try? StoredValueEncoder.encode(co, first: t, count: 1, limit: 4096, arrayMeta: json.arrayMeta)
-        else { return nil }
-        let tagged = "{\"$v\":\(StoredValueCodec.version),\"values\":"  // NaN, a NUL…: the tagged form
-        if stored.hasPrefix(tagged), stored.hasSuffix("}") { stored = String(stored.dropFirst(tagged.count).dropLast()) }
-        guard stored.hasPrefix("["), stored.hasSuffix("]") else { return nil }
-        let inner = (try? json.encodeJSON(co, t)).map { String(decoding: $0, as: UTF8.self) }
-            ?? String(stored.dropFirst().dropLast())
+        // As a log field shows a table: keys sorted (one error reads the
+        // same in every run), what JSON has no form for as Lua shows it (a
+        // function, NaN, invalid UTF-8). Only a cycle or a nesting past
+        // JSON's depth is left to `tostring`.
+        guard let bytes = try? json.encodeJSON(co, t, lossy: true) else { return nil }
+        let inner = String(decoding: bytes, as: UTF8.self)
         return inner.utf8.count > 300 ? String(decoding: inner.utf8.prefix(297), as: UTF8.self) + "..." : inner
     }
 

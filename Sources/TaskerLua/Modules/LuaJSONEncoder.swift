@@ -116,9 +116,13 @@ struct LuaJSONEncoder {
             case LUA_TSTRING: name = LuaStack(L).string(-1) ?? ""
             case LUA_TNUMBER where tasker_isinteger_value(L, -1) != 0: name = String(tasker_tointeger(L, -1, nil))
             default:
-                let type = LuaStack(L).typeName(-1)
-                tasker_pop(L, 2)
-                throw JSONError(message: "cannot encode a table key of type \(type)")
+                if lossy {
+                    name = LuaStack(L).describe(-1)  // `true`, `1.5`: as Lua shows it
+                } else {
+                    let type = LuaStack(L).typeName(-1)
+                    tasker_pop(L, 2)
+                    throw JSONError(message: "cannot encode a table key of type \(type)")
+                }
             }
             lua_pushvalue(L, -1)
             lua_rawseti(L, keep, lua_Integer(keys.count + 1))
