@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -193,7 +194,21 @@ public final class PostgresTestServer: Sendable {
         Self.run("\(Self.binDir()!)/psql", ["-qAt", url, "-c", sql]).1
     }
 
+    /// Ports handed out in this process: a stopped server's port is free
+    /// again, and another test's new server must not take it (the first
+    /// test's clients, reconnecting, would find a stranger's cluster there:
+    /// seen as a run that outlived its server's stop, its jobs queued again
+    /// on the other test's server).
+    private static let handedOut = Mutex<Set<Int>>([])
+
     private static func freePort() -> Int {
+        while true {
+            let port = probePort()
+            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+        }
+    }
+
+    private static func probePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var addr = sockaddr_in()
