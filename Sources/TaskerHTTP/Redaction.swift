@@ -208,20 +208,37 @@ extension Redaction {
     public static func text(_ s: String) -> String { text(s, hiding: { _, _ in }) }
 
     static func text(_ s: String, hiding hide: Hider) -> String {
-        guard s.contains("://") || s.contains("=") || s.lowercased().contains("bearer") else { return s }
+        let lower = s.lowercased()
+        guard s.contains("://") || s.contains("=") || lower.contains("bearer") || lower.contains("authorization:")
+                || lower.contains("x-api-key:") || lower.contains("cookie:") else { return s }
         var out = ""
         var rest = Substring(s)
-        var afterBearer = false
+        var state = CredentialState.none
         while !rest.isEmpty {
             let end = rest.firstIndex(where: \.isWhitespace) ?? rest.endIndex
             let word = rest[..<end]
-            if afterBearer && !word.isEmpty {
-                out += "***"
-                hide(word, true)
-                afterBearer = false
-            } else if !word.isEmpty {
-                out += redactedWord(word, hiding: hide)
-                afterBearer = word.lowercased() == "bearer"
+            if !word.isEmpty {
+                let bare = word.drop { $0 == "'" || $0 == "\"" }.lowercased()
+                switch state {
+                case .hideNext:
+                    out += "***"
+                    hide(word, true)
+                    state = .none
+                case .afterAuthorization where Self.authorizationSchemes.contains(bare):
+                    out += word  // `Authorization: Basic <credential>`: the scheme stays
+                    state = .hideNext
+                case .afterAuthorization:
+                    out += "***"
+                    hide(word, true)
+                    state = .none
+                case .none:
+                    out += redactedWord(word, hiding: hide)
+                    if bare == "bearer" || bare == "x-api-key:" || bare == "cookie:" {
+                        state = .hideNext
+                    } else if bare == "authorization:" || bare == "proxy-authorization:" {
+                        state = .afterAuthorization
+                    }
+                }
             }
             rest = rest[end...]
             let next = rest.firstIndex { !$0.isWhitespace } ?? rest.endIndex
@@ -230,6 +247,14 @@ extension Redaction {
         }
         return out
     }
+
+    /// Where `text` is between words: the next word is a credential (after
+    /// `Bearer`, `X-Api-Key:`, `Cookie:`), or may be the scheme before one
+    /// (after `Authorization:`).
+    private enum CredentialState { case none, hideNext, afterAuthorization }
+
+    /// Words that name how an `Authorization` header's credential is given.
+    static let authorizationSchemes: Set<String> = ["bearer", "basic", "token", "digest", "negotiate"]
 
     /// Whether the last word of `arg` is `Bearer` (any case): the token is
     /// then the next argument.

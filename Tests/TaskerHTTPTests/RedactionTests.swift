@@ -29,6 +29,19 @@ import Testing
                     "notbearer", "v", "Bearers", "v2"])
     }
 
+    /// A header given as an argument or inside a command line: its
+    /// credential is hidden (and a secret of the run), the scheme stays;
+    /// the word "basic" or "token" elsewhere is only a word.
+    @Test func headerCredentialsInTextAreHidden() {
+        #expect(Redaction.arguments(["Authorization: Basic dXNlcjpwYXNz", "Authorization: token ghp_abc123",
+                                     "authorization: opaque-cred", "X-Api-Key: k-9876", "curl -H 'Cookie: sid=s3cr3t' h",
+                                     "--mode basic fast", "a token here"])
+                == ["Authorization: Basic ***", "Authorization: token ***", "authorization: ***", "X-Api-Key: ***",
+                    "curl -H 'Cookie: *** h", "--mode basic fast", "a token here"])
+        #expect(Redaction.secrets(arguments: ["Authorization: Basic dXNlcjpwYXNz", "--mode basic fast"], variables: [:])
+                == ["dXNlcjpwYXNz"])
+    }
+
     @Test func varsWithSecretKeysAreHiddenOthersKeepAllButURLPasswords() {
         let vars = ["GITHUB_PAT": "a", "gh-pat": "b", "myPat": "c", "bearer": "d", "Api_Key": "e", "DSN": "f",
                     "db_password": "g", "client_secret": "h", "AUTH": "i", "empty_token": "",
