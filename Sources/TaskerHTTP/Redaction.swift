@@ -195,6 +195,10 @@ extension Redaction {
             let raw = String(piece)
             found.append(raw)
             if let decoded = raw.removingPercentEncoding, decoded != raw { found.append(decoded) }
+            // as a form decodes a query value: `+` is a space
+            if raw.contains("+"), let form = raw.replacingOccurrences(of: "+", with: " ").removingPercentEncoding {
+                found.append(form)
+            }
         }
         _ = arguments(args, hiding: collect)
         for v in vars.values { _ = text(v, hiding: collect) }

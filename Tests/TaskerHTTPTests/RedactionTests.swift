@@ -40,6 +40,9 @@ import Testing
                     "curl -H 'Cookie: *** h", "--mode basic fast", "a token here"])
         #expect(Redaction.secrets(arguments: ["Authorization: Basic dXNlcjpwYXNz", "--mode basic fast"], variables: [:])
                 == ["dXNlcjpwYXNz"])
+        // a query value also as a form decodes it
+        #expect(Redaction.secrets(arguments: ["https://h/x?access_token=Tok%2Fplus+sp"], variables: [:])
+                == ["Tok%2Fplus+sp", "Tok/plus+sp", "Tok/plus sp"])
     }
 
     @Test func varsWithSecretKeysAreHiddenOthersKeepAllButURLPasswords() {
