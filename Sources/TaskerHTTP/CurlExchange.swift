@@ -125,7 +125,9 @@ final class CurlExchange: HTTPExchange, @unchecked Sendable {
             setLong(h, TASKER_CURLOPT_NOBODY, 1)
             return nil
         }
-        if method != "GET" { setString(h, TASKER_CURLOPT_CUSTOMREQUEST, method) }
+        // By name also for a GET with a body: given a body, libcurl would
+        // send POST (PUT for a file), and a retry would repeat it.
+        if method != "GET" || body != nil || bodyFile != nil { setString(h, TASKER_CURLOPT_CUSTOMREQUEST, method) }
         if let bodyFile {
             // Opened again for a retry or a 307: it may have been replaced
             // meanwhile. O_NONBLOCK: a FIFO must not hang this thread.

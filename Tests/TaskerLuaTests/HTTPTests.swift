@@ -28,10 +28,14 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
             print(http.delete(base .. "/echo"):json().method)
             local h = http.head(base .. "/echo")
             print(h.status, h.body == "")
+            -- a GET with a body is sent as a GET (libcurl would make it a POST)
+            local g = http.request{method = "GET", url = base .. "/echo", body = "B"}:json()
+            print(g.method, g.body, http.get(base .. "/echo", {json = {a = 1}}):json().method)
             """)
         #expect(r.exitCode == 0, "\(r.result.mainError ?? "")")
         #expect(r.lines == ["200\ttrue\tapplication/json\ttrue", "number\ttrue", "GET\ta=x&a=y%20z&b=2\tv",
-                            "POST\traw body", "PUT\t{\"n\":1}\tapplication/json", "{\"k\":true}", "DELETE", "200\ttrue"])
+                            "POST\traw body", "PUT\t{\"n\":1}\tapplication/json", "{\"k\":true}", "DELETE", "200\ttrue",
+                            "GET\tB\tGET"])
     }
 
     /// A request's name (in a discard's or a cancel's message) shows the
