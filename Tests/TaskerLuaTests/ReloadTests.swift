@@ -94,6 +94,27 @@ import Testing
         #expect(r.lines == ["held\theld", "held", "1,2,3,4"], "\(r.result.mainError ?? "")")
     }
 
+    /// Two interceptors of one name in a file: a reload replaces each with
+    /// its new self, in order (the first new one replaced both, and the
+    /// second was lost).
+    @Test func twoInterceptorsOfOneNameAreEachReplaced() async throws {
+        let r = try await runLua(Self.helpers + """
+            tasker.use("pair.lua")
+            local function mark() return tasker.add{args = {s = ""}, run = function(ctx) return ctx.args.s end}:await() end
+            print(mark())
+            write("pair.lua", [[
+            tasker.intercept{name = 'A', fn = function(t) t.args.s = t.args.s .. 'X' end}
+            tasker.intercept{name = 'A', fn = function(t) t.args.s = t.args.s .. 'Y' end}
+            ]], true)
+            assert(waitFor(function() return logged("reloaded " .. dir .. "/pair.lua") > 0 end, true), "pair.lua was not reloaded")
+            print(mark())
+            """, files: ["pair.lua": """
+            tasker.intercept{name = 'A', fn = function(t) t.args.s = t.args.s .. 'x' end}
+            tasker.intercept{name = 'A', fn = function(t) t.args.s = t.args.s .. 'y' end}
+            """], watch: true, diagnosticsFile: "diagnostics.log")
+        #expect(r.lines == ["xy", "XY"], "\(r.output)\(r.result.mainError ?? "")")
+    }
+
     @Test func aReloadedFileCanRegisterAReactor() async throws {
         let r = try await runLua(Self.helpers + """
             tasker.use("react.lua")

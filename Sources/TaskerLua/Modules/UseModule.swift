@@ -207,9 +207,17 @@ final class UseModule: LuaModule {
     /// replaced in place, a vanished one removed, a new one added at the end.
     private func swap<T>(_ old: [T], for new: [T], name: KeyPath<T, String>, replace: (T, T) -> Void,
                          remove: (T) -> Void, add: (T) -> Void) {
+        // Two of one name pair up in order: the first old with the first
+        // new, the second with the second (each used once).
+        var taken = Set<Int>()
         for o in old {
-            if let n = new.first(where: { $0[keyPath: name] == o[keyPath: name] }) { replace(o, n) } else { remove(o) }
+            if let k = new.indices.first(where: { !taken.contains($0) && new[$0][keyPath: name] == o[keyPath: name] }) {
+                taken.insert(k)
+                replace(o, new[k])
+            } else {
+                remove(o)
+            }
         }
-        for n in new where !old.contains(where: { $0[keyPath: name] == n[keyPath: name] }) { add(n) }
+        for k in new.indices where !taken.contains(k) { add(new[k]) }
     }
 }
