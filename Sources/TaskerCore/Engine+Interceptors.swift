@@ -86,14 +86,17 @@ extension Engine {
         r.lifecycle.hold(by: batch)
         batch.tasks.append(r.id)
         for o in observers { o.taskHeld(r.id, by: i.name, engine: self) }
-        if batch.tasks.count == 1 { armMaxHold(i, batch) }
+        if batch.tasks.count == 1 {
+            batch.oldestHeld = loop.clock.now
+            armMaxHold(i, batch)
+        }
     }
 
     private func armMaxHold(_ i: TaskInterceptor, _ batch: HeldBatch) {
         guard let maxHold = i.maxHold else { return }
         // Not a reason to stay alive: an otherwise idle run releases what is
         // held at once instead of waiting out `max_hold`.
-        batch.timer = loop.schedule(after: maxHold, keepAlive: false) { [unowned self, weak i] in
+        batch.timer = loop.schedule(at: batch.oldestHeld &+ Monotonic.nanos(maxHold), keepAlive: false) { [unowned self, weak i] in
             batch.timer = nil
             if let i { self.release(i) }
         }

@@ -37,4 +37,7 @@ public protocol TaskInterceptor: AnyObject {
 final class HeldBatch {
     var tasks: [TaskID] = []
     var timer: LoopTimer?
+    /// When its oldest task was held (the loop's clock): `max_hold` counts
+    /// from then, also for the interceptor a reload puts in its place.
+    var oldestHeld: UInt64 = 0
 }

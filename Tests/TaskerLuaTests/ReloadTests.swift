@@ -94,6 +94,28 @@ import Testing
         #expect(r.lines == ["held\theld", "held", "1,2,3,4"], "\(r.result.mainError ?? "")")
     }
 
+    /// `max_hold` counts from the oldest held task, also across a reload
+    /// that moves the held tasks to the new interceptor (the reload started
+    /// the clock again: saving more often than max_hold held them for ever).
+    @Test func aReloadDoesNotRestartMaxHold() async throws {
+        let r = try await runLua(Self.helpers + """
+            tasker.use("hold.lua")
+            -- a run with nothing else to do releases what is held at once
+            -- (and a task let through releases what is held before it)
+            local busy = tasker.add{name = "busy", run = function() tasker.sleep(3.5) end}
+            local t0 = tasker.now()
+            local h = tasker.add(function() return tasker.now() - t0 end)
+            tasker.sleep(1.2)
+            write("hold.lua", "tasker.intercept{name = 'h', max_hold = 2, fn = function(t) if t.name ~= 'busy' then return 'hold' end end} -- v2", true)
+            assert(waitFor(function() return logged("reloaded " .. dir .. "/hold.lua") > 0 end, true), "hold.lua was not reloaded")
+            local released = h:await()
+            -- 2 s from the hold, not 2 s from the reload (3.2 s)
+            print(released >= 1.9, released < 2.9)
+            """, files: ["hold.lua": "tasker.intercept{name = 'h', max_hold = 2, fn = function(t) if t.name ~= 'busy' then return 'hold' end end}"],
+            watch: true, diagnosticsFile: "diagnostics.log")
+        #expect(r.lines == ["true\ttrue"], "\(r.output)\(r.result.mainError ?? "")")
+    }
+
     /// Two interceptors of one name in a file: a reload replaces each with
     /// its new self, in order (the first new one replaced both, and the
     /// second was lost).
