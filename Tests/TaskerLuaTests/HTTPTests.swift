@@ -142,6 +142,7 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
                 function() http.post(base, "a", {json = {}}) end,
                 function() http.configure{concurrency = 0} end,
                 function() return http.get(base .. "/status/200"):json() end,
+                function() http.get(base, {query = {t = {a = 1}}}) end,
             } do
                 local ok, err = pcall(f)
                 print(err.kind, err.where, err.message)
@@ -155,6 +156,7 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
             "usage\tpipeline.lua:7\thttp.post: give one of 'body', 'json' and 'body_file'",
             "usage\tpipeline.lua:8\tbad option 'concurrency' to 'http.configure' (positive integer expected, got 0)",
             "json\tpipeline.lua:9\tunexpected 's' at line 1, column 1 (byte 1)",
+            "usage\tpipeline.lua:10\tbad option 'query' to 'http.get' (table of strings, numbers, booleans or lists of them expected, got table)",
         ])
     }
 

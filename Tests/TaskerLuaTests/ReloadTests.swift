@@ -66,11 +66,17 @@ import Testing
             -- a table raised while loading: logged with where it was raised
             write("rules.lua", "error({x = 1})\\n", false)
             print((waitFor(function() return logged("reload of " .. dir .. "/rules.lua failed") > 1 end, true)))
+            -- a runtime error: its message at file:line, on one line
+            write("rules.lua", "local function f() error('boom at runtime') end\\nf()\\n", false)
+            print((waitFor(function() return logged("reload of " .. dir .. "/rules.lua failed") > 2 end, true)))
             write("rules.lua", [[\(Self.rule(4))]], false)
             print((waitFor(version, 4)))
             """, files: ["rules.lua": Self.rule(1)], watch: true, diagnosticsFile: "diagnostics.log")
-        #expect(r.lines == ["true", "1", "true", "true"])
+        #expect(r.lines == ["true", "1", "true", "true", "true"])
+        #expect(r.diagnostics.contains("keeping the previous version: rules.lua:1: boom at runtime\n"), "\(r.diagnostics)")
         #expect(r.diagnostics.contains("rules.lua:1: {\"x\":1}"), "\(r.diagnostics)")
+        // one line each, no traceback
+        #expect(!r.diagnostics.contains("stack traceback"), "\(r.diagnostics)")
         #expect(r.diagnostics.contains("reload of rules.lua failed; keeping the previous version: rules.lua:2: '}' expected (to close '{' at line 1) near <eof>")
                 || r.diagnostics.contains("rules.lua:1: '}' expected"))
     }

@@ -348,6 +348,8 @@ extension HTTPModule {
         while lua_next(L, t) != 0 {
             guard let key = s.type(-2) == LUA_TSTRING ? s.string(-2) : nil else { s.pop(2); return nil }
             if s.type(-1) == LUA_TTABLE {
+                // a list: a table with other keys ({a = 1}) is refused, not dropped
+                guard Self.isList(L, lua_gettop(L)) else { s.pop(2); return nil }
                 for k in stride(from: 1, through: s.rawLength(-1), by: 1) {
                     s.rawGet(-1, k)
                     guard let v = s.describeScalar(-1) else { s.pop(3); return nil }
@@ -362,6 +364,22 @@ extension HTTPModule {
         }
         pairs.sort { $0.0 < $1.0 }
         return pairs.map { "\(Self.percentEncode($0.0))=\(Self.percentEncode($0.1))" }.joined(separator: "&")
+    }
+
+    /// Whether the table at `t` has only the keys 1…#t.
+    private static func isList(_ L: OpaquePointer, _ t: Int32) -> Bool {
+        let n = LuaStack(L).rawLength(t)
+        var count = 0
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {
+            tasker_pop(L, 1)
+            count += 1
+            guard count <= n else {
+                tasker_pop(L, 1)
+                return false
+            }
+        }
+        return count == n
     }
 
     private static func percentEncode(_ s: String) -> String {

@@ -182,7 +182,9 @@ final class UseModule: LuaModule {
                 runtime.logger.info("\(file.chunkName) called tasker.exit(\(code)) while reloading; the run ends")
                 return
             }
-            runtime.logger.error("reload of \(file.chunkName) failed; keeping the previous version: \(failure.message)")
+            // one line: the message at its file:line, not the traceback
+            let message = failure.message.components(separatedBy: "\nstack traceback:")[0]
+            runtime.logger.error("reload of \(file.chunkName) failed; keeping the previous version: \(message)")
             return
         case .success(let r):
             new = r
