@@ -115,6 +115,11 @@ public final class PostgresTestServer: Sendable {
     @discardableResult
     public func restart() -> Bool { pgCtlRun(["-o", options, "-l", root + "/log", "-m", "fast", "-w", "restart"]).0 == 0 }
 
+    /// The end of the server's log (for a failing test's message).
+    public func logTail(_ bytes: Int = 3000) -> String {
+        String(((try? String(contentsOfFile: root + "/log", encoding: .utf8)) ?? "").suffix(bytes))
+    }
+
     /// `pg_ctl stop -m fast`, and `start` again.
     @discardableResult
     public func stop() -> Bool { pgCtlRun(["-m", "fast", "-w", "stop"]).0 == 0 }

@@ -112,11 +112,15 @@ import Testing
         // jobs of 30 s: the stop comes while they run, however loaded the machine
         let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "4", "30"], in: s.dir, environment: env)
         #expect(await w.waitFor("start "))
+        let stopping = Date()
         #expect(server.stop())
+        let stopTook = Date().timeIntervalSince(stopping)
         let result = await run.finish(within: 30)
         w.signal(SIGKILL)  // a worker waits for the server for ever
         let worker = await w.finish()
-        #expect(result.status == 1, "\(result.stdout)\(result.stderr)")
+        // (seen twice in full-suite runs: the run outlived the stop; the
+        // stop's time and the server's log say why, next time)
+        #expect(result.status == 1, "\(result.stdout)\(result.stderr)\nstop took \(stopTook) s\nworker: \(worker.stdout)\(worker.stderr)\nserver log: \(server.logTail())")
         #expect(result.stderr.contains("store") && result.stderr.contains("unreachable for 2 s"), "\(result.stderr)")
         #expect(result.stderr.contains("postgres://tasker:***@127.0.0.1"), "\(result.stderr)")
         for text in [result.stdout, result.stderr, worker.stdout, worker.stderr] { #expect(!text.contains("sekret")) }
