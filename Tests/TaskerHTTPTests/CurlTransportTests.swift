@@ -101,6 +101,7 @@ func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
         let transport = try CurlTransport(connectionsPerHost: 4)
         let url = URL(string: "http://127.0.0.1:\(server.port)/")!
         var slowest = 0.0
+        var slowBursts = 0
         var statuses: [Int: Int] = [:]
         for _ in 0..<300 {
             let answered = DispatchSemaphore(value: 0)
@@ -113,11 +114,15 @@ func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
                 }
             }
             for _ in 0..<4 { #expect(answered.wait(timeout: .now() + 10) == .success) }
-            slowest = max(slowest, Date().timeIntervalSince(started))
+            let took = Date().timeIntervalSince(started)
+            slowest = max(slowest, took)
+            if took >= 0.9 { slowBursts += 1 }
             for s in results.withLock({ $0 }) { statuses[s, default: 0] += 1 }
         }
         #expect(statuses == [204: 1200])
-        #expect(slowest < 0.9, "a burst of four took \(slowest) s")
+        // the poll's 1 s timeout shows in burst after burst; a loaded
+        // machine (the full suite beside) may stall one or two
+        #expect(slowBursts <= 5, "\(slowBursts) of 300 bursts of four took 0.9 s or more (the slowest \(slowest) s)")
     }
 
     /// A connection closed inside the response's headers is a lost
