@@ -66,7 +66,7 @@ final class ProcessReactor: Sendable {
     /// How long the pipes may stay open after the child exits before it is
     /// reported with the output so far (`sh("server &")`: the background
     /// process keeps them open; a shell's `$(…)` would wait for it).
-    static let backgroundGrace: UInt64 = 500_000_000
+    static let backgroundGrace: UInt64 = 1_000_000_000
     /// Children reported with their pipes still held open whose pipes are
     /// still emptied, at most: past this, the oldest's are closed (what
     /// holds them gets EPIPE), so descriptors stay bounded however many
