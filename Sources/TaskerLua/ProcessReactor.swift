@@ -346,18 +346,8 @@ final class ProcessReactor: Sendable {
             }
             if w.atExit && w.fds.contains(where: { $0 >= 0 }) {
                 // what is there now, then the pipes go (leaving the set as they close)
-                for k in w.fds.indices where w.fds[k] >= 0 {
-                    _ = Self.drain(w, k, &st.buffer)
-                    guard w.fds[k] >= 0 else { continue }
-                    // out of the set first: a copy of the pipe elsewhere would keep it registered
-                    st.epoll?.remove(w.fds[k])
-                    close(w.fds[k])
-                    w.fds[k] = -1
-                }
-                st.owners = st.owners.filter { _, owner in
-                    if case .output(let o, _) = owner { return o !== w }
-                    return true
-                }
+                for k in w.fds.indices where w.fds[k] >= 0 { _ = Self.drain(w, k, &st.buffer) }
+                Self.closePipes(w, st)
             }
             guard w.fds.allSatisfy({ $0 < 0 }) else { return false }
             if !w.reported { Self.finish(w) }
@@ -366,16 +356,22 @@ final class ProcessReactor: Sendable {
         var draining = st.watches.filter { $0.reported }
         while draining.count > Self.drainedAtMost {
             let oldest = draining.removeFirst()
-            for k in oldest.fds.indices where oldest.fds[k] >= 0 {
-                st.epoll?.remove(oldest.fds[k])
-                close(oldest.fds[k])
-                oldest.fds[k] = -1
-            }
-            st.owners = st.owners.filter { _, owner in
-                if case .output(let o, _) = owner { return o !== oldest }
-                return true
-            }
+            Self.closePipes(oldest, st)
             st.watches.removeAll { $0 === oldest }
+        }
+    }
+
+    /// Closes the pipes of `w` still open and forgets their registrations.
+    private static func closePipes(_ w: Watch, _ st: State) {
+        for k in w.fds.indices where w.fds[k] >= 0 {
+            // out of the set first: a copy of the pipe elsewhere would keep it registered
+            st.epoll?.remove(w.fds[k])
+            close(w.fds[k])
+            w.fds[k] = -1
+        }
+        st.owners = st.owners.filter { _, owner in
+            if case .output(let o, _) = owner { return o !== w }
+            return true
         }
     }
 
