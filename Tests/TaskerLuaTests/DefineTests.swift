@@ -30,6 +30,27 @@ import Testing
                            "mix(a, b, auth=***, z=1)\tmix(auth=***)"], "\(r.output)")
     }
 
+    /// Default names come from Swift for the usual args and from Lua for
+    /// the rest; both give one text, cut past 60 characters (not bytes).
+    @Test func defaultNamesAreTheSameWhicheverWayTheyAreMade() async throws {
+        let r = try await runLua("""
+            local f = tasker.define("f", function() end)
+            for _, a in ipairs{
+              {i = 1}, {b = false, a = true}, {Z = 1, a = 2, B = 3}, {x = {1}}, {Token = "t", n = -5},
+              {AUTHOR = "me"}, {k1=1,k2=2,k3=3,k4=4,k5=5,k6=6,k7=7,k8=8,k9=9},
+              {f = 1.5}, {u = "http://a:b@h/"}, {"p"}, {["é"] = 1}, {s = ""},
+              {e = string.rep("é", 40)}, {e = string.rep("é", 59)}, {e = string.rep("x", 59)}, {e = string.rep("x", 58)},
+            } do print(f{args = a}.name) end
+            """)
+        #expect(r.lines == ["f(i=1)", "f(a=true, b=false)", "f(B=3, Z=1, a=2)", "f(x={…})", "f(Token=***, n=-5)",
+                           "f(AUTHOR=***)", "f(k1=1, k2=2, k3=3, k4=4, k5=5, k6=6, k7=7, k8=8, …)",
+                           "f(f=1.5)", "f(u=http://a:***@h/)", "f(p)", "f(é=1)", "f(s=)",
+                           "f(e=" + String(repeating: "é", count: 40) + ")",
+                           "f(e=" + String(repeating: "é", count: 57) + "…)",
+                           "f(e=" + String(repeating: "x", count: 57) + "…)",
+                           "f(e=" + String(repeating: "x", count: 58) + ")"], "\(r.output)")
+    }
+
     @Test func misuseIsAUsageErrorAtTheCallersLineAndNonJSONValuesFailTheTask() async throws {
         let r = try await runLua("""
             local double = tasker.define("double", function(ctx, args) return args.n * 2 end)

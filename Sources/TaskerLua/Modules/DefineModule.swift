@@ -14,7 +14,7 @@ final class DefineModule: LuaModule {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let source = """
-        local usage, add, encode, decode, pack, unpack, spec_fields, remote, note, queued = ...
+        local usage, add, encode, decode, pack, unpack, spec_fields, remote, note, queued, check, fast_name = ...
         local defined = {}
         -- With a store, an attempt lost with its worker is tried again
         -- unless the task says how to retry.
@@ -25,7 +25,7 @@ final class DefineModule: LuaModule {
         -- so the status line, the summary and `show` tell the tasks apart.
         -- A name is shown everywhere: what looks secret in args is not in it
         -- (the rule of --var keys: token, secret, passw, key, auth…).
-        local secret_parts = {"token", "secret", "passw", "pwd", "bearer", "key", "auth", "credential", "cookie", "dsn"}
+        local secret_parts = {\(secretWords.map { "\"\($0)\"" }.joined(separator: ", "))}
         -- Keys repeat from task to task: each is looked at once (a bounded
         -- memo, so a run of unique keys does not grow it for ever).
         local secret_seen, secret_seen_count = {}, 0
@@ -83,8 +83,14 @@ final class DefineModule: LuaModule {
             text = table.concat(parts, ", ")
           end
           if #text > 60 then
-            local ok, cut = pcall(utf8.offset, text, 60)
-            text = text:sub(1, (ok and cut or 61) - 1) .. "…"
+            -- over 60 characters: the first 59 and "…" (cut by bytes, a
+            -- text of fewer characters lost its end, or half of one)
+            local ok, past = pcall(utf8.offset, text, 61)
+            if not ok then
+              text = text:sub(1, 60) .. "…"
+            elseif past and past <= #text then
+              text = text:sub(1, utf8.offset(text, 60) - 1) .. "…"
+            end
           end
           return text
         end
@@ -139,14 +145,15 @@ final class DefineModule: LuaModule {
               s[k] = v
             end
             if s.args ~= nil then
-              local ok, err = pcall(encode, s.args)
-              if not ok then
-                usage("'" .. name .. "': args must be JSON (" .. tostring(type(err) == "table" and err.message or err) .. ")", 2)
-              end
+              local problem = check(s.args)
+              if problem then usage("'" .. name .. "': args must be JSON (" .. problem .. ")", 2) end
             end
             if s.name == nil then
-              local shown = short_args(s.args)
-              s.name = shown and (name .. "(" .. shown .. ")") or name
+              s.name = fast_name(name, s.args)
+              if not s.name then
+                local shown = short_args(s.args)
+                s.name = shown and (name .. "(" .. shown .. ")") or name
+              end
             end
             s.run = body
             if queued() and s.retry == nil then s.retry = lost_retry end
@@ -163,8 +170,12 @@ final class DefineModule: LuaModule {
           -- named as the coordinator names a task added without a name
           -- (`resize(src=a.png)`), so ctx.name and the worker's logs read
           -- as they would in one process
-          local shown = short_args(args)
-          return add{name = shown and (name .. "(" .. shown .. ")") or name, args = args, run = body, timeout = timeout}
+          local shown_name = fast_name(name, args)
+          if not shown_name then
+            local shown = short_args(args)
+            shown_name = shown and (name .. "(" .. shown .. ")") or name
+          end
+          return add{name = shown_name, args = args, run = body, timeout = timeout}
         end
         return define, start
         """
@@ -219,7 +230,9 @@ final class DefineModule: LuaModule {
         s.pop(3)  // leaves …, remote, queued
         push({ L in DefineModule.this(L!).note(L!) }, in: L)
         lua_rotate(L, -2, 1)  // …, remote, note, queued
-        guard tasker_pcall_traceback(L, 10, 2) == LUA_OK else {
+        push({ L in DefineModule.this(L!).jsonProblem(L!) }, in: L)
+        push({ L in DefineModule.this(L!).fastName(L!) }, in: L)
+        guard tasker_pcall_traceback(L, 12, 2) == LUA_OK else {
             preconditionFailure("tasker.define did not load: \(s.describe(-1))")
         }
         startRef = luaL_ref(L, tasker_registryindex())

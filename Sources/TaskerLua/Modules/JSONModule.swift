@@ -87,6 +87,16 @@ extension JSONModule {
         return encoder.out
     }
 
+    /// The JSON text of the value at `i`, and whether it reads back as it
+    /// was (false: an integer key became a string).
+    func encodeJSONNotingKeys(_ L: OpaquePointer, _ i: Int32) throws(JSONError) -> (text: [UInt8], exact: Bool) {
+        let top = lua_gettop(L)
+        defer { lua_settop(L, top) }
+        var encoder = LuaJSONEncoder(module: self, L: L, pretty: false)
+        try encoder.encode(lua_absindex(L, i), depth: 0)
+        return (encoder.out, !encoder.stringifiedKeys)
+    }
+
     func decode(_ L: OpaquePointer) -> Int32 {
         guard lua_type(L, 1) == LUA_TSTRING else { return host.argError(L, "json.decode", 1, "string") }
         lua_settop(L, 1)

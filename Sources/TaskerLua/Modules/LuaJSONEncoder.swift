@@ -19,6 +19,9 @@ struct LuaJSONEncoder {
     /// the strings Lua shows for them, instead of refusing the value.
     let lossy: Bool
     var out: [UInt8] = []
+    /// An integer key was written as a string (`{[1] = a, [3] = c}`,
+    /// `{a, x = b}`): the text reads back with string keys.
+    private(set) var stringifiedKeys = false
 
     init(module: JSONModule, L: OpaquePointer, pretty: Bool, maskedKeys: Set<String> = [], lossy: Bool = false) {
         self.module = module
@@ -114,7 +117,9 @@ struct LuaJSONEncoder {
             let name: String
             switch lua_type(L, -1) {
             case LUA_TSTRING: name = LuaStack(L).string(-1) ?? ""
-            case LUA_TNUMBER where tasker_isinteger_value(L, -1) != 0: name = String(tasker_tointeger(L, -1, nil))
+            case LUA_TNUMBER where tasker_isinteger_value(L, -1) != 0:
+                name = String(tasker_tointeger(L, -1, nil))
+                stringifiedKeys = true
             default:
                 if lossy {
                     name = LuaStack(L).describe(-1)  // `true`, `1.5`: as Lua shows it
