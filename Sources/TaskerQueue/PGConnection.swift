@@ -294,25 +294,9 @@ struct PGRows {
     let affected: Int
 
     init(_ r: OpaquePointer) {
-        let n = Int(PQntuples(r))
-        let columns = Int(PQnfields(r))
-        let names = (0..<columns).map { j in PQfname(r, Int32(j)).map { String(cString: $0) } ?? "#\(j + 1)" }
-        var rows: [PGRow] = []
-        rows.reserveCapacity(n)
-        for i in 0..<n {
-            var cells: [String?] = []
-            cells.reserveCapacity(columns)
-            for j in 0..<columns {
-                if PQgetisnull(r, Int32(i), Int32(j)) == 1 {
-                    cells.append(nil)
-                } else {
-                    cells.append(String(cString: PQgetvalue(r, Int32(i), Int32(j))))
-                }
-            }
-            rows.append(PGRow(names: names, cells: cells))
-        }
-        self.names = names
-        self.rows = rows
+        let cells = PGResultCells(r)
+        names = cells.names
+        rows = (0..<Int(PQntuples(r))).map { PGRow(result: cells, row: $0) }
         affected = Int(String(cString: PQcmdTuples(r))) ?? 0
     }
 

@@ -246,9 +246,17 @@ enum QueueStore {
     /// sorted list whose places `width_bucket` finds, so a statement reads
     /// each row's values by place instead of joining a list.
     static func byPlace<T>(_ items: [T], _ id: (T) -> Int64) -> [T] {
-        var last: [Int64: Int] = [:]
-        for (i, item) in items.enumerated() { last[id(item)] = i }
-        return last.sorted { $0.key < $1.key }.map { items[$0.value] }
+        // sorted by id, then by place: the last of each id is the one kept
+        let order = items.indices.sorted { a, b in
+            let (x, y) = (id(items[a]), id(items[b]))
+            return x != y ? x < y : a < b
+        }
+        var out: [T] = []
+        out.reserveCapacity(order.count)
+        for (n, i) in order.enumerated() where n + 1 == order.count || id(items[order[n + 1]]) != id(items[i]) {
+            out.append(items[i])
+        }
+        return out
     }
 
     /// Bytes of values one completion statement carries at most: escaped

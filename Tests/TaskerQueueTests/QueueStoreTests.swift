@@ -375,6 +375,13 @@ import Testing
         #expect(failure { try r.int64(2) } == "column word: 'x' is not an integer")
         #expect(failure { try r.bool(0) } == "column n: '7' is not a boolean")
         #expect(failure { try r.double(2) } == "column word: 'x' is not a number")
+        // integers of every width, read from the bytes or (19 digits) as text
+        let ints = try db.sync { c in
+            try c.query("SELECT -5::bigint, 9223372036854775807::bigint, (-9223372036854775807 - 1)::bigint, 0::bigint, ''")
+        }
+        let i = try #require(ints.first)
+        #expect(try i.int64(0) == -5 && i.int64(1) == .max && i.int64(2) == .min && i.int64(3) == 0)
+        #expect(failure { try i.int64(4) } != nil)
     }
 
     @Test func aSilentWorkerLosesItsClaims() throws {
@@ -557,5 +564,13 @@ final class PayloadBox: @unchecked Sendable {
         // 20 MiB and a small one; 20 MiB; 40 MiB alone (over the limit, but one row); the last small one after it
         #expect(QueueStore.completionParts(mixed).map { $0.map(\.id) } == [[1, 2], [3], [4], [5]])
         #expect(QueueStore.completionParts([]).isEmpty)
+    }
+
+    /// A batch in the order of its ids, the last result given for an id kept.
+    @Test func completionsGoInIdOrderTheLastOfAnIdKept() {
+        func done(_ id: Int64, _ result: String) -> JobCompletion { JobCompletion(id: id, claim: 1, state: .succeeded, result: result) }
+        let batch = [done(5, "a"), done(2, "b"), done(5, "c"), done(9, "d"), done(2, "e"), done(1, "f")]
+        #expect(QueueStore.byPlace(batch, \.id).map { "\($0.id)\($0.result ?? "")" } == ["1f", "2e", "5c", "9d"])
+        #expect(QueueStore.byPlace([JobCompletion](), \.id).isEmpty)
     }
 }
