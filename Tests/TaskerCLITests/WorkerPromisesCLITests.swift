@@ -257,7 +257,8 @@ import Testing
     }
 
     /// Args and results keep what plain JSON would change (integer keys of
-    /// a sparse table, keys of mixed kinds), both ways.
+    /// a sparse table, keys of mixed kinds, holes of a `json.array`), both
+    /// ways, and args that look like the stored-values form stay args.
     @Test func argsWithIntegerKeysArriveAsTheyWereGiven() async throws {
         let s = try Scratch(["defs.lua": """
             probe = tasker.define("probe", function(ctx, args)
@@ -268,7 +269,8 @@ import Testing
             end)
             """, "p.lua": """
             dofile("defs.lua")
-            for _, t in ipairs{{[1] = "a", [3] = "c"}, {[1] = "a", x = "b"}, {"a", "b"}, {x = 1}} do
+            for _, t in ipairs{{[1] = "a", [3] = "c"}, {[1] = "a", x = "b"}, {"a", "b"}, {x = 1},
+                               {["$v"] = 2, values = {"x"}}, json.array{1, nil, 3}} do
               local keys, back = probe{args = {t = t}}:await()
               print(keys, math.type(next(back)) or type(next(back)))
             end

@@ -88,13 +88,13 @@ extension JSONModule {
     }
 
     /// The JSON text of the value at `i`, and whether it reads back as it
-    /// was (false: an integer key became a string).
+    /// was (false: an integer key became a string, a hole `null`).
     func encodeJSONNotingKeys(_ L: OpaquePointer, _ i: Int32) throws(JSONError) -> (text: [UInt8], exact: Bool) {
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }
         var encoder = LuaJSONEncoder(module: self, L: L, pretty: false)
         try encoder.encode(lua_absindex(L, i), depth: 0)
-        return (encoder.out, !encoder.stringifiedKeys)
+        return (encoder.out, !encoder.readsBackOtherwise)
     }
 
     func decode(_ L: OpaquePointer) -> Int32 {

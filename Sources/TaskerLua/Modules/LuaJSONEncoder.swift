@@ -19,9 +19,10 @@ struct LuaJSONEncoder {
     /// the strings Lua shows for them, instead of refusing the value.
     let lossy: Bool
     var out: [UInt8] = []
-    /// An integer key was written as a string (`{[1] = a, [3] = c}`,
-    /// `{a, x = b}`): the text reads back with string keys.
-    private(set) var stringifiedKeys = false
+    /// The text reads back as another value: an integer key was written as
+    /// a string (`{[1] = a, [3] = c}`, `{a, x = b}`), or a hole of a
+    /// `json.array` table as `null` (it reads back as `json.null`).
+    private(set) var readsBackOtherwise = false
 
     init(module: JSONModule, L: OpaquePointer, pretty: Bool, maskedKeys: Set<String> = [], lossy: Bool = false) {
         self.module = module
@@ -97,7 +98,7 @@ struct LuaJSONEncoder {
         for k in 0..<n {
             if k > 0 { append(",") }
             newline(depth + 1)
-            lua_rawgeti(L, t, lua_Integer(k + 1))
+            if lua_rawgeti(L, t, lua_Integer(k + 1)) == LUA_TNIL { readsBackOtherwise = true }
             try encode(lua_gettop(L), depth: depth + 1)
             tasker_pop(L, 1)
         }
@@ -119,7 +120,7 @@ struct LuaJSONEncoder {
             case LUA_TSTRING: name = LuaStack(L).string(-1) ?? ""
             case LUA_TNUMBER where tasker_isinteger_value(L, -1) != 0:
                 name = String(tasker_tointeger(L, -1, nil))
-                stringifiedKeys = true
+                readsBackOtherwise = true
             default:
                 if lossy {
                     name = LuaStack(L).describe(-1)  // `true`, `1.5`: as Lua shows it

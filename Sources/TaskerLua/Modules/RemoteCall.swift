@@ -33,10 +33,11 @@ extension DefineModule {
             }
             args = String(decoding: json.text, as: UTF8.self)
             // What plain JSON changes (integer keys of a sparse table, keys
-            // of mixed kinds) goes in the stored values' tagged form, which
-            // the worker reads back as it was here. Only then: encoding
-            // twice was a tenth of a job's cost here.
-            if !json.exact,
+            // of mixed kinds, holes) goes in the stored values' tagged form,
+            // which the worker reads back as it was here; so does a text
+            // the worker would take for that form (`{"$v":2,"values":…}`).
+            // Only then: encoding twice was ~5,000 instructions a job.
+            if !json.exact || args.hasPrefix(StoredValueCodec.taggedPrefix),
                let stored = try? StoredValueEncoder.encode(L, first: 2, count: 1, limit: LuaRuntime.maxRemoteValueBytes,
                                                            arrayMeta: runtime.json.arrayMeta),
                stored.hasPrefix(StoredValueCodec.taggedPrefix) {
