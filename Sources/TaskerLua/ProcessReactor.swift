@@ -376,14 +376,19 @@ final class ProcessReactor: Sendable {
     }
 
     /// When an exited child whose pipes are still held is reported: after
-    /// the grace, or just before its command would time out (a command
-    /// that ended in time must not fail for what it left running).
+    /// the grace, or `timeoutMargin` before its command would time out (a
+    /// command that ended in time must not fail for what it left running).
     private static func reportDue(_ w: Watch) -> UInt64 {
         let graceEnd = w.exitedAt &+ backgroundGrace
         guard w.deadline != 0 else { return graceEnd }
-        let beforeTimeout = w.deadline > 20_000_000 ? w.deadline - 20_000_000 : 0
+        let beforeTimeout = w.deadline > timeoutMargin ? w.deadline - timeoutMargin : 0
         return min(graceEnd, max(w.exitedAt, beforeTimeout))
     }
+
+    /// Room for the report to reach the loop before the timeout does: 20 ms
+    /// was too little on a loaded machine (a CI run's task timed out with
+    /// its command's report on the way).
+    static let timeoutMargin: UInt64 = 250_000_000
 
     /// Reads what the pipe has; at EOF closes it (and returns true).
     private static func drain(_ w: Watch, _ k: Int, _ buffer: inout [UInt8]) -> Bool {
