@@ -17,6 +17,16 @@ import Testing
         try Background(["worker", "--store", url, "--retain", "1h", "--lease", lease] + extra + [file], in: s.dir)
     }
 
+    /// `p.lua` run in one process, then with a store and one worker running `defs.lua`.
+    func inProcessAndOnAWorker(_ s: Scratch) async throws -> (local: CLIResult, remote: CLIResult) {
+        let local = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        let w = try worker(s)
+        let remote = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        w.signal(SIGTERM)
+        _ = await w.finish()
+        return (local, remote)
+    }
+
     func sql(_ q: String) -> String { server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines) }
 
     static let flaky = """
@@ -276,11 +286,7 @@ import Testing
             end
             """])
         defer { s.cleanup() }
-        let local = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
-        let w = try worker(s)
-        let remote = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
-        w.signal(SIGTERM)
-        _ = await w.finish()
+        let (local, remote) = try await inProcessAndOnAWorker(s)
         #expect(local.stdout.hasPrefix("integer:1,integer:3\tinteger\n"), "\(local.stdout)\(local.stderr)")
         #expect(remote.stdout == local.stdout, "remote:\n\(remote.stdout)\(remote.stderr)\nlocal:\n\(local.stdout)")
     }
@@ -314,11 +320,7 @@ import Testing
             end
             """])
         defer { s.cleanup() }
-        let local = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
-        let w = try worker(s)
-        let remote = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
-        w.signal(SIGTERM)
-        _ = await w.finish()
+        let (local, remote) = try await inProcessAndOnAWorker(s)
         #expect(local.stdout.contains("string\tstring\t\"defs.lua:2: boom\""), "\(local.stdout)\(local.stderr)")
         #expect(local.stdout.contains("nul\tstring\t\"a\\0b\""), "\(local.stdout)")
         #expect(local.stdout.contains("engine\ttable\tjson"), "\(local.stdout)")
