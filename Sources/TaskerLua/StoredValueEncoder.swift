@@ -23,7 +23,7 @@ enum StoredValueCodec {
     static let maxDepth = 200
     static let version = 2
     /// How the tagged form begins (`{"$v":2,"values":[…]}`).
-    static var taggedPrefix: String { "{\"$v\":\(version),\"values\":" }
+    static let taggedPrefix = "{\"$v\":\(version),\"values\":"  // a let: every remote call tests its args against it
 }
 
 /// Why values cannot be stored (and where: `value 1.cb[2]`). The place is
@@ -97,7 +97,7 @@ struct StoredValueEncoder {
             }
             e.out.append(UInt8(ascii: "]"))
             if e.tagged {
-                e.out.insert(contentsOf: "{\"$v\":\(StoredValueCodec.version),\"values\":".utf8, at: start)
+                e.out.insert(contentsOf: StoredValueCodec.taggedPrefix.utf8, at: start)
                 e.out.append(UInt8(ascii: "}"))
             }
             guard e.out.count - start <= limit else { throw e.tooBig() }
