@@ -40,7 +40,17 @@ import Testing
               {AUTHOR = "me"}, {k1=1,k2=2,k3=3,k4=4,k5=5,k6=6,k7=7,k8=8,k9=9},
               {f = 1.5}, {u = "http://a:b@h/"}, {"p"}, {["é"] = 1}, {s = ""},
               {e = string.rep("é", 40)}, {e = string.rep("é", 59)}, {e = string.rep("x", 59)}, {e = string.rep("x", 58)},
+              {x = json.null}, {x = json.null, f = 1.5},
             } do print(f{args = a}.name) end
+            -- keys 1 and "1" in one order whatever order pairs gives them
+            local seen = {}
+            for n = 1, 20 do
+              local t = {}
+              for k = n, n + 5 do t["k" .. k] = true; t["k" .. k] = nil end  -- a different table history each time
+              if n % 2 == 0 then t[1] = "a"; t["1"] = "b" else t["1"] = "b"; t[1] = "a" end
+              seen[f{args = t}.name] = true
+            end
+            for name in pairs(seen) do print(name) end
             """)
         #expect(r.lines == ["f(i=1)", "f(a=true, b=false)", "f(B=3, Z=1, a=2)", "f(x={…})", "f(Token=***, n=-5)",
                            "f(AUTHOR=***)", "f(k1=1, k2=2, k3=3, k4=4, k5=5, k6=6, k7=7, k8=8, …)",
@@ -48,7 +58,8 @@ import Testing
                            "f(e=" + String(repeating: "é", count: 40) + ")",
                            "f(e=" + String(repeating: "é", count: 57) + "…)",
                            "f(e=" + String(repeating: "x", count: 57) + "…)",
-                           "f(e=" + String(repeating: "x", count: 58) + ")"], "\(r.output)")
+                           "f(e=" + String(repeating: "x", count: 58) + ")",
+                           "f(x=null)", "f(f=1.5, x=null)", "f(a, 1=b)"], "\(r.output)")
     }
 
     @Test func misuseIsAUsageErrorAtTheCallersLineAndNonJSONValuesFailTheTask() async throws {

@@ -82,7 +82,7 @@ import Testing
     @Test func valuesThatCannotBeEncodedRaiseKindJson() async throws {
         let r = try await runLua("""
             local t = {}; t.self = t
-            for _, v in ipairs({t, {f = print}, 0/0, 1/0, {[{}] = 1}, "\\xff"}) do
+            for _, v in ipairs({t, {f = print}, 0/0, 1/0, {[{}] = 1}, "\\xff", {["\\xff"] = 1}}) do
               local ok, e = pcall(json.encode, v)
               print(e.kind, e.message)
             end
@@ -96,7 +96,9 @@ import Testing
             "json\tcannot encode a table key of type table",
             "json\tcannot encode a string that is not valid UTF-8",
         ])
-        #expect(r.lines[6].contains("bad argument #1 to 'json.decode' (string expected, got number)"))
+        // a key too (it was written with U+FFFD: another key read back)
+        #expect(r.lines[6] == "json\tcannot encode a string that is not valid UTF-8", "\(r.output)")
+        #expect(r.lines[7].contains("bad argument #1 to 'json.decode' (string expected, got number)"))
     }
 
     /// Objects of up to 16 ASCII keys take a short way (sorted on the

@@ -14,7 +14,7 @@ final class DefineModule: LuaModule {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let source = """
-        local usage, add, encode, decode, pack, unpack, spec_fields, remote, note, queued, check, fast_name = ...
+        local usage, add, encode, decode, pack, unpack, spec_fields, remote, note, queued, check, fast_name, null = ...
         local defined = {}
         -- With a store, an attempt lost with its worker is tried again
         -- unless the task says how to retry.
@@ -42,6 +42,9 @@ final class DefineModule: LuaModule {
           local t = type(v)
           if t == "table" then return "{…}" end
           if k ~= nil and secret_key(k) then return "***" end
+          -- json.null's tostring is an address: a name, and so the task's
+          -- identity, would change from run to run
+          if v == null then return "null" end
           if t ~= "string" then return tostring(v) end
           if v:find("://", 1, true) then
             v = v:gsub("(//[^/@:]*):[^/@]*@", "%1:***@")
@@ -60,7 +63,11 @@ final class DefineModule: LuaModule {
           local ta, tb = math.type(a), math.type(b)
           if ta == "integer" and tb == "integer" then return a < b end
           if not ta and not tb and type(a) == "string" and type(b) == "string" then return a < b end
-          return tostring(a) < tostring(b)
+          local sa, sb = tostring(a), tostring(b)
+          if sa ~= sb then return sa < sb end
+          -- 1 and "1": the number first (equal, they took the order pairs
+          -- gave, which changes from run to run, and the name with it)
+          return type(a) < type(b)
         end
         -- Runs once per task (its default name): one key, the usual case,
         -- is shown without sorting or gathering (a fifth of the time).
@@ -232,7 +239,8 @@ final class DefineModule: LuaModule {
         lua_rotate(L, -2, 1)  // …, remote, note, queued
         push({ L in DefineModule.this(L!).jsonProblem(L!) }, in: L)
         push({ L in DefineModule.this(L!).fastName(L!) }, in: L)
-        guard tasker_pcall_traceback(L, 12, 2) == LUA_OK else {
+        lua_pushlightuserdata(L, JSONModule.null)
+        guard tasker_pcall_traceback(L, 13, 2) == LUA_OK else {
             preconditionFailure("tasker.define did not load: \(s.describe(-1))")
         }
         startRef = luaL_ref(L, tasker_registryindex())

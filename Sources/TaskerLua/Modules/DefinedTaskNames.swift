@@ -9,7 +9,7 @@ extension DefineModule {
     /// `fast_name(name, args)`: the default name (`resize(dst=b.png,
     /// src=a.png)`) when args are the usual kind: nil, or a table without
     /// a metatable whose keys are ASCII strings and whose values are
-    /// strings without `://`, integers, booleans or tables, the text short
+    /// strings without `://`, integers, booleans, `json.null` or tables, the text short
     /// enough not to be cut. nil otherwise: the Lua `short_args` then names
     /// it, and both give the same text (Lua's `tostring` of an integer went
     /// through `snprintf`, a third of a no-op task's add).
@@ -101,6 +101,7 @@ extension DefineModule {
         case LUA_TTABLE, LUA_TBOOLEAN: return true
         case LUA_TNUMBER: return tasker_isinteger_value(L, i) != 0
         case LUA_TSTRING: return !containsURLMark(bytes(L, i))
+        case LUA_TLIGHTUSERDATA: return lua_touserdata(L, i) == JSONModule.null
         default: return false
         }
     }
@@ -111,6 +112,7 @@ extension DefineModule {
         case _ where secret: out.append(contentsOf: "***".utf8)
         case LUA_TSTRING: out.append(contentsOf: bytes(L, i))
         case LUA_TNUMBER: DecimalText.append(Int64(tasker_tointeger(L, i, nil)), to: &out)
+        case LUA_TLIGHTUSERDATA: out.append(contentsOf: "null".utf8)  // json.null
         default: out.append(contentsOf: (lua_toboolean(L, i) != 0 ? "true" : "false").utf8)
         }
     }

@@ -117,7 +117,17 @@ struct LuaJSONEncoder {
             tasker_pop(L, 1)
             let name: String
             switch lua_type(L, -1) {
-            case LUA_TSTRING: name = LuaStack(L).string(-1) ?? ""
+            case LUA_TSTRING:
+                var len = 0
+                let p = tasker_tostring(L, -1, &len)!
+                let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: len)
+                // a key is a string like any other: not UTF-8, refused (it
+                // was written with U+FFFD and read back as another key)
+                guard lossy || String(validating: bytes, as: UTF8.self) != nil else {
+                    tasker_pop(L, 2)
+                    throw JSONError(message: "cannot encode a string that is not valid UTF-8")
+                }
+                name = String(decoding: bytes, as: UTF8.self)
             case LUA_TNUMBER where tasker_isinteger_value(L, -1) != 0:
                 name = String(tasker_tointeger(L, -1, nil))
                 readsBackOtherwise = true
