@@ -105,23 +105,31 @@ import Testing
         #expect(try db.sync { c in try QueueStore.finished(ids: [j.id], c) }.map(\.result) == ["[2]"])
     }
 
-    /// Neither a claim nor a completion changes an indexed column: with
-    /// room on the page both are HOT updates (no new index entries), and a
-    /// cancelled queued job leaves the queue's list.
+    /// Neither a claim nor a completion changes an indexed column, and a
+    /// job's row has room for its three versions (queued, claimed,
+    /// finished) on its page even while another session's snapshot keeps
+    /// the first from being pruned: both are HOT updates (no new index
+    /// entries; the row stays on its page). A cancelled queued job leaves
+    /// the queue's list.
     @Test func claimsAndCompletionsAreHOTUpdates() throws {
-        try db.sync { c in try QueueStore.enqueue(run: "r1", (1...50).map { job($0) }, c) }
+        try db.sync { c in try QueueStore.enqueue(run: "r1", (1...200).map { job($0) }, c) }
+        let pages = "SELECT string_agg(((ctid::text)::point)[0]::text, ',' ORDER BY id) FROM tasker_jobs"
+        let pagesBefore = try db.sync { c in try c.query(pages).first?.optionalText(0) }
+        let reader = PGThread(url: url, name: "old snapshot")
+        defer { reader.stop() }
+        try reader.sync { c in try c.execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM tasker_jobs") }
         var hotBefore = try hotUpdates()
-        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 50, versions: QueueStoreTests.work, c) }
-        #expect(js.count == 50)
+        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 200, versions: QueueStoreTests.work, c) }
+        #expect(js.count == 200)
         let hotClaims = try hotUpdates() - hotBefore
-        #expect(hotClaims > 25, "\(hotClaims) of 50 claims were HOT")
+        #expect(hotClaims == 200, "\(hotClaims) of 200 claims were HOT")
         hotBefore = try hotUpdates()
         #expect(try db.sync { c in
             try QueueStore.complete(js.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[]") }, c)
         }.isEmpty)
-        // (not all: a page the claims filled has no room until pruned)
         let hot = try hotUpdates() - hotBefore
-        #expect(hot > 0, "\(hot) of 50 completions were HOT")
+        #expect(hot == 200, "\(hot) of 200 completions were HOT")
+        #expect(try db.sync { c in try c.query(pages).first?.optionalText(0) } == pagesBefore)
         try db.sync { c in
             try QueueStore.enqueue(run: "r2", [job(1)], c)
             try QueueStore.cancel(run: "r2", attempts: [(1, 1)], c)
