@@ -157,8 +157,9 @@ extension QueueStore {
     /// Bytes past which a table of few live rows is shrunk: its heap
     /// vacuumed (VACUUM gives empty trailing pages back), its indexes
     /// rebuilt (an index keeps every page it ever had: 50,000 jobs leave
-    /// ~10 MiB).
-    static let bigBytes = 4 << 20
+    /// 3.5 MiB, all of it kept at a bound of 4 MiB; fewer than
+    /// `fewLiveRows` rows need well under one).
+    static let bigBytes = 1 << 20
     /// Live rows under which shrinking is cheap and worth it (their fresh
     /// indexes take well under a MiB).
     static let fewLiveRows = 1000
