@@ -340,15 +340,18 @@ public final class QueueCoordinator: RemoteQueue {
         })
     }
 
-    /// `run id,id,…` (or just `run`): attempts of some run finished.
+    /// Attempts of some run finished (see `DoneNotice`): those whose
+    /// results it gives are delivered at once, the others are read.
     private func notified(_ payload: String) {
-        let parts = payload.split(separator: " ", maxSplits: 1)
-        guard parts.first.map(String.init) == run else { return }
-        if parts.count == 2 {
-            fetch(ids: parts[1].split(separator: ",").compactMap { Int64($0) })
-        } else {
-            fetch(scan: true)
+        guard let notice = DoneNotice.parse(payload, run: run) else { return }
+        guard let ids = notice.ids else { return fetch(scan: true) }
+        if !notice.given.isEmpty {
+            deliver(notice.given.map { g in
+                FinishedJob(task: g.task, attempt: g.attempt, state: "succeeded", result: g.result, error: nil, errorKind: nil,
+                            errorWhere: nil, errorValue: nil, name: "", version: nil, ranVersion: nil, worker: nil, seq: 0)
+            })
         }
+        if !ids.isEmpty { fetch(ids: ids) }
     }
 
     /// Reads finished attempts: those named, or (`scan`) any this run still
@@ -387,9 +390,20 @@ public final class QueueCoordinator: RemoteQueue {
     }
 
     private func fetched(_ rows: [FinishedJob]) {
+        deliver(rows)
+        let again = state.withLock { s in
+            s.fetching = false
+            return (!s.named.isEmpty || s.scan) && s.gaveUp == nil
+        }
+        if again { fetch() }
+    }
+
+    /// Hands each finished attempt still waited for to its waiter, once
+    /// (a notice and a look may both find it).
+    private func deliver(_ rows: [FinishedJob]) {
         var deliveries: [(@Sendable (RemoteOutcome) -> Void, RemoteOutcome)] = []
         var otherVersions: [FinishedJob] = []
-        let (again, loop) = state.withLock { s in
+        let loop = state.withLock { s in
             for r in rows {
                 guard let w = s.waiting.removeValue(forKey: Key(task: r.task, attempt: r.attempt)) else { continue }
                 deliveries.append((w.done, Self.outcome(r)))
@@ -397,8 +411,7 @@ public final class QueueCoordinator: RemoteQueue {
                     otherVersions.append(r)
                 }
             }
-            s.fetching = false
-            return ((!s.named.isEmpty || s.scan) && s.gaveUp == nil, s.deliveryLoop)
+            return s.deliveryLoop
         }
         for r in otherVersions {
             warn("'\(r.name)' ran on worker \(r.worker ?? "?") with another version of its definition "
@@ -410,7 +423,6 @@ public final class QueueCoordinator: RemoteQueue {
         } else {
             for (cb, o) in deliveries { cb(o) }
         }
-        if again { fetch() }
     }
 
     static func outcome(_ r: FinishedJob) -> RemoteOutcome {

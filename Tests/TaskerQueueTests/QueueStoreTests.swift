@@ -517,9 +517,65 @@ import Testing
         let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 2, versions: QueueStoreTests.work, c) }
         _ = try db.sync { c in try QueueStore.complete(js.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: "[]") }, c) }
         let got = try #require(payloads.wait())
-        let ids = got.split(separator: " ")[1].split(separator: ",").compactMap { Int64($0) }
-        #expect(got.hasPrefix("r1 "))
-        #expect(Set(ids) == Set(js.map(\.id)))
+        // (no version given here: the rows are named, not their results)
+        let notice = try #require(DoneNotice.parse(got, run: "r1"))
+        #expect(Set(notice.ids ?? []) == Set(js.map(\.id)) && notice.given.isEmpty)
+    }
+
+    /// A completion's notice gives the short results of attempts that
+    /// succeeded on the coordinator's version of their definition, so the
+    /// coordinator need not read their rows, and names every other job it
+    /// finished: failed, a long result, another version, no version.
+    @Test func aCompletionGivesShortResultsOfItsOwnVersionAndNamesTheRest() throws {
+        let payloads = PayloadBox()
+        let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 30,
+                                  onNotify: { _, p in payloads.add(p) }, onTick: {})
+        defer { listener.stop() }
+        func versioned(_ task: Int, _ version: String?) -> RemoteAttempt {
+            RemoteAttempt(task: task, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil, version: version)
+        }
+        let long = "[\"" + String(repeating: "x", count: 300) + "\"]"
+        try db.sync { c in
+            try QueueStore.enqueue(run: "r1", [versioned(1, "v1"), versioned(2, "v1"), versioned(3, "v1"), versioned(4, "v1"),
+                                               versioned(5, "v0"), versioned(6, nil)], c)
+        }
+        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 6, versions: QueueStoreTests.work, c) }
+        #expect(js.count == 6)
+        let task: [Int64: Int] = try db.sync { c in
+            Dictionary(uniqueKeysWithValues: try c.query("SELECT id, task FROM tasker_jobs").rows.map { r in (try r.int64(0), try r.int(1)) })
+        }
+        let done = js.map { j -> JobCompletion in
+            switch task[j.id] {
+            case 1: return JobCompletion(id: j.id, claim: j.claim, state: .succeeded, result: "[1,\"a b\\\"c\"]")
+            case 2: return JobCompletion(id: j.id, claim: j.claim, state: .succeeded, result: nil)
+            case 3: return JobCompletion(id: j.id, claim: j.claim, state: .failed, error: "boom", errorKind: "error")
+            case 4: return JobCompletion(id: j.id, claim: j.claim, state: .succeeded, result: long)
+            default: return JobCompletion(id: j.id, claim: j.claim, state: .succeeded, result: "[5]")
+            }
+        }
+        #expect(try db.sync { c in try QueueStore.complete(done, c) } == [])
+        let payload = try #require(payloads.wait())
+        let notice = try #require(DoneNotice.parse(payload, run: "r1"))
+        #expect(notice.given == [DoneNotice.Given(task: 1, attempt: 1, result: "[1,\"a b\\\"c\"]"),
+                                 DoneNotice.Given(task: 2, attempt: 1, result: "[]")])
+        #expect(Set((notice.ids ?? []).compactMap { task[$0] }) == [3, 4, 5, 6])
+    }
+
+    /// Results too long together for one payload: every job is named.
+    @Test func aNoticeTooLongForAPayloadNamesEveryJob() throws {
+        let payloads = PayloadBox()
+        let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 30,
+                                  onNotify: { _, p in payloads.add(p) }, onTick: {})
+        defer { listener.stop() }
+        let jobs = (1...40).map { RemoteAttempt(task: $0, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil, version: "v1") }
+        try db.sync { c in try QueueStore.enqueue(run: "r1", jobs, c) }
+        let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 40, versions: QueueStoreTests.work, c) }
+        let result = "[\"" + String(repeating: "y", count: 240) + "\"]"
+        _ = try db.sync { c in try QueueStore.complete(js.map { JobCompletion(id: $0.id, claim: $0.claim, state: .succeeded, result: result) }, c) }
+        let got = try #require(payloads.wait())
+        #expect(got.utf8.count < 8000)
+        let notice = try #require(DoneNotice.parse(got, run: "r1"))
+        #expect(Set(notice.ids ?? []) == Set(js.map(\.id)) && notice.given.isEmpty)
     }
 
     @Test func queueConnectionsPlanWithoutJIT() throws {
