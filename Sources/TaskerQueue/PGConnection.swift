@@ -188,6 +188,18 @@ final class PGConnection {
         }
     }
 
+    /// A statement whose answer was not waited for (`answerWait`), or
+    /// whose process died, goes on in the server until it notices the
+    /// connection is closed: it looks every 5 s while one runs (PostgreSQL
+    /// 14 and later), else each such statement would hold a backend and
+    /// its locks (a schema upgrade's, every later tasker waiting behind).
+    static func dropStatementsOfAGoneClient(_ c: PGConnection) throws {
+        try c.query("""
+            SELECT set_config('client_connection_check_interval', '5000', false)
+            WHERE current_setting('server_version_num')::int >= 140000
+            """)
+    }
+
     /// Runs several statements without parameters (set-up; maintenance,
     /// which may rightly take long, `waitingForEver`).
     func execute(_ sql: String, waitingForEver: Bool = false) throws {

@@ -139,6 +139,7 @@ final class PGSession {
         do {
             let c = try PGConnection(url: url, answerWait: answerWait)
             do {
+                try PGConnection.dropStatementsOfAGoneClient(c)
                 try setUp(c)
             } catch {
                 let e = PGError(error)

@@ -56,14 +56,6 @@ public final class PGThread: @unchecked Sendable {
         // rescue's small UPDATE was compiled on every heartbeat (60-190 ms
         // in which the worker claimed nothing).
         try c.execute("SET enable_seqscan TO off; SET enable_bitmapscan TO off; SET jit TO off")
-        // A statement whose answer was not waited for (`answerWait`) goes
-        // on in the server until it notices the connection is closed: it
-        // looks every 5 s while one runs (PostgreSQL 14 and later), else
-        // each abandoned statement would hold a backend (and its locks).
-        try c.query("""
-            SELECT set_config('client_connection_check_interval', '5000', false)
-            WHERE current_setting('server_version_num')::int >= 140000
-            """)
     }
 
     /// Runs `body` on the thread with a live connection. When the

@@ -180,7 +180,11 @@ enum QueueSchema {
             if found == version { return }
         }
         try c.transaction {
-            try c.query("SELECT pg_advisory_xact_lock(7165421)")
+            // Waited for as long as the upgrade it waits behind: that one
+            // may itself wait for a lock (a VACUUM of the jobs), and this
+            // process's other connection may be the one upgrading (given
+            // up, the run failed as if the server were away).
+            try c.execute("SELECT pg_advisory_xact_lock(7165421)", waitingForEver: true)
             try c.execute("CREATE TABLE IF NOT EXISTS tasker_schema (version int NOT NULL)")
             let found = try storedVersion(c)
             if found > version { throw newer(found) }

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresTestServer
+import Synchronization
 import Testing
 @testable import TaskerQueue
 
@@ -121,6 +122,57 @@ import Testing
         // a second process finds it current and changes nothing
         try db.sync { c in try QueueSchema.ensure(c) }
         #expect(try db.sync { c in try c.query("SELECT count(*) FROM tasker_schema").first?.int(0) } == 1)
+    }
+
+    /// An upgrade waits behind a lock on the jobs (a VACUUM holds one that
+    /// version 5's ALTER waits for), and another connection's upgrade waits
+    /// behind it, however long past an answer's wait: a coordinator's two
+    /// connections do this, and the second giving up failed the run as if
+    /// the server were away.
+    @Test func upgradesBehindALockWaitItOut() async throws {
+        let url = try await PostgresTestServer.freshDatabase().url
+        let setup = PGThread(url: url, name: "schema")
+        defer { setup.stop() }
+        try setup.sync { c in
+            try QueueSchema.ensure(c)
+            try c.execute("UPDATE tasker_schema SET version = \(QueueSchema.version - 1)")
+            try c.execute("BEGIN; LOCK TABLE tasker_jobs IN SHARE UPDATE EXCLUSIVE MODE")
+        }
+        let answerWait = 0.3
+        let first = PGThread(url: url, name: "first", outageLimit: 0.5, answerWait: answerWait)
+        let second = PGThread(url: url, name: "second", outageLimit: 0.5, answerWait: answerWait)
+        defer { first.stop(); second.stop() }
+        // on threads of their own, started now: each blocks until the lock
+        // goes (the suite's shared threads may all be busy)
+        let ended = DispatchSemaphore(value: 0)
+        let failures = Mutex<[String]>([])
+        for db in [first, second] {
+            Thread {
+                do { try db.sync { c in try QueueSchema.ensure(c) } } catch { failures.withLock { $0.append("\(error)") } }
+                ended.signal()
+            }.start()
+        }
+        // both wait: one for the table, the other for the first (seen from
+        // outside the lock's transaction, whose view of the server's
+        // activity stays as it first read it)
+        let watcher = PGThread(url: url, name: "watcher")
+        defer { watcher.stop() }
+        let deadline = Date(timeIntervalSinceNow: 30)
+        var waiting = 0
+        while waiting < 2 && Date() < deadline {
+            waiting = try watcher.sync { c in
+                try c.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
+                    .first?.int(0) ?? 0
+            }
+            if waiting < 2 { try await Task.sleep(nanoseconds: 20_000_000) }
+        }
+        #expect(waiting == 2)
+        // well past an answer's wait and the outage limit
+        try await Task.sleep(nanoseconds: UInt64(4 * answerWait * 1e9))
+        try setup.sync { c in try c.execute("COMMIT") }
+        for _ in 0..<2 { #expect(ended.wait(timeout: .now() + 60) == .success) }
+        #expect(failures.withLock { $0 } == [])
+        #expect(try setup.sync { c in try QueueSchema.storedVersion(c) } == QueueSchema.version)
     }
 
     @Test func aStoreFromANewerTaskerIsRefusedWithTheReason() async throws {
