@@ -138,9 +138,10 @@ import Testing
             try c.execute("UPDATE tasker_schema SET version = \(QueueSchema.version - 1)")
             try c.execute("BEGIN; LOCK TABLE tasker_jobs IN SHARE UPDATE EXCLUSIVE MODE")
         }
-        let answerWait = 0.3
-        let first = PGThread(url: url, name: "first", outageLimit: 0.5, answerWait: answerWait)
-        let second = PGThread(url: url, name: "second", outageLimit: 0.5, answerWait: answerWait)
+        // short, yet long enough for a loaded machine's other statements
+        let answerWait = 1.0, outageLimit = 1.0
+        let first = PGThread(url: url, name: "first", outageLimit: outageLimit, answerWait: answerWait)
+        let second = PGThread(url: url, name: "second", outageLimit: outageLimit, answerWait: answerWait)
         defer { first.stop(); second.stop() }
         // on threads of their own, started now: each blocks until the lock
         // goes (the suite's shared threads may all be busy)
@@ -159,16 +160,16 @@ import Testing
         defer { watcher.stop() }
         let deadline = Date(timeIntervalSinceNow: 30)
         var waiting = 0
-        while waiting < 2 && Date() < deadline {
+        while waiting < 2 && Date() < deadline && failures.withLock({ $0.isEmpty }) {
             waiting = try watcher.sync { c in
                 try c.query("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()")
                     .first?.int(0) ?? 0
             }
             if waiting < 2 { try await Task.sleep(nanoseconds: 20_000_000) }
         }
-        #expect(waiting == 2)
-        // well past an answer's wait and the outage limit
-        try await Task.sleep(nanoseconds: UInt64(4 * answerWait * 1e9))
+        #expect(waiting == 2, "\(failures.withLock { $0 })")
+        // twice past an answer's wait and the outage limit after it
+        try await Task.sleep(nanoseconds: UInt64(2 * (answerWait + outageLimit) * 1e9))
         try setup.sync { c in try c.execute("COMMIT") }
         for _ in 0..<2 { #expect(ended.wait(timeout: .now() + 60) == .success) }
         #expect(failures.withLock { $0 } == [])
