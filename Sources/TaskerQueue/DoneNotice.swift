@@ -107,3 +107,13 @@ struct DoneNotice: Equatable {
         return n
     }
 }
+
+extension FinishedJob {
+    /// An attempt whose result a notice gave: it succeeded on the
+    /// coordinator's version of its definition, so there is no version to
+    /// warn about and no row was read.
+    init(given g: DoneNotice.Given) {
+        self.init(task: g.task, attempt: g.attempt, state: "succeeded", result: g.result, error: nil, errorKind: nil,
+                  errorWhere: nil, errorValue: nil, name: "", version: nil, ranVersion: nil, worker: nil, seq: 0)
+    }
+}

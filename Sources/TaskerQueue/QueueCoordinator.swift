@@ -345,12 +345,7 @@ public final class QueueCoordinator: RemoteQueue {
     private func notified(_ payload: String) {
         guard let notice = DoneNotice.parse(payload, run: run) else { return }
         guard let ids = notice.ids else { return fetch(scan: true) }
-        if !notice.given.isEmpty {
-            deliver(notice.given.map { g in
-                FinishedJob(task: g.task, attempt: g.attempt, state: "succeeded", result: g.result, error: nil, errorKind: nil,
-                            errorWhere: nil, errorValue: nil, name: "", version: nil, ranVersion: nil, worker: nil, seq: 0)
-            })
-        }
+        if !notice.given.isEmpty { deliver(notice.given.map(FinishedJob.init(given:))) }
         if !ids.isEmpty { fetch(ids: ids) }
     }
 

@@ -151,9 +151,10 @@ enum QueueSchema {
     /// which a claim deletes from, and no index of `tasker_jobs` depends on
     /// its state: a claim's update of the job, like its completion, changes
     /// no indexed column and, with room on the page (a job's row has three
-    /// versions: version 5 gives them room), is a HOT update: no new index entries. Two
-    /// clients claiming and completing 250 at a time: 57-62k jobs/s with
-    /// the queued index of version 2, 88-90k with this (measured).
+    /// versions: version 5 gives them room), is a HOT update: no new index
+    /// entries. Two clients claiming and completing 250 at a time: 57-62k
+    /// jobs/s with the queued index of version 2, 88-90k with this
+    /// (measured).
     static let queueTable = """
         CREATE TABLE IF NOT EXISTS tasker_queue (id bigint NOT NULL, priority int NOT NULL, name text NOT NULL);
         CREATE INDEX IF NOT EXISTS tasker_queue_order ON tasker_queue (priority DESC, id);

@@ -338,6 +338,14 @@ import Testing
     }
 
     /// HOT updates of `tasker_jobs` so far (this connection's flushed first).
+    /// The payloads of `tasker_done`, as a coordinator hears them.
+    func doneNotices() -> (PayloadBox, PGListener) {
+        let payloads = PayloadBox()
+        let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 30,
+                                  onNotify: { _, p in payloads.add(p) }, onTick: {})
+        return (payloads, listener)
+    }
+
     func hotUpdates() throws -> Int {
         try db.sync { c in
             try c.query("SELECT pg_stat_force_next_flush()")
@@ -509,9 +517,7 @@ import Testing
     }
 
     @Test func aCompletionNotifiesItsRunWithTheFinishedIDs() throws {
-        let payloads = PayloadBox()
-        let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 30,
-                                  onNotify: { _, p in payloads.add(p) }, onTick: {})
+        let (payloads, listener) = doneNotices()
         defer { listener.stop() }
         try db.sync { c in try QueueStore.enqueue(run: "r1", [job(1), job(2)], c) }
         let js = try db.sync { c in try QueueStore.claim(worker: "w", limit: 2, versions: QueueStoreTests.work, c) }
@@ -527,9 +533,7 @@ import Testing
     /// coordinator need not read their rows, and names every other job it
     /// finished: failed, a long result, another version, no version.
     @Test func aCompletionGivesShortResultsOfItsOwnVersionAndNamesTheRest() throws {
-        let payloads = PayloadBox()
-        let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 30,
-                                  onNotify: { _, p in payloads.add(p) }, onTick: {})
+        let (payloads, listener) = doneNotices()
         defer { listener.stop() }
         func versioned(_ task: Int, _ version: String?) -> RemoteAttempt {
             RemoteAttempt(task: task, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil, version: version)
@@ -563,9 +567,7 @@ import Testing
 
     /// Results too long together for one payload: every job is named.
     @Test func aNoticeTooLongForAPayloadNamesEveryJob() throws {
-        let payloads = PayloadBox()
-        let listener = PGListener(url: url, channels: [QueueStore.doneChannel], tick: 30,
-                                  onNotify: { _, p in payloads.add(p) }, onTick: {})
+        let (payloads, listener) = doneNotices()
         defer { listener.stop() }
         let jobs = (1...40).map { RemoteAttempt(task: $0, attempt: 1, name: "work", args: "{}", priority: 0, timeout: nil, version: "v1") }
         try db.sync { c in try QueueStore.enqueue(run: "r1", jobs, c) }
