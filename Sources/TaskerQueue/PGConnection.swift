@@ -15,27 +15,23 @@ public struct PGError: Error, CustomStringConvertible {
 /// One blocking libpq connection: a thin typed layer (connect, run with
 /// text parameters, read text results, LISTEN notifications). Used by one
 /// thread at a time, its owner (`PGThread`): libpq blocks.
-/// libpq, loaded at the first connection (see `CPostgresLoader`).
-public enum PostgresLibrary {
-    /// Starts loading libpq on a thread of its own, so that the first
-    /// connection does not wait for it: it and the ~30 libraries it needs
-    /// (TLS, Kerberos, LDAP) take ~6 ms to load here, in a process whose
-    /// start to its first statement takes ~20. A failure is the first
-    /// connection's to report.
-    public static func loadAhead() {
-        Thread {
-            var err = [CChar](repeating: 0, count: 8)
-            _ = tasker_pq_load(&err, err.count)
-        }.start()
-    }
-}
-
 final class PGConnection {
     private let conn: OpaquePointer
 
     /// How long a statement's answer is waited for (see
     /// `defaultAnswerWait`; nil: for ever).
-    private let answerWait: Double?
+    fileprivate(set) var answerWait: Double?
+
+    /// A connection to `url`: one opened ahead for it if any is left (see
+    /// `PGConnectionsAhead`), else a new one.
+    static func open(url: String, answerWait: Double? = PGConnection.defaultAnswerWait) throws -> PGConnection {
+        if let ahead = PGConnectionsAhead.take(url: url) {
+            let c = try ahead.get()
+            c.answerWait = answerWait
+            return c
+        }
+        return try PGConnection(url: url, answerWait: answerWait)
+    }
 
     /// Connects to `url` (`postgres://user@host:port/db?...`).
     init(url: String, answerWait: Double? = PGConnection.defaultAnswerWait) throws {

@@ -54,7 +54,7 @@ public final class PGListener: Sendable {
 
     private func connect() -> PGConnection? {
         do {
-            let c = try PGConnection(url: url)
+            let c = try PGConnection.open(url: url)
             for ch in channels { try c.execute("LISTEN \(c.quotedIdentifier(ch))") }
             return c
         } catch {

@@ -137,7 +137,7 @@ final class PGSession {
         if let c = connection, !c.isBroken { return c }
         connection = nil
         do {
-            let c = try PGConnection(url: url, answerWait: answerWait)
+            let c = try PGConnection.open(url: url, answerWait: answerWait)
             do {
                 try PGConnection.dropStatementsOfAGoneClient(c)
                 try setUp(c)
