@@ -205,7 +205,8 @@ final class PGConnection {
         defer { PQclear(result) }
         let status = PQresultStatus(result)
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
-            throw PGError(message: Self.trimmed(String(cString: PQresultErrorMessage(result))), sqlState: nil)
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+            throw PGError(message: Self.trimmed(String(cString: PQresultErrorMessage(result))), sqlState: state)
         }
     }
 

@@ -182,8 +182,9 @@ extension QueueStore {
     /// the primary key, and only once the indexes are big): the server's
     /// estimate is what the last vacuum extrapolated from the pages it
     /// read, thousands of rows off for a minute after a big sweep.
+    /// `waits`: seconds the rebuild waits for a lock (see below).
     @discardableResult
-    static func reindexIfBloated(_ kept: Kept, _ c: PGConnection) throws -> Bool {
+    static func reindexIfBloated(_ kept: Kept, waits: Double = 10, _ c: PGConnection) throws -> Bool {
         // `relid` is the kept table, and no run going on: a rebuild beside
         // a stream of jobs doubles their index work (and was seen beside a
         // stall); on a table of no run it takes milliseconds. No parameters
@@ -208,6 +209,12 @@ extension QueueStore {
             JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_namespace n ON n.oid = i.relnamespace
             WHERE x.indrelid = '\(kept.table)'::regclass AND NOT x.indisvalid AND i.relname ~ $1
             """, [kept.cutRebuildIndexName])
+        // Both wait for every transaction older than each of their steps,
+        // with the sweepers' lock held: one that began meanwhile (a
+        // `pg_dump`) stops them after `waits` instead of holding every
+        // sweeper's vacuum until it ends. A cut rebuild's copies go next time.
+        try c.execute("SET lock_timeout = '\(Int(waits * 1000))ms'")
+        defer { _ = try? c.execute("SET lock_timeout TO DEFAULT") }
         for row in invalid.rows {
             try c.execute("DROP INDEX CONCURRENTLY IF EXISTS \(try row.text(0))", waitingForEver: true)
         }
@@ -217,5 +224,25 @@ extension QueueStore {
         guard try bloated.first?.bool(0) == true else { return !invalid.rows.isEmpty }
         try c.execute("REINDEX TABLE CONCURRENTLY \(kept.table)", waitingForEver: true)
         return true
+    }
+
+    /// The oldest transaction id other sessions of this database hold (a
+    /// snapshot's xmin, a writing transaction's own id, a prepared
+    /// transaction's), or held for it by a replication slot; nil: none.
+    /// Not autovacuum's (a vacuum's own snapshot holds no other back).
+    /// Every session's ids are shown to every role, unlike its times.
+    static func oldestHeld(_ c: PGConnection) throws -> String? {
+        try c.query("""
+            SELECT x::text FROM (
+              SELECT backend_xmin AS x FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker'
+                AND backend_xmin IS NOT NULL
+              UNION ALL SELECT backend_xid FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker'
+                AND backend_xid IS NOT NULL
+              UNION ALL SELECT transaction FROM pg_prepared_xacts WHERE database = current_database()
+              UNION ALL SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
+            ) held ORDER BY age(x) DESC LIMIT 1
+            """).first?.optionalText(0)
     }
 }

@@ -5,7 +5,8 @@ import TaskerCore
 /// deletes the finished rows of runs that ended more than `retain` seconds
 /// ago, in batches (outside a burst of jobs, or every 3 s: see
 /// `QueueWorker`), vacuums each table when dead rows pile up, rebuilds its
-/// indexes when they stay big over a near-empty table, and every 30 s
+/// indexes when they stay big over a near-empty table (neither while an
+/// old snapshot keeps them from doing any good: `HeldSnapshots`), and every 30 s
 /// tidies the list (`QueueStore.tidyList`), on a connection of its own
 /// (claims and completions never wait behind it). One sweep at a time; a
 /// sweep goes on until nothing is left or the worker stops.
@@ -18,6 +19,8 @@ final class QueueSweeper: Sendable {
         /// Tables vacuumed in a burst since they were last shrunk: their
         /// empty pages wait for a quiet sweep.
         var pagesKept: Set<String> = []
+        /// Other sessions' snapshots, as far as the upkeep goes.
+        var held = HeldSnapshots()
     }
     private let state = Mutex(State())
     /// Rows deleted so far (tests, logs).
@@ -59,17 +62,25 @@ final class QueueSweeper: Sendable {
                 if n < Retention.batch {
                     try QueueStore.forgetSweptRuns(retain: retain, c)
                     try tidyListIfDue(c)
+                    let oldest = try QueueStore.oldestHeld(c)
+                    let rebuilds = state.withLock { s in
+                        s.held.look(oldest)
+                        return !s.held.heldSinceLastLook
+                    }
                     // each table's upkeep on its own: one that fails does not skip the other's
                     var failure: Error?
                     for kept in QueueStore.Kept.all {
                         do {
-                            let owed = state.withLock { $0.pagesKept.contains(kept.table) }
-                            if try QueueStore.vacuumIfDead(kept, shrinking: !inBurst, pagesKept: owed, c) {
+                            let (owed, may) = state.withLock { s in
+                                (s.pagesKept.contains(kept.table), s.held.mayVacuum(kept.table, now: Monotonic.now()))
+                            }
+                            if may, try QueueStore.vacuumIfDead(kept, shrinking: !inBurst, pagesKept: owed, c) {
                                 state.withLock { s in
                                     if inBurst { s.pagesKept.insert(kept.table) } else { s.pagesKept.remove(kept.table) }
+                                    s.held.vacuumed(kept.table, at: Monotonic.now())
                                 }
                             }
-                            if !inBurst { try QueueStore.reindexIfBloated(kept, c) }
+                            if !inBurst && rebuilds { try QueueStore.reindexIfBloated(kept, c) }
                         } catch {
                             failure = failure ?? error
                         }
