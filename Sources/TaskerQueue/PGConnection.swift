@@ -127,10 +127,13 @@ final class PGConnection {
     /// the rows as text (nil for NULL). Statements are prepared on first use
     /// and kept by their text (planning a claim cost about as much as
     /// running it), so a statement's text must not vary with its data:
-    /// values go in parameters, lists in array parameters.
+    /// values go in parameters, lists in array parameters. `once`: a
+    /// statement a connection runs once (its set-up, a registration): sent
+    /// with its parameters, not prepared first (a round trip less each, on
+    /// the way to a run's first job).
     @discardableResult
-    func query(_ sql: String, _ params: [String?] = []) throws -> PGRows {
-        let name = try preparedName(sql, params.count)
+    func query(_ sql: String, _ params: [String?] = [], once: Bool = false) throws -> PGRows {
+        let name = once ? nil : try preparedName(sql, params.count)
         var cStrings: [UnsafeMutablePointer<CChar>?] = params.map { $0.map { strdup($0) } ?? nil }
         defer { for p in cStrings { free(p) } }
         let sent: Int32 = cStrings.withUnsafeMutableBufferPointer { buf in
@@ -193,7 +196,7 @@ final class PGConnection {
         try c.query("""
             SELECT set_config('client_connection_check_interval', '5000', false)
             WHERE current_setting('server_version_num')::int >= 140000
-            """)
+            """, once: true)
     }
 
     /// Runs several statements without parameters (set-up; maintenance,

@@ -42,11 +42,12 @@ public final class PGThread: @unchecked Sendable {
     }
 
     static func setUp(_ c: PGConnection) throws {
-        // A commit the server loses in a crash (the last few hundred ms)
-        // costs a rerun, never a wrong result: bodies run at least once, a
-        // result counts once. Not waiting for each flush is worth ~2x here.
-        try c.execute("SET synchronous_commit TO off")
-        // Every queue statement finds its rows by key (ids, a run's tasks,
+        // One round trip for all four.
+        // `synchronous_commit`: a commit the server loses in a crash (the
+        // last few hundred ms) costs a rerun, never a wrong result: bodies
+        // run at least once, a result counts once. Not waiting for each
+        // flush is worth ~2x here.
+        // The planner's switches: every queue statement finds its rows by key (ids, a run's tasks,
         // the queued index walked in order), and statements are prepared: a
         // plan made while the table was small must not stay a sequential
         // scan once it is large, nor a claim become a bitmap scan that reads
@@ -55,7 +56,7 @@ public final class PGThread: @unchecked Sendable {
         // rule out at ~1e10, over the JIT thresholds: without `jit off` the
         // rescue's small UPDATE was compiled on every heartbeat (60-190 ms
         // in which the worker claimed nothing).
-        try c.execute("SET enable_seqscan TO off; SET enable_bitmapscan TO off; SET jit TO off")
+        try c.execute("SET synchronous_commit TO off; SET enable_seqscan TO off; SET enable_bitmapscan TO off; SET jit TO off")
     }
 
     /// Runs `body` on the thread with a live connection. When the

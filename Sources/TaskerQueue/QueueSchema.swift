@@ -169,7 +169,7 @@ enum QueueSchema {
     /// The store's version (0: none recorded); throws when there is no
     /// version table yet.
     static func storedVersion(_ c: PGConnection) throws -> Int {
-        try c.query("SELECT max(version) FROM tasker_schema").first?.optionalInt(0) ?? 0
+        try c.query("SELECT max(version) FROM tasker_schema", once: true).first?.optionalInt(0) ?? 0
     }
 
     /// Brings the store to this build's version. A store already there is

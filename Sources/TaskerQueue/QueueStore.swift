@@ -416,7 +416,8 @@ enum QueueStore {
             INSERT INTO tasker_workers(id, host, pid, lease, defines, versions) VALUES ($1, $2, $3::int, $4::float8, $5::text[], $6::text[])
             ON CONFLICT (id) DO UPDATE SET heartbeat = now(), stopped = NULL, lease = EXCLUDED.lease,
               defines = EXCLUDED.defines, versions = EXCLUDED.versions
-            """, [worker, host, String(pid), String(lease), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })])
+            """, [worker, host, String(pid), String(lease), PGArray.text(names), PGArray.text(names.map { versions[$0] ?? nil })],
+            once: true)
     }
 
     /// The worker is alive, and why its claims fail if they do (`problem`,
@@ -511,7 +512,7 @@ enum QueueStore {
         try c.query("""
             INSERT INTO tasker_coordinators(run, host, pid, lease) VALUES ($1, $2, $3::int, $4::float8)
             ON CONFLICT (run) DO UPDATE SET host = $2, pid = $3::int, lease = $4::float8, heartbeat = now(), stopped = NULL
-            """, [run, host, String(pid), String(lease)])
+            """, [run, host, String(pid), String(lease)], once: true)
     }
 
     /// The coordinator is alive; false when it had been declared dead (the
@@ -537,7 +538,7 @@ enum QueueStore {
             try c.query("""
                 UPDATE tasker_coordinators SET stopped = now()
                 WHERE run = $1 AND set_config('synchronous_commit', 'on', true) IS NOT NULL
-                """, [run])
+                """, [run], once: true)
             return
         }
         try c.transaction {
