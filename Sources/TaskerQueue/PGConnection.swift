@@ -148,6 +148,11 @@ final class PGConnection {
         return try rows(of: answer(sent: sent, within: answerWait))
     }
 
+    /// Prepares `sql` now, as its first `query` would.
+    func prepare(_ sql: String, parameters: Int) throws {
+        _ = try preparedName(sql, parameters)
+    }
+
     /// Names of the statements prepared on this connection, by their text.
     private var prepared: [String: String] = [:]
     /// More distinct statements than this means texts that vary: those are

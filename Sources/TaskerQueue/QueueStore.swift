@@ -91,6 +91,11 @@ enum QueueStore {
         }
     }
 
+    /// Prepares `enqueue`'s statement ahead of the first insert.
+    static func prepareEnqueue(_ c: PGConnection) throws {
+        try c.prepare(enqueuePlain, parameters: 9)
+    }
+
     private static let enqueuePlain = enqueueStatementText(skippingPresent: false)
     private static let enqueueSkipping = enqueueStatementText(skippingPresent: true)
 
