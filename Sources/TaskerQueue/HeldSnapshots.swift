@@ -11,24 +11,37 @@
 ///
 /// An index rebuild (REINDEX CONCURRENTLY) waits for every transaction
 /// older than each of its steps, holding the sweepers' advisory lock
-/// meanwhile (no other sweeper vacuums): none starts while the same id has
-/// been held since the last look (a second ago, or more).
+/// meanwhile (no other sweeper vacuums): none starts while a session has
+/// held the same id since the last look (a second ago, or more), nor at
+/// the first look, which cannot tell. Prepared transactions and
+/// replication slots hold a vacuum back but no rebuild (it does not wait
+/// for them), so the rebuild looks at sessions' ids alone.
 struct HeldSnapshots {
     static let stuckVacuumEvery: UInt64 = 30_000_000_000
 
-    /// The oldest id held at the last look and the one before (nil: none).
+    /// The oldest id held at the last look (nil: none).
     private(set) var current: String?
-    private var previous: String?
+    /// The oldest id sessions held at the last look and the one before,
+    /// and how many looks there were.
+    private var sessions: String?
+    private var sessionsBefore: String?
+    private var looks = 0
     /// Per table: the oldest id held at its last vacuum, and when that was.
     private var atVacuum: [String: (held: String?, at: UInt64)] = [:]
 
-    mutating func look(_ oldest: String?) {
-        previous = current
+    mutating func look(_ oldest: String?, bySessions: String?) {
         current = oldest
+        sessionsBefore = sessions
+        sessions = bySessions
+        looks += 1
     }
 
-    /// Some session has held the same snapshot since the last look.
-    var heldSinceLastLook: Bool { current != nil && current == previous }
+    /// A rebuild may start: no session holds an id, or none has held the
+    /// same one since the last look.
+    var mayRebuild: Bool {
+        guard let sessions else { return true }
+        return looks > 1 && sessions != sessionsBefore
+    }
 
     func mayVacuum(_ table: String, now: UInt64) -> Bool {
         guard let current, let last = atVacuum[table], last.held == current else { return true }

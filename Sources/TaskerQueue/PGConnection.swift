@@ -25,12 +25,22 @@ final class PGConnection {
     /// A connection to `url`: one opened ahead for it if any is left (see
     /// `PGConnectionsAhead`), else a new one.
     static func open(url: String, answerWait: Double? = PGConnection.defaultAnswerWait) throws -> PGConnection {
-        if let ahead = PGConnectionsAhead.take(url: url) {
-            let c = try ahead.get()
+        // One the server closed since (stopped or restarted meanwhile) is
+        // not taken: its first statement would fail as an outage, where a
+        // server down at the start is a plain connection error.
+        if let ahead = PGConnectionsAhead.take(url: url), case let c = try ahead.get(), !c.closedByServer {
             c.answerWait = answerWait
             return c
         }
         return try PGConnection(url: url, answerWait: answerWait)
+    }
+
+    /// Whether the server has closed this idle connection, or said why it
+    /// will (a shutdown's FATAL): anything to read on it, which nothing
+    /// was asked for, or the socket hung up.
+    var closedByServer: Bool {
+        var p = pollfd(fd: PQsocket(conn), events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) != 0
     }
 
     /// Connects to `url` (`postgres://user@host:port/db?...`).

@@ -227,22 +227,25 @@ extension QueueStore {
     }
 
     /// The oldest transaction id other sessions of this database hold (a
-    /// snapshot's xmin, a writing transaction's own id, a prepared
-    /// transaction's), or held for it by a replication slot; nil: none.
-    /// Not autovacuum's (a vacuum's own snapshot holds no other back).
-    /// Every session's ids are shown to every role, unlike its times.
-    static func oldestHeld(_ c: PGConnection) throws -> String? {
-        try c.query("""
-            SELECT x::text FROM (
-              SELECT backend_xmin AS x FROM pg_stat_activity
+    /// snapshot's xmin, a writing transaction's own id), and the oldest held
+    /// at all: by those sessions, prepared transactions or replication
+    /// slots (nil: none). Not autovacuum's (a vacuum's own snapshot holds
+    /// no other back). Every session's ids are shown to every role, unlike
+    /// its times.
+    static func oldestHeld(_ c: PGConnection) throws -> (any: String?, bySessions: String?) {
+        let row = try c.query("""
+            WITH held(x, session) AS (
+              SELECT backend_xmin, true FROM pg_stat_activity
               WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker'
                 AND backend_xmin IS NOT NULL
-              UNION ALL SELECT backend_xid FROM pg_stat_activity
+              UNION ALL SELECT backend_xid, true FROM pg_stat_activity
               WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type <> 'autovacuum worker'
                 AND backend_xid IS NOT NULL
-              UNION ALL SELECT transaction FROM pg_prepared_xacts WHERE database = current_database()
-              UNION ALL SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
-            ) held ORDER BY age(x) DESC LIMIT 1
-            """).first?.optionalText(0)
+              UNION ALL SELECT transaction, false FROM pg_prepared_xacts WHERE database = current_database()
+              UNION ALL SELECT xmin, false FROM pg_replication_slots WHERE xmin IS NOT NULL)
+            SELECT (SELECT x::text FROM held ORDER BY age(x) DESC LIMIT 1),
+                   (SELECT x::text FROM held WHERE session ORDER BY age(x) DESC LIMIT 1)
+            """).first
+        return (row?.optionalText(0), row?.optionalText(1))
     }
 }

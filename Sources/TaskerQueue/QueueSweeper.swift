@@ -64,8 +64,8 @@ final class QueueSweeper: Sendable {
                     try tidyListIfDue(c)
                     let oldest = try QueueStore.oldestHeld(c)
                     let rebuilds = state.withLock { s in
-                        s.held.look(oldest)
-                        return !s.held.heldSinceLastLook
+                        s.held.look(oldest.any, bySessions: oldest.bySessions)
+                        return s.held.mayRebuild
                     }
                     // each table's upkeep on its own: one that fails does not skip the other's
                     var failure: Error?
@@ -91,7 +91,7 @@ final class QueueSweeper: Sendable {
             }
         }, failed: { [self] error in
             state.withLock { $0.sweeping = false }
-            report("the upkeep of tasker_jobs (deleting ended runs' rows, vacuum, index rebuild) failed: \(error.message)")
+            report("the upkeep of the queue's tables (deleting ended runs' rows, vacuum, index rebuild) failed: \(error.message)")
         })
     }
 

@@ -100,3 +100,25 @@ import Testing
         #expect(!ahead.contains(try Self.pid(c)))
     }
 }
+
+/// A connection opened ahead that the server closed before its first use
+/// (stopped or restarted meanwhile) is not handed over: a server down at
+/// the start stays a connection error, not an outage.
+@Suite struct ConnectionsAheadClosedTests {
+    @Test func oneTheServerClosedIsNotTaken() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let url = server.url()
+        PGConnectionsAhead.open(url: url, count: 2)
+        #expect(try await ConnectionsAheadTests.eventually { ConnectionsAheadTests.backends(server, url).count == 2 })
+        #expect(server.restart())
+        // a new connection to the server that is back
+        let c = try PGConnection.open(url: url)
+        #expect(try c.query("SELECT 1").first?.int(0) == 1)
+        #expect(server.stop())
+        let direct = #expect(throws: PGError.self) { try PGConnection(url: url) }
+        let ahead = #expect(throws: PGError.self) { try PGConnection.open(url: url) }
+        #expect(ahead?.message == direct?.message)
+        #expect(ahead?.sqlState == "08001")
+    }
+}
