@@ -158,7 +158,8 @@ import Testing
         // activity stays as it first read it)
         let watcher = PGThread(url: url, name: "watcher")
         defer { watcher.stop() }
-        let deadline = Date(timeIntervalSinceNow: 30)
+        // (a loaded suite's first minute: 30 s was seen to be too short)
+        let deadline = Date(timeIntervalSinceNow: 90)
         var waiting = 0
         while waiting < 2 && Date() < deadline && failures.withLock({ $0.isEmpty }) {
             waiting = try watcher.sync { c in
