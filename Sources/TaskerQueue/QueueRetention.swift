@@ -222,7 +222,17 @@ extension QueueStore {
             SELECT \(bigAndFew) FROM pg_stat_user_tables WHERE relid = '\(kept.table)'::regclass
             """)
         guard try bloated.first?.bool(0) == true else { return !invalid.rows.isEmpty }
-        try c.execute("REINDEX TABLE CONCURRENTLY \(kept.table)", waitingForEver: true)
+        // Index by index, not the table: REINDEX TABLE rebuilds its TOAST
+        // index too, and a rebuild cut short leaves that one's copy in
+        // pg_toast, which only a superuser may drop.
+        let indexes = try c.query("""
+            SELECT quote_ident(n.nspname) || '.' || quote_ident(i.relname) FROM pg_index x
+            JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_namespace n ON n.oid = i.relnamespace
+            WHERE x.indrelid = '\(kept.table)'::regclass AND x.indisvalid
+            """)
+        for row in indexes.rows {
+            try c.execute("REINDEX INDEX CONCURRENTLY \(try row.text(0))", waitingForEver: true)
+        }
         return true
     }
 

@@ -70,7 +70,9 @@ import Testing
         if !gaveUp { done.wait() }
         #expect(outcome.withLock { $0 } == "failed: 55P03 canceling statement due to lock timeout")
         #expect(try db.sync { c in try QueueStore.reindexIfBloated(.jobs, c) })
-        #expect(try read("SELECT count(*) FROM pg_index WHERE indrelid = 'tasker_jobs'::regclass AND NOT indisvalid") == 0)
+        // none left behind, the TOAST table's included (a role that is not
+        // a superuser could not drop that one)
+        #expect(try read("SELECT count(*) FROM pg_index WHERE NOT indisvalid") == 0)
         #expect(try read("SELECT pg_indexes_size('tasker_jobs')") < 256 << 10)
     }
 }
