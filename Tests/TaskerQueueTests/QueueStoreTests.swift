@@ -12,9 +12,7 @@ import Testing
     static let work: [String: String?] = ["work": "v1"]
 
     init() async throws {
-        url = try await PostgresTestServer.freshDatabase().url
-        db = PGThread(url: url, name: "test")
-        try db.sync { c in try QueueSchema.ensure(c) }
+        (db, url) = try await FreshQueue.make()
     }
 
     func job(_ task: Int, priority: Int = 0) -> RemoteAttempt {

@@ -12,9 +12,7 @@ import Testing
     static let work: [String: String?] = ["work": "v1"]
 
     init() async throws {
-        url = try await PostgresTestServer.freshDatabase().url
-        db = PGThread(url: url, name: "test")
-        try db.sync { c in try QueueSchema.ensure(c) }
+        (db, url) = try await FreshQueue.make()
     }
 
     /// Registers `run`'s coordinator and queues `n` jobs of it; `finish`
@@ -104,11 +102,7 @@ import Testing
 /// autovacuum's next round.
 @Suite struct QueueVacuumTests {
     /// A connection to a fresh database holding the queue's tables.
-    static func queue() async throws -> PGThread {
-        let db = PGThread(url: try await PostgresTestServer.freshDatabase().url, name: "test")
-        try db.sync { c in try QueueSchema.ensure(c) }
-        return db
-    }
+    static func queue() async throws -> PGThread { try await FreshQueue.make().db }
 
     /// Past the bound the dead rows are vacuumed, in a burst of jobs too
     /// (not `shrinking`), where the table keeps its pages: giving them

@@ -7,17 +7,10 @@ import Testing
 /// The sweepers' upkeep beside a long transaction (a `pg_dump`): what it
 /// sees of the snapshot, and a rebuild that would wait for it gives up.
 @Suite struct UpkeepBehindSnapshotTests {
-    static func queue() async throws -> (db: PGThread, url: String) {
-        let (_, url) = try await PostgresTestServer.freshDatabase()
-        let db = PGThread(url: url, name: "test")
-        try db.sync { c in try QueueSchema.ensure(c) }
-        return (db, url)
-    }
-
     /// A session holding a snapshot: its xmin is the oldest held while
     /// other sessions write, and no longer once it ends.
     @Test func theOldestHeldIsAnotherSessionsSnapshotUntilItEnds() async throws {
-        let (db, url) = try await Self.queue()
+        let (db, url) = try await FreshQueue.make()
         defer { db.stop() }
         let holder = try PGConnection(url: url)
         try holder.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
@@ -38,7 +31,7 @@ import Testing
     /// transaction ended); the next, once it has, drops what a cut rebuild
     /// left and rebuilds.
     @Test func aRebuildBehindAnOldSnapshotGivesUpAndIsDoneLater() async throws {
-        let (db, url) = try await Self.queue()
+        let (db, url) = try await FreshQueue.make()
         defer { db.stop() }
         func read(_ sql: String) throws -> Int { try db.sync { c in try c.query(sql).first?.int(0) } ?? -1 }
         try db.sync { c in
