@@ -134,7 +134,15 @@ final class PGSession {
     }
 
     private func live() throws -> PGConnection {
-        if let c = connection, !c.isBroken { return c }
+        if let c = connection {
+            if !c.isBroken { return c }
+            // Broken under a statement whose error its caller set aside
+            // (a best-effort look): an outage all the same, said and ended
+            // like one. Reconnected quietly, its owner missed the `back`
+            // that makes a worker hand back what a restart may have lost
+            // (seen: a worker that never said it reconnected).
+            markDown(PGError(message: "the connection was lost", sqlState: "08006"))
+        }
         connection = nil
         do {
             let c = try PGConnection.open(url: url, answerWait: answerWait)

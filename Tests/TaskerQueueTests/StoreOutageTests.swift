@@ -49,6 +49,30 @@ import Testing
         #expect(setUps.n == 2)
     }
 
+    /// A connection lost under a statement whose error its caller set
+    /// aside (a best-effort look) is an outage all the same: the owner
+    /// hears it lost and back (a worker hands back what a restart may have
+    /// lost at `back`), not a quiet reconnect.
+    @Test func aLossUnderAnErrorSetAsideIsSaidLostAndBack() async throws {
+        let (_, url) = try await PostgresTestServer.freshDatabase()
+        final class Events { var said: [String] = [] }
+        let events = Events()
+        let session = PGSession(url: url, limit: 20, onEvent: { e in
+            switch e {
+            case .lost: events.said.append("lost")
+            case .back: events.said.append("back")
+            case .gaveUp: events.said.append("gave up")
+            }
+        })
+        try session.run(pause: { _ in true }) { c, _ in
+            _ = try? c.query("SELECT pg_terminate_backend(pg_backend_pid())")
+        }
+        #expect(events.said == [])
+        let one = try session.run(pause: { _ in true }) { c, _ in try c.query("SELECT 1").first?.int(0) }
+        #expect(one == 1)
+        #expect(events.said == ["lost", "back"])
+    }
+
     /// Past the outage limit a session fails at once from then on; one that
     /// tries after giving up (a journal's) goes on once the server is back.
     @Test func aSessionThatTriesAfterGivingUpGoesOnOnceTheServerIsBack() async throws {
