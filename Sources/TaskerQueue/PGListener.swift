@@ -14,21 +14,35 @@ public final class PGListener: Sendable {
     private let url: String
     private let channels: [String]
     private let tick: Double
-    private let onNotify: @Sendable (String, String) -> Void
+    private let onNotify: @Sendable (String, String, PGConnection) -> Void
     private let onTick: @Sendable () -> Void
     private let onError: @Sendable (PGError) -> Void
+    private let setUp: @Sendable (PGConnection) throws -> Void
     /// A pipe whose write end `stop` uses to interrupt poll(2).
     private let wake: [Int32]
     private let stopping = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
 
-    public init(url: String, channels: [String], tick: Double,
-                onNotify: @escaping @Sendable (_ channel: String, _ payload: String) -> Void,
-                onTick: @escaping @Sendable () -> Void,
-                onError: @escaping @Sendable (PGError) -> Void = { _ in }) {
+    public convenience init(url: String, channels: [String], tick: Double,
+                            onNotify: @escaping @Sendable (_ channel: String, _ payload: String) -> Void,
+                            onTick: @escaping @Sendable () -> Void,
+                            onError: @escaping @Sendable (PGError) -> Void = { _ in }) {
+        self.init(url: url, channels: channels, tick: tick, onNotify: { channel, payload, _ in onNotify(channel, payload) },
+                  onTick: onTick, onError: onError)
+    }
+
+    /// `setUp` runs on each new connection before its LISTENs; `onNotify`
+    /// gets the connection too, and may run statements on it (a worker
+    /// claims there: one thread hop fewer from a new job to its start).
+    init(url: String, channels: [String], tick: Double,
+         setUp: @escaping @Sendable (PGConnection) throws -> Void = { _ in },
+         onNotify: @escaping @Sendable (_ channel: String, _ payload: String, _ connection: PGConnection) -> Void,
+         onTick: @escaping @Sendable () -> Void,
+         onError: @escaping @Sendable (PGError) -> Void = { _ in }) {
         self.url = url
         self.channels = channels
         self.tick = tick
+        self.setUp = setUp
         self.onNotify = onNotify
         self.onTick = onTick
         self.onError = onError
@@ -55,6 +69,7 @@ public final class PGListener: Sendable {
     private func connect() -> PGConnection? {
         do {
             let c = try PGConnection.open(url: url)
+            try setUp(c)
             for ch in channels { try c.execute("LISTEN \(c.quotedIdentifier(ch))") }
             return c
         } catch {
@@ -97,7 +112,14 @@ public final class PGListener: Sendable {
             if stopping.load(ordering: .relaxed) { break }
             if fds[0].revents != 0 {
                 do {
-                    for n in try conn!.notifications() { onNotify(n.channel, n.payload) }
+                    // Until none is left: those that came while `onNotify`
+                    // ran a statement were read off the socket with its
+                    // answer, and poll(2) would not report them.
+                    var batch = try conn!.notifications()
+                    while !batch.isEmpty {
+                        for n in batch { onNotify(n.channel, n.payload, conn!) }
+                        batch = conn!.isBroken ? [] : try conn!.notifications()
+                    }
                 } catch {
                     onError(PGError(error))
                     conn = nil
