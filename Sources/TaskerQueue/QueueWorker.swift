@@ -153,7 +153,12 @@ public final class QueueWorker {
         let standing = standing, me = id, versions = settings.versions
         listener = PGListener(
             url: url, channels: [QueueStore.jobsChannel, QueueStore.cancelChannel], tick: 1,
-            setUp: { c in try PGThread.setUp(c) },
+            setUp: { c in
+                // its claims are the worker's: a claim it gives up on is
+                // dropped by the server, and planned as on its connection
+                try PGConnection.dropStatementsOfAGoneClient(c)
+                try PGThread.setUp(c)
+            },
             onNotify: { channel, payload, c in
                 if channel == QueueStore.cancelChannel {
                     bound.loop.execute { if let id = Int64(payload) { bound.value.stop(id) } }
@@ -243,7 +248,7 @@ public final class QueueWorker {
         }
         claimAgain = false
         claiming = true
-        let handBack = handBackAtNextClaim
+        let handBack = handBackAtNextClaim || Monotonic.now() < lookForUnknownUntil
         handBackAtNextClaim = false
         pace.claimSent()
         let bound = LoopBound(self, loop: loop)
@@ -254,15 +259,16 @@ public final class QueueWorker {
         db.submit({ c, again in
             if again || handBack { try QueueStore.handBackUnknown(worker: me, known: known, c) }
             let claimed = try QueueStore.claim(worker: me, limit: limit, versions: versions, c)
-            bound.loop.execute { bound.value.claimed(claimed, limit: limit, failure: nil) }
+            bound.loop.execute { bound.value.claimed(claimed, limit: limit, failure: nil, afterALoss: again) }
         }, failed: { error in
             let why = error.message
             bound.loop.execute { bound.value.claimed([], limit: limit, failure: why) }
         })
     }
 
-    private func claimed(_ jobs: [ClaimedJob], limit: Int, failure: String?) {
+    private func claimed(_ jobs: [ClaimedJob], limit: Int, failure: String?, afterALoss: Bool = false) {
         claiming = false
+        if afterALoss { lookForLateClaims() }
         if let failure {
             // Once a minute whatever the text (the server's may differ each
             // time: a pid, a DETAIL line); the row gets its first line.
@@ -310,7 +316,11 @@ public final class QueueWorker {
         guard let jobs else {
             claiming = false
             handBackAtNextClaim = true
+            lookForLateClaims()
             claimMore()
+            // stopping: it waited for this answer (the stop's statement
+            // hands back what the failed claim may have taken)
+            if draining { flushCompletions() }
             return
         }
         claimed(jobs, limit: limit, failure: nil)
@@ -603,6 +613,18 @@ public final class QueueWorker {
     /// and this worker does not know (see `outage`).
     private var handBackAtNextClaim = false
 
+    /// Until then every claim hands back first what this worker does not
+    /// know: a claim whose answer it gave up on (its wait) goes on in the
+    /// server until the server sees the connection gone (up to 5 s) and
+    /// may commit meanwhile, after the one hand-back that followed it (its
+    /// jobs then sat `running` under a live worker, the run waiting).
+    private var lookForUnknownUntil: UInt64 = 0
+    static let lateClaimSeconds: UInt64 = 15
+
+    private func lookForLateClaims() {
+        lookForUnknownUntil = Monotonic.now() &+ Self.lateClaimSeconds * 1_000_000_000
+    }
+
     /// The server went away or came back.
     private func outage(_ event: PGOutageEvent) {
         switch event {
@@ -658,7 +680,9 @@ public final class QueueWorker {
         onStopped = nil
         heartbeatTimer?.cancel()
         let me = id
-        db.submit { c, _ in try QueueStore.markStopped(worker: me, c) }
+        // It holds nothing now; what a claim in flight as it stopped took
+        // (on either connection) goes back to the queue with the stop.
+        db.submit { c, _ in try QueueStore.handBack(worker: me, c) }
         done()
     }
 

@@ -15,6 +15,29 @@ import Testing
 
     func sql(_ q: String) -> String { server.psql(url, q).trimmingCharacters(in: .whitespacesAndNewlines) }
 
+    /// Holds the claims' sequence (a claim takes a number of it) until
+    /// `release`: claims wait behind it. The holding psql blocks, so it
+    /// runs on a thread of its own (not the suite's shared threads).
+    final class Holder: Sendable {
+        let done = DispatchSemaphore(value: 0)
+    }
+
+    func holdClaims() async -> Holder {
+        let server = server, url = url, holder = Holder()
+        Thread {
+            _ = server.psql(url, "BEGIN; ALTER SEQUENCE tasker_claim_seq INCREMENT BY 1; SELECT pg_sleep(120); COMMIT;")
+            holder.done.signal()
+        }.start()
+        #expect(await poll { server.psql(url, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'BEGIN; ALTER SEQUENCE%'")
+            .trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
+        return holder
+    }
+
+    func release(_ holder: Holder) async {
+        _ = sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'BEGIN; ALTER SEQUENCE%' AND pid <> pg_backend_pid()")
+        #expect(await poll { holder.done.wait(timeout: .now()) == .success })
+    }
+
     @Test func anIdleWorkerClaimsOnItsListenersConnection() async throws {
         let s = try Scratch(["defs.lua": """
             echo = tasker.define("echo", function(ctx, args)
@@ -97,6 +120,94 @@ import Testing
             #expect(stopped.stdout.components(separatedBy: "start \(n)\n").count == 2, "once: \(stopped.stdout)")
         }
         #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'succeeded'") == "5")
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'running'") == "0")
+    }
+
+    /// A worker stopping while the listener's claim waits behind a lock,
+    /// and that claim given up on (its answer's wait): the worker still
+    /// stops, and what the claim took once the lock went (the server
+    /// finished it) goes back to the queue for another worker.
+    @Test func aStopWhileTheListenersClaimWaitsEndsAndLosesNoJob() async throws {
+        let s = try Scratch(["defs.lua": """
+            echo = tasker.define("echo", function(ctx, args)
+              io.stdout:write("start " .. args.n .. "\\n"); io.stdout:flush()
+              return args.n
+            end)
+            """, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            for i = 1, 3 do hs[i] = echo{args = {n = i}} end
+            local sum = 0
+            for _, h in ipairs(hs) do sum = sum + h:await() end
+            print("sum " .. sum)
+            """])
+        defer { s.cleanup() }
+        let w1 = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "defs.lua"], in: s.dir,
+                                environment: ["TASKER_STORE_ANSWER_WAIT": "2"])
+        #expect(await w1.waitFor("waiting for jobs", onStderr: true))
+        let server = server, url = url
+        let listenerIdle = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN \"tasker_cancel\"'"
+        #expect(await poll { server.psql(url, listenerIdle).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
+        let holding = await holdClaims()
+        let run = try Background(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SKIP LOCKED%'"
+        #expect(await poll { server.psql(url, waiting).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
+        w1.signal(SIGTERM)
+        let stopped = await w1.finish(within: 30)
+        #expect(stopped.status == 0, "stops, not hangs: \(stopped.stderr)")
+        // the claim given up on goes on (until the server sees its client gone)
+        await release(holding)
+        let w2 = try Background(["worker", "--store", url, "--retain", "1h", "defs.lua"], in: s.dir)
+        #expect(await w2.waitFor("waiting for jobs", onStderr: true))
+        let result = await run.finish(within: 60)
+        #expect(result.status == 0 && result.stdout.contains("sum 6"), "\(result.stdout)\(result.stderr)")
+        w2.signal(SIGTERM)
+        let other = await w2.finish(within: 30)
+        #expect(other.status == 0, "\(other.stderr)")
+        for n in 1...3 {
+            #expect((stopped.stdout + other.stdout).components(separatedBy: "start \(n)\n").count == 2, "once: \(stopped.stdout)|\(other.stdout)")
+        }
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'running'") == "0")
+    }
+
+    /// The same claim given up on while the worker goes on: what the server
+    /// then commits under it is handed back by its next claims, and the
+    /// run ends (the jobs sat `running` under a live worker before).
+    @Test func aClaimGivenUpOnThatCommitsLaterIsHandedBack() async throws {
+        let s = try Scratch(["defs.lua": """
+            echo = tasker.define("echo", function(ctx, args)
+              io.stdout:write("start " .. args.n .. "\\n"); io.stdout:flush()
+              return args.n
+            end)
+            """, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            for i = 1, 3 do hs[i] = echo{args = {n = i}} end
+            local sum = 0
+            for _, h in ipairs(hs) do sum = sum + h:await() end
+            print("sum " .. sum)
+            """])
+        defer { s.cleanup() }
+        let w = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "defs.lua"], in: s.dir,
+                               environment: ["TASKER_STORE_ANSWER_WAIT": "2"])
+        #expect(await w.waitFor("waiting for jobs", onStderr: true))
+        let server = server, url = url
+        let listenerIdle = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN \"tasker_cancel\"'"
+        #expect(await poll { server.psql(url, listenerIdle).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
+        let holding = await holdClaims()
+        let run = try Background(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
+        // the listener's claim is given up on, then the one on the worker's
+        // connection after it (said as a lost connection)
+        #expect(await w.waitFor("lost the connection to PostgreSQL", onStderr: true))
+        await release(holding)
+        let result = await run.finish(within: 60)
+        #expect(result.status == 0 && result.stdout.contains("sum 6"), "\(result.stdout)\(result.stderr)")
+        w.signal(SIGTERM)
+        let stopped = await w.finish(within: 30)
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        for n in 1...3 {
+            #expect(stopped.stdout.components(separatedBy: "start \(n)\n").count == 2, "once: \(stopped.stdout)")
+        }
         #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'running'") == "0")
     }
 }
