@@ -466,11 +466,6 @@ enum QueueStore {
     /// of theirs becomes a failed attempt of kind `lost`. Runs whose
     /// coordinator is silent past its lease have their queued and running
     /// jobs cancelled (nobody waits for their results).
-    /// Seconds after a worker's stop in which its late claims are looked
-    /// for: a statement given up on goes on in the server until it looks
-    /// whether its client is there (every 5 s, `dropStatementsOfAGoneClient`).
-    static let lateClaimWindow = 60
-
     static func rescue(_ c: PGConnection) throws {
         try c.transaction {
             // Usually nobody is dead: then the jobs table is not touched
@@ -489,17 +484,6 @@ enum QueueStore {
                     RETURNING j.run
                     """, [PGArray.text(dead)])
                 try notifyDone(runs: Set(rows.firstColumn), c)
-            }
-            // A claim that committed after its worker stopped (in flight
-            // as it stopped, or given up on by the worker and finished by
-            // the server later): nobody runs those jobs, so they go back to
-            // the queue. Looked for only in the minute after a stop.
-            let stopped = try c.query("""
-                SELECT id FROM tasker_workers WHERE stopped > now() - make_interval(secs => \(Self.lateClaimWindow))
-                """).firstColumn
-            if !stopped.isEmpty {
-                let back = try c.query(requeue("WHERE j.worker = ANY($1::text[]) AND j.state = 'running'"), [PGArray.text(stopped)])
-                if back.count > 0 { try c.query("SELECT pg_notify('\(jobsChannel)', '')") }
             }
             let orphaned = try c.query("""
                 UPDATE tasker_coordinators SET stopped = now()

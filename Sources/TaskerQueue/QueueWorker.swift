@@ -177,7 +177,9 @@ public final class QueueWorker {
                     let jobs = try QueueStore.claim(worker: me, limit: limit, versions: versions, c)
                     bound.loop.execute { bound.value.claimedOnListener(jobs, limit: limit) }
                 } catch {
-                    bound.loop.execute { bound.value.claimedOnListener(nil, limit: limit) }
+                    // lost with the connection: it may still commit
+                    let lost = PGSession.isConnectionLoss(PGError(error), c)
+                    bound.loop.execute { bound.value.claimedOnListener(nil, limit: limit, lost: lost) }
                 }
             },
             onTick: {
@@ -310,13 +312,13 @@ public final class QueueWorker {
     /// this worker's connection, first hands back what this worker does
     /// not know, and a claim that fails for another reason fails there
     /// too, where failures are said and recorded.
-    private func claimedOnListener(_ jobs: [ClaimedJob]?, limit: Int) {
+    private func claimedOnListener(_ jobs: [ClaimedJob]?, limit: Int, lost: Bool = false) {
         offered = 0
         listenerClaiming = false
         guard let jobs else {
             claiming = false
             handBackAtNextClaim = true
-            lookForLateClaims()
+            if lost { lookForLateClaims() }
             claimMore()
             // stopping: it waited for this answer (the stop's statement
             // hands back what the failed claim may have taken)
@@ -619,6 +621,8 @@ public final class QueueWorker {
     /// may commit meanwhile, after the one hand-back that followed it (its
     /// jobs then sat `running` under a live worker, the run waiting).
     private var lookForUnknownUntil: UInt64 = 0
+    /// A stop waiting for that window to pass.
+    private var stopWait: LoopTimer?
     static let lateClaimSeconds: UInt64 = 15
 
     private func lookForLateClaims() {
@@ -677,6 +681,20 @@ public final class QueueWorker {
 
     private func checkStopped() {
         guard draining, !listenerClaiming, running.isEmpty, outbox.isEmpty, returns.isEmpty, !completing, let done = onStopped else { return }
+        // A claim given up on lately may still commit under this worker's
+        // name: the stop's hand-back comes after that window (rare: only
+        // after such a claim), as no one else looks for it once stopped.
+        let now = Monotonic.now()
+        if lookForUnknownUntil > now {
+            if stopWait == nil {
+                stopWait = loop.schedule(after: Double(lookForUnknownUntil &- now) / 1e9) { [unowned self] in
+                    stopWait = nil
+                    lookForUnknownUntil = 0
+                    checkStopped()
+                }
+            }
+            return
+        }
         onStopped = nil
         heartbeatTimer?.cancel()
         let me = id

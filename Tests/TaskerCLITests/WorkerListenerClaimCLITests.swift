@@ -125,8 +125,9 @@ import Testing
 
     /// A worker stopping while the listener's claim waits behind a lock,
     /// and that claim given up on (its answer's wait): the worker still
-    /// stops, and what the claim took once the lock went (the server
-    /// finished it) goes back to the queue for another worker.
+    /// stops (it hung), and what the claim took once the lock went (the
+    /// server finished it) goes back to the queue with its stop, for
+    /// another worker.
     @Test func aStopWhileTheListenersClaimWaitsEndsAndLosesNoJob() async throws {
         let s = try Scratch(["defs.lua": """
             echo = tasker.define("echo", function(ctx, args)
@@ -153,10 +154,14 @@ import Testing
         let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SKIP LOCKED%'"
         #expect(await poll { server.psql(url, waiting).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
         w1.signal(SIGTERM)
-        let stopped = await w1.finish(within: 30)
-        #expect(stopped.status == 0, "stops, not hangs: \(stopped.stderr)")
-        // the claim given up on goes on (until the server sees its client gone)
+        // The claim is given up on (the listener connects again); it goes
+        // on in the server, and commits once the lock goes, while the
+        // stopping worker waits for just that before its last hand-back.
+        #expect(await poll { server.psql(url, listenerIdle).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
         await release(holding)
+        let stopped = await w1.finish(within: 40)
+        #expect(stopped.status == 0, "stops, not hangs: \(stopped.stderr)")
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'running'") == "0")
         let w2 = try Background(["worker", "--store", url, "--retain", "1h", "defs.lua"], in: s.dir)
         #expect(await w2.waitFor("waiting for jobs", onStderr: true))
         let result = await run.finish(within: 60)
