@@ -542,7 +542,7 @@ public final class QueueWorker {
     private func scheduleHeartbeat() {
         heartbeatTimer = loop.schedule(after: heartbeatInterval, keepAlive: false) { [unowned self] in
             heartbeat()
-            if !draining || !running.isEmpty || completing { scheduleHeartbeat() }
+            if !draining || !running.isEmpty || completing || stopWait != nil { scheduleHeartbeat() }
         }
     }
 
@@ -692,6 +692,10 @@ public final class QueueWorker {
                     lookForUnknownUntil = 0
                     checkStopped()
                 }
+                // its lease holds meanwhile (else others' rescue would take
+                // what it is about to hand back as lost attempts)
+                heartbeatTimer?.cancel()
+                scheduleHeartbeat()
             }
             return
         }
