@@ -38,13 +38,51 @@ import Testing
         #expect(await poll { holder.done.wait(timeout: .now()) == .success })
     }
 
+    /// A job that says it started and returns its number.
+    static let echo = """
+        echo = tasker.define("echo", function(ctx, args)
+          io.stdout:write("start " .. args.n .. "\\n"); io.stdout:flush()
+          return args.n
+        end)
+        """
+
+    static let threeJobs = """
+        dofile("defs.lua")
+        local hs = {}
+        for i = 1, 3 do hs[i] = echo{args = {n = i}} end
+        local sum = 0
+        for _, h in ipairs(hs) do sum = sum + h:await() end
+        print("sum " .. sum)
+        """
+
+    /// The worker's listener idle: the last statement its connection ran is
+    /// its second LISTEN (the coordinator's listens on "tasker_done").
+    static let listenerIdle = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN \"tasker_cancel\"'"
+
+    func listenerIsIdle() async -> Bool {
+        let server = server, url = url
+        return await poll { server.psql(url, Self.listenerIdle).trimmingCharacters(in: .whitespacesAndNewlines) == "1" }
+    }
+
+    /// A worker of four slots, listening and idle.
+    func idleWorker(_ s: Scratch, environment: [String: String]? = nil) async throws -> Background {
+        let w = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "defs.lua"], in: s.dir,
+                               environment: environment)
+        #expect(await w.waitFor("waiting for jobs", onStderr: true))
+        #expect(await listenerIsIdle())
+        return w
+    }
+
+    /// Each of `jobs` started once in `output`, and none is left claimed.
+    func expectEachStartedOnce(_ jobs: ClosedRange<Int>, in output: String) {
+        for n in jobs {
+            #expect(output.components(separatedBy: "start \(n)\n").count == 2, "once: \(output)")
+        }
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'running'") == "0")
+    }
+
     @Test func anIdleWorkerClaimsOnItsListenersConnection() async throws {
-        let s = try Scratch(["defs.lua": """
-            echo = tasker.define("echo", function(ctx, args)
-              io.stdout:write("start " .. args.n .. "\\n"); io.stdout:flush()
-              return args.n
-            end)
-            """, "p.lua": """
+        let s = try Scratch(["defs.lua": Self.echo, "p.lua": """
             dofile("defs.lua")
             local sum = 0
             -- one at a time (each finds the worker idle: a tick may claim
@@ -56,17 +94,11 @@ import Testing
             print("sum " .. sum)
             """])
         defer { s.cleanup() }
-        let w = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "defs.lua"], in: s.dir)
-        #expect(await w.waitFor("waiting for jobs", onStderr: true))
-        // The worker's listener: the last statement its connection ran is
-        // its second LISTEN (the coordinator's listens on "tasker_done").
-        let server = server, url = url
-        let listenerIdle = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN \"tasker_cancel\"'"
-        #expect(await poll { server.psql(url, listenerIdle).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
+        let w = try await idleWorker(s)
         let run = try await tasker(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
         #expect(run.status == 0 && run.stdout.contains("sum 820"), "\(run.stderr)")
         // jobs were claimed there, the worker being idle
-        #expect(sql(listenerIdle) == "0")
+        #expect(sql(Self.listenerIdle) == "0")
         #expect(sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%FOR UPDATE SKIP LOCKED%'") != "0")
         w.signal(SIGTERM)
         let stopped = await w.finish()
@@ -116,11 +148,8 @@ import Testing
         w.signal(SIGTERM)
         let stopped = await w.finish()
         #expect(stopped.status == 0, "\(stopped.stderr)")
-        for n in 1...5 {
-            #expect(stopped.stdout.components(separatedBy: "start \(n)\n").count == 2, "once: \(stopped.stdout)")
-        }
+        expectEachStartedOnce(1...5, in: stopped.stdout)
         #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'succeeded'") == "5")
-        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'running'") == "0")
     }
 
     /// A worker stopping while the listener's claim waits behind a lock,
@@ -129,26 +158,10 @@ import Testing
     /// server finished it) goes back to the queue with its stop, for
     /// another worker.
     @Test func aStopWhileTheListenersClaimWaitsEndsAndLosesNoJob() async throws {
-        let s = try Scratch(["defs.lua": """
-            echo = tasker.define("echo", function(ctx, args)
-              io.stdout:write("start " .. args.n .. "\\n"); io.stdout:flush()
-              return args.n
-            end)
-            """, "p.lua": """
-            dofile("defs.lua")
-            local hs = {}
-            for i = 1, 3 do hs[i] = echo{args = {n = i}} end
-            local sum = 0
-            for _, h in ipairs(hs) do sum = sum + h:await() end
-            print("sum " .. sum)
-            """])
+        let s = try Scratch(["defs.lua": Self.echo, "p.lua": Self.threeJobs])
         defer { s.cleanup() }
-        let w1 = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "defs.lua"], in: s.dir,
-                                environment: ["TASKER_STORE_ANSWER_WAIT": "2"])
-        #expect(await w1.waitFor("waiting for jobs", onStderr: true))
+        let w1 = try await idleWorker(s, environment: ["TASKER_STORE_ANSWER_WAIT": "2"])
         let server = server, url = url
-        let listenerIdle = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN \"tasker_cancel\"'"
-        #expect(await poll { server.psql(url, listenerIdle).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
         let holding = await holdClaims()
         let run = try Background(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
         let waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%SKIP LOCKED%'"
@@ -157,7 +170,7 @@ import Testing
         // The claim is given up on (the listener connects again); it goes
         // on in the server, and commits once the lock goes, while the
         // stopping worker waits for just that before its last hand-back.
-        #expect(await poll { server.psql(url, listenerIdle).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
+        #expect(await listenerIsIdle())
         await release(holding)
         let stopped = await w1.finish(within: 40)
         #expect(stopped.status == 0, "stops, not hangs: \(stopped.stderr)")
@@ -169,36 +182,16 @@ import Testing
         w2.signal(SIGTERM)
         let other = await w2.finish(within: 30)
         #expect(other.status == 0, "\(other.stderr)")
-        for n in 1...3 {
-            #expect((stopped.stdout + other.stdout).components(separatedBy: "start \(n)\n").count == 2, "once: \(stopped.stdout)|\(other.stdout)")
-        }
-        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'running'") == "0")
+        expectEachStartedOnce(1...3, in: stopped.stdout + other.stdout)
     }
 
     /// The same claim given up on while the worker goes on: what the server
     /// then commits under it is handed back by its next claims, and the
     /// run ends (the jobs sat `running` under a live worker before).
     @Test func aClaimGivenUpOnThatCommitsLaterIsHandedBack() async throws {
-        let s = try Scratch(["defs.lua": """
-            echo = tasker.define("echo", function(ctx, args)
-              io.stdout:write("start " .. args.n .. "\\n"); io.stdout:flush()
-              return args.n
-            end)
-            """, "p.lua": """
-            dofile("defs.lua")
-            local hs = {}
-            for i = 1, 3 do hs[i] = echo{args = {n = i}} end
-            local sum = 0
-            for _, h in ipairs(hs) do sum = sum + h:await() end
-            print("sum " .. sum)
-            """])
+        let s = try Scratch(["defs.lua": Self.echo, "p.lua": Self.threeJobs])
         defer { s.cleanup() }
-        let w = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "defs.lua"], in: s.dir,
-                               environment: ["TASKER_STORE_ANSWER_WAIT": "2"])
-        #expect(await w.waitFor("waiting for jobs", onStderr: true))
-        let server = server, url = url
-        let listenerIdle = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN \"tasker_cancel\"'"
-        #expect(await poll { server.psql(url, listenerIdle).trimmingCharacters(in: .whitespacesAndNewlines) == "1" })
+        let w = try await idleWorker(s, environment: ["TASKER_STORE_ANSWER_WAIT": "2"])
         let holding = await holdClaims()
         let run = try Background(["run", "--no-progress", "--store", url, "p.lua"], in: s.dir)
         // the listener's claim is given up on, then the one on the worker's
@@ -210,9 +203,6 @@ import Testing
         w.signal(SIGTERM)
         let stopped = await w.finish(within: 30)
         #expect(stopped.status == 0, "\(stopped.stderr)")
-        for n in 1...3 {
-            #expect(stopped.stdout.components(separatedBy: "start \(n)\n").count == 2, "once: \(stopped.stdout)")
-        }
-        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'running'") == "0")
+        expectEachStartedOnce(1...3, in: stopped.stdout)
     }
 }
