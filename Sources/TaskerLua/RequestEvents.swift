@@ -6,7 +6,11 @@ import TaskerHTTP
 
 /// One HTTP attempt as the events file shows it (`"event": "request"`).
 public struct RequestEvent: Sendable {
+    /// The request's own number (not a task's id).
     public var id: TaskID
+    /// The task that made it, and that task's name (nil: the main chunk).
+    public var task: TaskID?
+    public var taskName: String?
     public var method: String
     /// Credentials and secret query values redacted.
     public var url: String
@@ -48,6 +52,10 @@ final class RequestEventSource: EngineObserver {
         guard let call = runtime.http.calls[id], let url = call.shownURL else { return }
         var e = RequestEvent(id: id, method: call.method, url: url, attempt: attempt,
                              elapsed: Double(Monotonic.now() &- call.attemptStart) / 1e9, retryIn: retryIn)
+        if let task = call.task {
+            e.task = task
+            e.taskName = runtime.engine.name(task)
+        }
         switch outcome {
         case .succeeded(.swift(let response as HTTPResponse)):
             e.status = response.status

@@ -98,10 +98,20 @@ final class EventsWriter: EngineObserver {
         }
         l.key("elapsed")
         l.w.double((e.elapsed * 1e6).rounded() / 1e6)
-        l.key("id")
-        l.w.integer(e.id)
+        // the task that made it (none for the main chunk's), as task events
+        // name it; the request's own number apart
+        if let task = e.task {
+            l.key("id")
+            l.w.integer(task)
+        }
         l.key("method")
         l.w.string(e.method)
+        if let name = e.taskName {
+            l.key("name")
+            l.w.string(name)
+        }
+        l.key("request")
+        l.w.integer(e.id)
         if let r = e.retryIn {
             l.key("retry_in")
             l.w.double(r)

@@ -145,7 +145,7 @@ final class StatusLine: EngineObserver, Sendable {
         let elapsed = String(format: "%.1fs", Double(Monotonic.now() - start) / 1e9)
         let failedText = s.failed > 0 ? paint("failed \(s.failed)", "31") : "failed 0"
         var head = "tasker: running \(s.running) · done \(s.done)/\(s.total) · \(failedText) · \(elapsed)"
-        if s.engine?.value.startsPaused == true { head += " · " + paint("PAUSED (SIGUSR2 resumes)", "33") }
+        if s.engine?.value.startsPaused == true { head += " · " + paint("paused (SIGUSR2 resumes)", "33") }
         head += Self.longestRunning(s.runningSince, room: width - TerminalWidth.of(head))
         var lines = [head]
         for (_, bar) in s.bars.sorted(by: { $0.key < $1.key }).prefix(Self.maxBars) {

@@ -84,6 +84,8 @@ final class HTTPCall {
     let position: String
     let function: String
     var id: TaskID = 0
+    /// The task that made the request (nil: the main chunk), for events.
+    var task: TaskID?
     /// The method of the last attempt (interceptors may change it).
     var method = "GET"
     var exchange: HTTPExchange?
@@ -268,6 +270,7 @@ extension HTTPModule {
                             maxBody: settings.maxBody, position: s.whereString(level: 1), function: fn)
         call.bodyFile = bodyFile
         call.toFile = toFile
+        call.task = callingTask
         // The name shows in messages (a cancel, a discard): secrets masked.
         var spec = TaskSpec(name: "\(method) \(Redaction.url(url))", body: requestBody)
         spec.retry = retry
@@ -285,6 +288,13 @@ extension HTTPModule {
             return (st.st_mode & S_IFMT) == S_IFDIR ? String(cString: strerror(EISDIR)) : "not a regular file"
         }
         guard access(path, R_OK) == 0 else { return String(cString: strerror(errno)) }
+        return nil
+    }
+
+    /// The task whose body makes a request (nil: the main chunk or a
+    /// reaction, whose tasks may be requests themselves).
+    private var callingTask: TaskID? {
+        if case .task(let run) = runtime.driver.current?.kind { return run.task }
         return nil
     }
 
