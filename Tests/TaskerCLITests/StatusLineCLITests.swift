@@ -60,6 +60,22 @@ import Testing
         #expect(text.contains("3 tasks: 3 succeeded"))
     }
 
+    /// A paused run says so in lower case, as the rest of the line reads.
+    @Test func aPausedRunSaysPaused() async throws {
+        let s = try Scratch(["prog.lua": """
+            tasker.pause()
+            local h = tasker.add{name = "later", run = function() return 1 end}
+            tasker.sleep(0.6)
+            tasker.resume()
+            h:await()
+            """])
+        defer { s.cleanup() }
+        let raw = try await inPseudoTerminal("stty cols 100 rows 50; exec \(taskerBinary().path) run prog.lua", in: s.dir)
+        #expect(raw.contains("paused (SIGUSR2 resumes)"), "\(raw.debugDescription)")
+        #expect(!raw.contains("PAUSED"))
+        #expect(raw.contains("1 task: 1 succeeded") || raw.contains("1 tasks: 1 succeeded"), "\(raw.debugDescription)")
+    }
+
     @Test func aResizedWindowGetsFramesOfItsNewWidth() async throws {
         let raw = try await inTerminal(columns: 60, resizeTo: 24)
         let marker = try #require(raw.range(of: "\u{1B}]0;RESIZED\u{07}"))
