@@ -171,16 +171,24 @@ struct PipelineDescription {
     }
 
     /// Shell completion after `tasker run FILE`: FILE's targets and its
-    /// parameters (`--name`, `--no-flag`) that start with `prefix`.
-    static func completions(words: [String], prefix: String) -> [String] {
+    /// parameters (`--name`, `--no-flag`) that start with `prefix`; after a
+    /// parameter with choices (`--env <TAB>`), its choices.
+    static func completions(words: [String], at index: Int, prefix: String) -> [String] {
         guard let run = words.firstIndex(of: "run"),
               let file = words[(run + 1)...].first(where: { $0.hasSuffix(".lua") && FileManager.default.isReadableFile(atPath: $0) })
         else { return [] }
         let d = of(file, args: [], vars: [:])
-        var out = d.targets.map(\.name)
-        for p in d.params {
-            out.append("--" + p.name)
-            if p.type == "boolean" { out.append("--no-" + p.name) }
+        var out: [String] = []
+        if index > run + 1, index - 1 < words.count, words[index - 1].hasPrefix("--"),
+           let p = d.params.first(where: { "--" + $0.name == words[index - 1] }), p.type != "boolean" {
+            // the parameter's value: its choices, if it has any
+            out = p.choices?.map(\.text) ?? []
+        } else {
+            out = d.targets.map(\.name)
+            for p in d.params {
+                out.append("--" + p.name)
+                if p.type == "boolean" { out.append("--no-" + p.name) }
+            }
         }
         // a candidate is one shell word: none with a control character or a secret
         return out.filter { $0.hasPrefix(prefix) && !$0.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F } }
@@ -201,13 +209,12 @@ struct PipelineDescription {
             out += ["", "parameters (after \(name); each also from TASKER_PARAM_<NAME>):"]
             let rows = params.map { p -> (String, String) in
                 let flag = p.type == "boolean" ? "--\(p.name), --no-\(p.name)" : "--\(p.name) \(placeholder(p))"
-                var notes: [String] = []
+                var notes = [p.type]
                 if p.required { notes.append("required") }
                 if let c = p.choices { notes.append("one of " + c.map(\.text).joined(separator: ", ")) }
                 if let d = p.default { notes.append("default \(d.text)") }
                 if p.secret { notes.append("secret") }
-                let help = p.help.map { $0 + (notes.isEmpty ? "" : " ") } ?? ""
-                return (flag, help + (notes.isEmpty ? "" : "(\(notes.joined(separator: "; ")))"))
+                return (flag, (p.help.map { $0 + " " } ?? "") + "(\(notes.joined(separator: "; ")))")
             }
             out += Self.columns(rows)
         }

@@ -60,7 +60,7 @@ extension Tasker {
         var file: String
 
         @Argument(parsing: .captureForPassthrough, help: "Arguments for the script (tasker.args), its targets and parameters.",
-                  completion: .custom { words, _, prefix in PipelineDescription.completions(words: words, prefix: prefix) })
+                  completion: .custom { words, index, prefix in PipelineDescription.completions(words: words, at: index, prefix: prefix) })
         var scriptArgs: [String] = []
 
         func validate() throws {

@@ -53,6 +53,10 @@ struct Tasker: ParsableCommand {
         signal(SIGUSR1, SIG_IGN)
         signal(SIGUSR2, SIG_IGN)
         StoreAhead.start(CommandLine.arguments)
+        if let script = CompletionScript.requested(CommandLine.arguments) {
+            print(script)
+            Foundation.exit(0)
+        }
         do {
             var command = try quickRun() ?? parseAsRoot()
             if command is Tasker {

@@ -323,7 +323,7 @@ import Testing
             """])
         defer { s.cleanup() }
         let r = try await tasker(["run", "p.lua", "--help"], in: s.dir)
-        #expect(r.stdout.contains("--token TOKEN  API token (secret)"), "\(r.stdout)")
+        #expect(r.stdout.contains("--token TOKEN  API token (string; secret)"), "\(r.stdout)")
         #expect(!r.stdout.contains("dflt-token-value"))
     }
 }
