@@ -83,7 +83,9 @@ extension HTTPModule {
             do {
                 transport = try CurlTransport(connectionsPerHost: settings.concurrency)
             } catch {
-                engine.complete(run, with: .failure(TaskFailure(.http, error.message)))
+                // a transport failure like any other: its code and the URL
+                engine.complete(run, with: .failure(TaskFailure(.http, error.message,
+                                                                payload: HTTPFailureInfo(code: error.code, url: request.url.absoluteString))))
                 return
             }
         }

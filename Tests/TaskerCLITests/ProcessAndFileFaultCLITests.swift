@@ -117,6 +117,8 @@ private final class ExitFlag: Sendable {
             for name, h in pairs{popen = popen, exec = exec, execute = sh, http = http1} do
               local ok, e = h:result()
               print(name, ok or e.kind)
+              -- a transport failure like any other: its code and URL
+              if name == "http" then print("http failure", e.code, e.url) end
             end
             for _, f in ipairs(held) do f:close() end
             print(io.popen("echo fine"):read("l"))
@@ -136,6 +138,7 @@ private final class ExitFlag: Sendable {
         // os.execute needs no pipe: it may run, or fail the same way.
         #expect(r.stdout.contains("execute\ttrue\n") || r.stdout.contains("execute\texec\n"), "\(r.stdout)")
         #expect(r.stdout.contains("http\thttp\n"), "\(r.stdout)")
+        #expect(r.stdout.contains("http failure\tother\thttp://127.0.0.1:9/\n"), "\(r.stdout)")
         #expect(r.stdout.hasSuffix("fine\nhttp again\tconnect\n"), "\(r.stdout)")
         #expect(!r.stderr.contains("needs libcurl"), "\(r.stderr)")
         #expect(r.stderr.contains("cannot run 'echo hi': cannot make a pipe: Too many open files"), "\(r.stderr)")
