@@ -93,6 +93,25 @@ import Testing
         #expect(ran(s) == "build\ntest\ndeploy\n")
     }
 
+    /// A target's `after` is checked once the main chunk ended; a name
+    /// that is no target, or targets waiting for each other, are usage
+    /// errors at the declaration that says so.
+    @Test func aTargetsBadAfterNamesItsDeclaration() async throws {
+        let s = try Scratch(["t.lua": """
+            tasker.target("a", {after = {"b"}}, function() end)
+            tasker.target("b", {after = "a"}, function() end)
+            tasker.target("c", {after = {"nope"}}, function() end)
+            """])
+        defer { s.cleanup() }
+        let cycle = try await tasker(["run", "--no-progress", "--no-journal", "t.lua", "a"], in: s.dir)
+        #expect(cycle.status == 2)
+        #expect(cycle.stderr == "tasker: error: t.lua:2: usage: targets wait for each other: 'b' and 'a'\n", "\(cycle.stderr)")
+        let unknown = try await tasker(["run", "--no-progress", "--no-journal", "t.lua", "c"], in: s.dir)
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr == "tasker: error: t.lua:3: usage: target 'c' waits for 'nope', which is not a target (targets: a, b, c)\n",
+                "\(unknown.stderr)")
+    }
+
     @Test func helpAndListDescribeThePipelineAndRunNothing() async throws {
         let s = try Scratch(["deploy.lua": Self.deploy + """
 

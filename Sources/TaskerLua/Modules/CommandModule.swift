@@ -16,6 +16,7 @@ final class CommandModule: LuaModule {
 
     static let source = #"""
         local usage, words, getenv, describing, register, encode, param_limit = ...
+        local getinfo = debug.getinfo  -- before the script could replace it
         -- the words after a `--` are the script's as they are
         local limit = math.min(param_limit or #words, #words)
         local params, param_order, targets, target_order = {}, {}, {}, {}
@@ -248,7 +249,10 @@ final class CommandModule: LuaModule {
           local after = opts.after or {}
           if type(after) == "string" then after = {after} end
           if targets[name] then usage("tasker.target: '" .. name .. "' is declared twice", 2) end
-          targets[name] = {name = name, help = opts.help, after = after, fn = fn}
+          -- where it was declared: its 'after' is checked once the main chunk ended
+          local info = getinfo(2, "Sl")
+          local at = info and info.currentline > 0 and (info.short_src .. ":" .. info.currentline) or nil
+          targets[name] = {name = name, help = opts.help, after = after, fn = fn, at = at}
           target_order[#target_order + 1] = name
         end
 
@@ -277,11 +281,14 @@ final class CommandModule: LuaModule {
           local function add_target(name, from)
             if handles[name] then return handles[name] end
             local t = targets[name]
+            -- named at the declaration whose 'after' says so
             if not t then
               usage("target '" .. from .. "' waits for '" .. tostring(name) .. "', which is not a target (targets: "
-                    .. known_targets() .. ")", 0)
+                    .. known_targets() .. ")", 0, targets[from].at)
             end
-            if visiting[name] then usage("targets wait for each other: '" .. from .. "' and '" .. name .. "'", 0) end
+            if visiting[name] then
+              usage("targets wait for each other: '" .. from .. "' and '" .. name .. "'", 0, targets[from].at)
+            end
             visiting[name] = true
             local after = {}
             for _, a in ipairs(t.after) do after[#after + 1] = add_target(a, name) end
@@ -371,7 +378,9 @@ final class CommandModule: LuaModule {
         let level = Int32(s.integer(2) ?? 1)
         let message = s.string(1) ?? "usage error"
         runtime.chunk.commandLineError = message
-        runtime.pushErrorTable(L, kind: "usage", message: message, where: level > 0 ? s.whereString(level: level) : nil)
+        // a position given (a target's declaration), else the caller's at `level`
+        let position = s.string(3) ?? (level > 0 ? s.whereString(level: level) : nil)
+        runtime.pushErrorTable(L, kind: "usage", message: message, where: position)
         return TASKER_RAISE
     }
 }
