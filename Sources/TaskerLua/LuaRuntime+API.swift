@@ -87,9 +87,10 @@ extension LuaRuntime {
         return nil
     }
 
-    /// `--help`, `tasker list`: the main chunk has come to its first task,
-    /// process, request or wait; what it declared so far is the
-    /// description. Raises a marker the driver takes as the chunk's end.
+    /// `--help`, `tasker list`: the main chunk has come to its first
+    /// process, request or wait (tasks it adds never start); what it
+    /// declared so far is the description. Raises a marker the driver
+    /// takes as the chunk's end.
     func describeStop(_ L: OpaquePointer) -> Int32 {
         lua_pushlightuserdata(L, Self.describeMarker)
         return TASKER_RAISE

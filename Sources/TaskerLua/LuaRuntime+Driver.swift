@@ -189,6 +189,8 @@ extension LuaRuntime {
                 return
             }
             mainDone = true
+            // described: the tasks it added never start, nothing to wait for
+            if options.describeOnly { finish() }
         case .task(let run):
             if let failure = f.isAborted ? f.aborted : overran(run) {
                 retire(f)
@@ -212,6 +214,7 @@ extension LuaRuntime {
             mainDone = true
             if (options.describeOnly || options.planOnly) && lua_touserdata(co, -1) == LuaRuntime.describeMarker {
                 retire(f)  // described, or planned as far as it can be: not an error
+                if options.describeOnly { finish() }
                 return
             }
             if driver.exitRequested == nil && !interrupted {
@@ -221,9 +224,11 @@ extension LuaRuntime {
                     chunk.mainError = String(first)
                     chunk.mainErrorIsCommandLine = true
                 }
-                engine.cancelAll(reason: "the main chunk failed")
+                // a description's tasks never start: nothing to cancel (no handler runs)
+                if !options.describeOnly { engine.cancelAll(reason: "the main chunk failed") }
             }
             retire(f)
+            if options.describeOnly { finish() }
         case .task(let run):
             let failure = f.aborted ?? storeError(co, slot: run.task)
             retire(f)

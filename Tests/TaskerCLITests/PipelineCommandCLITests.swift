@@ -112,6 +112,35 @@ import Testing
                 "\(unknown.stderr)")
     }
 
+    /// A task added at the top does not end the description: what is
+    /// declared after it is shown too, and the task never starts (nor its
+    /// handlers, a schedule or a group); a process ends it, unrun.
+    @Test func declarationsAfterAnAddAreDescribedAndTheTaskNeverRuns() async throws {
+        let s = try Scratch(["p.lua": """
+            local early = tasker.param{name = "early", help = "first"}
+            local h = tasker.add{name = "setup", run = function() fs.write("task-ran", "x") end}
+            h:on("finish", function() fs.write("handler-ran", "x") end)
+            local late = tasker.param{name = "late", type = "integer", default = 1, help = "after a task"}
+            tasker.target("deploy", {help = "after a task too", after = {}}, function() fs.write("target-ran", "x") end)
+            tasker.every(0.2, {name = "tick", run = function() fs.write("tick-ran", "x") end})
+            local g = tasker.parallel{function() fs.write("group-ran", "x") end}
+            tasker.sh("touch process-ran")
+            tasker.target("unseen", {}, function() end)
+            """])
+        defer { s.cleanup() }
+        let help = try await tasker(["run", "p.lua", "--help"], in: s.dir)
+        #expect(help.status == 0, "\(help.stderr)")
+        for expected in ["  --early EARLY  first (string)", "  --late N       after a task (integer; default 1)", "  deploy  after a task too"] {
+            #expect(help.stdout.contains(expected), "no '\(expected)' in:\n\(help.stdout)")
+        }
+        #expect(!help.stdout.contains("unseen"))
+        let list = try await tasker(["list", "--json", "p.lua"], in: s.dir)
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(list.stdout.contains("\"late\"") && list.stdout.contains("\"deploy\""), "\(list.stdout)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: s.dir.path).sorted()
+        #expect(left == ["p.lua"], "\(left)")
+    }
+
     @Test func helpAndListDescribeThePipelineAndRunNothing() async throws {
         let s = try Scratch(["deploy.lua": Self.deploy + """
 

@@ -50,7 +50,8 @@ final class TaskerModule: LuaModule {
 
     /// `rt` is `runtime`, passed so that it is borrowed, not retained.
     func add(_ L: OpaquePointer, _ rt: LuaRuntime) -> Int32 {
-        if rt.options.describeOnly { return rt.describeStop(L) }
+        // `--help` and `list` go on past an add (the engine is closed: the
+        // task never starts), so declarations after it are described too
         let top = lua_gettop(L)
         let parsed: ParsedSpec
         do {
