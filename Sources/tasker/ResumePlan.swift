@@ -8,7 +8,8 @@ import TaskerLua
 /// run: each task it adds is `reuse` (its identity succeeded in the earlier
 /// run) or `run` with why. The main chunk runs (it is what adds the tasks);
 /// where it would wait for a task that must run, nothing can tell what it
-/// adds next, and the plan says so.
+/// adds next: the plan says so, and lists the earlier run's tasks it did
+/// not come to as that run left them.
 enum ResumePlan {
     /// The plan's text and the exit code: 0, or 2 when the main chunk
     /// failed (as the resume would). A signal ends the process (128 + it).
@@ -56,12 +57,36 @@ enum ResumePlan {
         if let error = result.mainError, result.planStop == nil {
             lines.append("plan: the main chunk failed: \(shown(error.split(separator: "\n").first.map(String.init) ?? error))")
         }
+        var toRun = collector.tasks.count - reuse
         if let stop = result.planStop {
             lines.append("plan: incomplete: \(shown(stop)); the tasks it adds after that are not known until it runs")
+            // The earlier run's tasks the evaluation did not come to, as
+            // that run left them: what the resume reuses if the file adds
+            // them again.
+            let reached = Set(collector.tasks.compactMap(\.identity))
+            let rest = earlier.earlierTasks.filter { t in t.identity.map { !reached.contains($0) } ?? true }
+            if !rest.isEmpty {
+                lines.append("plan: the earlier run's other tasks, as it left them:")
+                for t in rest {
+                    let reason = Self.reason(t, earlier)
+                    if reason == nil { reuse += 1 } else { toRun += 1 }
+                    lines.append("\(reason == nil ? "reuse" : "run  ")  \(shown(t.name))\(reason.map { "  (\(shown($0)))" } ?? "")")
+                }
+            }
         }
-        lines.append("plan: \(reuse) to reuse, \(collector.tasks.count - reuse) to run again")
+        lines.append("plan: \(reuse) to reuse, \(toRun) to run again")
         let failed = result.mainError != nil && result.planStop == nil
         return (lines.joined(separator: "\n") + "\n", failed ? 2 : 0)
+    }
+
+    /// Why a task of the earlier run runs again, from its record (nil: it
+    /// is reused).
+    static func reason(_ t: JournalTask, _ earlier: RunJournal.Resumable) -> String? {
+        if let why = t.notResumable { return "not resumable: \(why)" }
+        if t.errorKind == "lost" || t.state == "running" { return "lost (the run ended while it was running)" }
+        guard t.state == "succeeded" else { return t.state }
+        guard let identity = t.identity, earlier.reuse[identity] != nil else { return "succeeded, but its values were not stored" }
+        return nil
     }
 
     /// The tasks a plan's evaluation adds, in add order, as they end (every
