@@ -9,8 +9,11 @@ import TaskerJournal
 /// (reconnecting with backoff) and is tried again, up to the outage limit:
 /// every write here is safe to repeat.
 public final class PGJournalStore: JournalStore {
-    /// The server may be away for as long as the run rides out an outage.
-    public var endWait: Double { StoreOutage.limit }
+    /// The run's end waits for a server that is away for what is left of
+    /// the outage limit: an outage that began at the end is ridden out as
+    /// long as the run would ride it out, one that already failed the run
+    /// (away past the limit) is not waited for again.
+    public var endWait: Double { max(0, StoreOutage.limit - session.downFor) }
 
     private let session: PGSession
     private let host: String
@@ -18,7 +21,7 @@ public final class PGJournalStore: JournalStore {
     public init(url: String) throws {
         session = PGSession(url: url, limit: StoreOutage.limit)
         // Past an outage's limit the run failed, but its journal is still
-        // written once the server is back (the end waits for it).
+        // written if the server is back by the end (see `endWait`).
         session.triesAfterGivingUp = true
         host = JournalReader.hostName
         // A server that is not there at the start fails at once; one

@@ -24,6 +24,8 @@ final class PGSession {
     private let onEvent: (PGOutageEvent) -> Void
     private var connection: PGConnection?
     private var downSince: UInt64?
+    /// Seconds the server has been away (0: it is there).
+    var downFor: Double { downSince.map { Double(Monotonic.now() &- $0) / 1e9 } ?? 0 }
     private var backoff = StoreOutage.firstBackoff
     /// Set past the limit: everything fails at once from then on (but
     /// see `triesAfterGivingUp`).

@@ -128,6 +128,31 @@ import Testing
         for text in [result.stdout, result.stderr, worker.stdout, worker.stderr] { #expect(!text.contains("sekret")) }
     }
 
+    /// A run the outage failed (the server away past the limit) ends then:
+    /// its journal in the store, which had the same outage, is not waited
+    /// for a second limit.
+    @Test func aRunTheOutageFailedEndsWithoutWaitingForItsJournalAgain() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        var env = ProcessInfo.processInfo.environment
+        env["TASKER_STORE_OUTAGE_LIMIT"] = "8"
+        let w = try Background(["worker", "--store", server.url(), "defs.lua"], in: s.dir, environment: env)
+        defer { w.signal(SIGKILL) }
+        let run = try Background(["run", "--no-progress", "--store", server.url(), "p.lua", "2", "300"], in: s.dir, environment: env)
+        #expect(await w.waitFor("start "))
+        let stopped = Date()
+        #expect(server.stop())
+        let result = await run.finish(within: 60)
+        let took = Date().timeIntervalSince(stopped)
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("unreachable for 8 s"), "\(result.stderr)")
+        #expect(result.stderr.contains("could not be recorded"), "\(result.stderr)")
+        // the limit once (8 s), not twice (16 s: the journal's end waited again)
+        #expect(took >= 8 && took < 14, "the run ended \(took) s after the stop")
+    }
+
     @Test func aServerDownBeforeTheRunStartsIsAClearErrorAtOnce() async throws {
         let server = try await PostgresTestServer.isolated()
         defer { server.destroy() }
