@@ -35,6 +35,15 @@ struct EventLine {
         w.integer(id)
     }
 
+    /// A task event's `error`: the message, or null (every task event has
+    /// the key); said whether it is written.
+    mutating func error(_ message: String?) {
+        key("error")
+        if let message { w.string(message) } else { w.null() }
+        hasError = true
+    }
+    private(set) var hasError = false
+
     mutating func nameAndState(_ id: TaskID, _ engine: Engine, state: TaskState? = nil) {
         key("name")
         w.string(engine.name(id))

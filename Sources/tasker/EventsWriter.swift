@@ -34,6 +34,7 @@ final class EventsWriter: EngineObserver {
                        before: (inout EventLine) -> Void = { _ in }) {
         var l = line(event)
         before(&l)
+        if !l.hasError { l.error(nil) }
         l.id(id)
         l.nameAndState(id, engine, state: state)
         write(l)
@@ -133,6 +134,7 @@ final class EventsWriter: EngineObserver {
         l.w.beginArray()
         for d in engine.dependencies(id) { l.w.integer(d) }
         l.w.endArray()
+        l.error(nil)
         l.id(id)
         l.nameAndState(id, engine)
         l.key("tags")
@@ -148,6 +150,7 @@ final class EventsWriter: EngineObserver {
 
     func taskProgress(_ id: TaskID, fraction: Double, message: String?, engine: Engine) {
         var l = line("progress")
+        l.error(nil)
         l.key("fraction")
         l.w.double(fraction)
         l.id(id)
@@ -165,8 +168,7 @@ final class EventsWriter: EngineObserver {
             l.w.integer(failedAttempt)
             l.key("delay")
             l.w.double(delay)
-            l.key("error")
-            l.w.string(failure.description)
+            l.error(failure.description)
         }
     }
 
@@ -180,6 +182,7 @@ final class EventsWriter: EngineObserver {
 
     private func interception(_ event: StaticString, _ id: TaskID, _ interceptor: String, _ engine: Engine) {
         var l = line(event)
+        l.error(nil)
         l.id(id)
         l.key("interceptor")
         l.w.string(interceptor)
@@ -189,6 +192,7 @@ final class EventsWriter: EngineObserver {
 
     func taskReacting(_ id: TaskID, reactor: String, engine: Engine) {
         var l = line("reacting")
+        l.error(nil)
         l.id(id)
         l.key("name")
         l.w.string(engine.name(id))
@@ -219,11 +223,6 @@ final class EventsWriter: EngineObserver {
     }
 
     func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
-        write("finished", id, engine) { l in
-            if let f = outcome.failure {
-                l.key("error")
-                l.w.string(f.description)
-            }
-        }
+        write("finished", id, engine) { l in l.error(outcome.failure?.description) }
     }
 }

@@ -207,6 +207,9 @@ import Testing
         #expect(objects.allSatisfy { $0["name"] as? String == "job" && $0["id"] as? Int == 1 && $0["t"] is Double })
         #expect(objects[3]["error"] as? String == "once")
         #expect(objects[5]["state"] as? String == "succeeded")
+        // every task event has `error`: null when there is none
+        #expect(objects.allSatisfy { $0.keys.contains("error") }, "\(objects)")
+        #expect(objects.filter { $0["event"] as? String != "retry" }.allSatisfy { $0["error"] is NSNull }, "\(objects)")
     }
 
     /// `added` carries the ids it waits for; pauses, their ends and the
