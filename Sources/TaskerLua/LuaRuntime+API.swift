@@ -71,6 +71,69 @@ extension LuaRuntime {
         return ids.first { mine.contains(workOf($0)) }
     }
 
+    /// Whether the calling task waiting for all of `ids` would close a
+    /// cycle: one of them waits, through awaits of its own (`await`,
+    /// `result`, `all`), a group's members or the `after` of a task not
+    /// started yet, for the caller. The chain of names (the caller first
+    /// and last), or nil. Found when the wait starts: a cycle beside other
+    /// work is broken at once, not when the whole run has nothing left.
+    func waitCycle(_ ids: [TaskID]) -> [String]? {
+        guard let me = driver.current?.taskID else { return nil }
+        let target = workOf(me)
+        var reachedFrom: [TaskID: TaskID] = [:]
+        var stack: [TaskID] = []
+        var closing: TaskID?
+        func reach(_ n: TaskID, from p: TaskID) {
+            let w = workOf(n)
+            guard closing == nil else { return }
+            if w == target {
+                closing = p
+                return
+            }
+            guard reachedFrom[w] == nil, reachedFrom.count < 4 * Self.cycleLookLimit, !engine.isFinished(w) else { return }
+            reachedFrom[w] = p
+            stack.append(w)
+        }
+        for id in ids { reach(id, from: target) }
+        // A bounded look (a chain of 50,000 tasks each awaiting the one
+        // before would make every await walk it): a longer cycle is broken
+        // when the run has nothing else left to do.
+        var looked = 0
+        while closing == nil, looked < Self.cycleLookLimit, let id = stack.popLast() {
+            looked += 1
+            for n in waitsFor(id) { reach(n, from: id) }
+        }
+        guard let last = closing else { return nil }
+        var path: [TaskID] = []
+        var at = last
+        while at != target, let p = reachedFrom[at] {
+            path.append(at)
+            at = p
+        }
+        return [engine.name(target)] + path.reversed().map { engine.name($0) } + [engine.name(target)]
+    }
+
+    static let cycleLookLimit = 32
+
+    /// The error a wait that would close a cycle raises in its task.
+    static func deadlock(_ cycle: [String]) -> TaskFailure {
+        let names = cycle.map { "'\($0)'" }
+        let chain = names[0] + " waits for " + names.dropFirst().joined(separator: ", which waits for ")
+        return TaskFailure(.deadlock, "\(chain): none of them could finish")
+    }
+
+    /// What unfinished task `id` cannot finish without: what its fiber
+    /// awaits (all of it), a group's members, a task's `after` before it
+    /// starts.
+    private func waitsFor(_ id: TaskID) -> [TaskID] {
+        if let f = driver.fibersByTask[id], let w = f.wait as? TasksWait, w is AwaitWait || w is AllWaiter {
+            return w.ids
+        }
+        if let members = engine.groupMembers(id) { return members }
+        if engine.state(id) == .waiting { return engine.dependencies(id) }
+        return []
+    }
+
     /// Checks that the caller may suspend; returns a raise status if not.
     func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32? {
         if options.describeOnly { return describeStop(L) }

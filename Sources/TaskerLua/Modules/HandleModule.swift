@@ -157,6 +157,7 @@ final class HandleModule: LuaModule {
                 return rt.usage(L, "h:\(method): task '\(rt.engine.name(id))' cannot wait for itself (it would never finish)")
             }
             if let status = rt.cannotWait(L, "h:\(method)") { return status }
+            if let cycle = rt.waitCycle([id]) { return rt.raise(L, LuaRuntime.deadlock(cycle)) }
             return rt.suspend(L, .wait(AwaitWait(id: id, mode: mode)))
         }
     }
