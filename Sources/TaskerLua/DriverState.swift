@@ -24,4 +24,8 @@ struct DriverState {
     var exitRequested: Int32?
     /// Names the non-yieldable code running now ("an event handler").
     var callContext: String?
+    /// Set while a hook runs (an interceptor, a reactor's `when`) to the
+    /// task it runs for, which its log lines name: for an HTTP hook, the
+    /// task that made the request (`.some(nil)`: the main chunk did).
+    var callTask: TaskID??
 }

@@ -51,6 +51,13 @@ extension ModuleHost {
 }
 
 extension LuaRuntime: ModuleHost {
-    var currentTask: TaskID? { driver.current?.taskID }
+    var currentTask: TaskID? {
+        if let hookTask = driver.callTask { return hookTask }
+        guard let f = driver.current else { return nil }
+        // a reaction names the task it reacts to (a task reactor's: an
+        // HTTP reactor's tasks are requests)
+        if case .reaction(let r) = f.kind, (r.reactor as? LuaReactor)?.target == .task { return r.tasks.first }
+        return f.taskID
+    }
     var inFiber: Bool { driver.current != nil }
 }

@@ -23,6 +23,25 @@ import Testing
         #expect(!r.diagnostics.contains("Bearer"))
     }
 
+    /// A hook's lines name the task it runs for: an interceptor's, a
+    /// reactor's `when` and its reaction; an HTTP interceptor's, the task
+    /// that made the request (none for the main chunk's).
+    @Test func hooksLogUnderTheTaskTheyRunFor() async throws {
+        let r = try await runLua("""
+            tasker.intercept{name = "i", fn = function(t) log.info("interceptor") end}
+            tasker.intercept{name = "h", on = "http", fn = function(t) log.info("http interceptor") end}
+            tasker.react{name = "r", when = function(t, res) log.info("when"); return t.name == "job" end,
+                         fn = function(t) log.info("reaction") end}
+            tasker.add{name = "job", run = function() end}:await()
+            tasker.add{name = "fetcher", run = function() pcall(http.get, "http://127.0.0.1:9/", {retry = false}) end}:await()
+            pcall(http.get, "http://127.0.0.1:9/", {retry = false})
+            """)
+        let lines = r.diagnostics.split(separator: "\n").map { String($0.drop { $0 != " " }.dropFirst()) }
+        #expect(lines == ["INFO [job] interceptor", "INFO [job] when", "INFO [job] reaction",
+                          "INFO [fetcher] interceptor", "INFO [fetcher] http interceptor", "INFO [fetcher] when",
+                          "INFO http interceptor"], "\(r.diagnostics)")
+    }
+
     /// Header-like keys are secret inside a table field too (a request's
     /// or a response's headers logged whole), at any depth (the JSON format writes the same text).
     @Test func secretKeysInsideTableFieldsAreHidden() async throws {
