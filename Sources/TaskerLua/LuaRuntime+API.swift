@@ -71,46 +71,30 @@ extension LuaRuntime {
         return ids.first { mine.contains(workOf($0)) }
     }
 
-    /// Whether the calling task waiting for all of `ids` would close a
-    /// cycle: one of them waits, through awaits of its own (`await`,
-    /// `result`, `all`), a group's members or the `after` of a task not
-    /// started yet, for the caller. The chain of names (the caller first
-    /// and last), or nil. Found when the wait starts: a cycle beside other
-    /// work is broken at once, not when the whole run has nothing left.
-    func waitCycle(_ ids: [TaskID]) -> [String]? {
+    /// Whether the calling task awaiting task `id` (`await`, `result`)
+    /// would close a cycle of tasks each awaiting the next: the chain of
+    /// names (the caller first and last), or nil. Found as the wait starts,
+    /// so a cycle beside other work is broken at once, not when the whole
+    /// run has nothing left. Only single awaits are followed: a task
+    /// waiting on `all`, a group or its `after` may be freed by another
+    /// task's failure (fail-fast, a dependency not met), and is left to the
+    /// idle check. The look is bounded (a chain of 50,000 tasks each
+    /// awaiting the one before would make every await walk it).
+    func waitCycle(_ id: TaskID) -> [String]? {
         guard let me = driver.current?.taskID else { return nil }
         let target = workOf(me)
-        var reachedFrom: [TaskID: TaskID] = [:]
-        var stack: [TaskID] = []
-        var closing: TaskID?
-        func reach(_ n: TaskID, from p: TaskID) {
-            let w = workOf(n)
-            guard closing == nil else { return }
-            if w == target {
-                closing = p
-                return
+        var chain = [target]
+        var at = workOf(id)
+        while chain.count <= Self.cycleLookLimit {
+            if at == target {
+                return (chain + [target]).map { engine.name($0) }
             }
-            guard reachedFrom[w] == nil, reachedFrom.count < 4 * Self.cycleLookLimit, !engine.isFinished(w) else { return }
-            reachedFrom[w] = p
-            stack.append(w)
+            guard !engine.isFinished(at), let f = driver.fibersByTask[at], let w = f.wait as? AwaitWait,
+                  let next = w.ids.first else { return nil }
+            chain.append(at)
+            at = workOf(next)
         }
-        for id in ids { reach(id, from: target) }
-        // A bounded look (a chain of 50,000 tasks each awaiting the one
-        // before would make every await walk it): a longer cycle is broken
-        // when the run has nothing else left to do.
-        var looked = 0
-        while closing == nil, looked < Self.cycleLookLimit, let id = stack.popLast() {
-            looked += 1
-            for n in waitsFor(id) { reach(n, from: id) }
-        }
-        guard let last = closing else { return nil }
-        var path: [TaskID] = []
-        var at = last
-        while at != target, let p = reachedFrom[at] {
-            path.append(at)
-            at = p
-        }
-        return [engine.name(target)] + path.reversed().map { engine.name($0) } + [engine.name(target)]
+        return nil
     }
 
     static let cycleLookLimit = 32
@@ -120,18 +104,6 @@ extension LuaRuntime {
         let names = cycle.map { "'\($0)'" }
         let chain = names[0] + " waits for " + names.dropFirst().joined(separator: ", which waits for ")
         return TaskFailure(.deadlock, "\(chain): none of them could finish")
-    }
-
-    /// What unfinished task `id` cannot finish without: what its fiber
-    /// awaits (all of it), a group's members, a task's `after` before it
-    /// starts.
-    private func waitsFor(_ id: TaskID) -> [TaskID] {
-        if let f = driver.fibersByTask[id], let w = f.wait as? TasksWait, w is AwaitWait || w is AllWaiter {
-            return w.ids
-        }
-        if let members = engine.groupMembers(id) { return members }
-        if engine.state(id) == .waiting { return engine.dependencies(id) }
-        return []
     }
 
     /// Checks that the caller may suspend; returns a raise status if not.
@@ -166,6 +138,8 @@ extension LuaRuntime {
     /// the next one). Elsewhere (a reused task's `finish` handler) the call
     /// is refused. Nil: not a plan.
     func planStops(_ L: OpaquePointer, _ fn: String) -> Int32? {
+        // a description stops at a change to files too
+        if options.describeOnly { return describeStop(L) }
         guard options.planOnly else { return nil }
         guard let main = chunk.mainFiber, driver.current === main else {
             return usage(L, "\(fn): a plan (--resume --plan) runs nothing")

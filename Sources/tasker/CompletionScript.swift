@@ -1,11 +1,13 @@
 import ArgumentParser
 
 /// `tasker --generate-completion-script bash`: argument-parser's script,
-/// with one change. After FILE a word that starts with `-` is one of FILE's
-/// parameters (`--env`, `--no-dry-run`): run's own options go before FILE,
-/// where they are errors after it. The generated script takes such a word
-/// for an option of `run` and offers run's options (and, past them, file
-/// names), so `tasker run deploy.lua --e<TAB>` never completed `--env`.
+/// with one change: every word after FILE is completed from FILE (its
+/// targets, its parameters, a parameter's choices), taken literally.
+/// The generated script took a word starting with `-` for an option of
+/// `run` (which goes before FILE: after it, it is an error) and offered
+/// run's options, so `tasker run deploy.lua --e<TAB>` never completed
+/// `--env`; and it passed FILE's words through `compgen -W`, which expands
+/// them (a choice `$(cmd)` ran `cmd` at a TAB).
 enum CompletionScript {
     /// The script for `argv` (`tasker --generate-completion-script bash`,
     /// or `=bash`), or nil when argv asks for something else.
@@ -29,10 +31,14 @@ enum CompletionScript {
     static let anchor = "_tasker_run() {"
     static let afterSorting = "    __tasker_offer_flags_options -1\n"
     static let parameters = """
-            # after FILE, a word starting with '-' is one of FILE's parameters
-            if [[ "${cur}" = -* && "${positional_number}" -ge 1 ]]; then
+            # after FILE (a word starting with '-' is not counted: one of FILE's
+            # parameters), FILE's own words, as they are (no expansion)
+            if [[ ( "${cur}" = -* && "${positional_number}" -ge 1 ) || "${positional_number}" -ge 2 ]]; then
                 COMPREPLY=()
-                __tasker_add_completions -W "$(__tasker_custom_complete ---completion run -- positional@1 "${COMP_CWORD}" "$(__tasker_cursor_index_in_current_word)")"
+                local word
+                while IFS='' read -r word; do
+                    COMPREPLY+=("${word}")
+                done < <(__tasker_custom_complete ---completion run -- positional@1 "${COMP_CWORD}" "$(__tasker_cursor_index_in_current_word)")
                 return
             fi
 

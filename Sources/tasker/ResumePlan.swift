@@ -63,8 +63,7 @@ enum ResumePlan {
             // The earlier run's tasks the evaluation did not come to, as
             // that run left them: what the resume reuses if the file adds
             // them again.
-            let reached = Set(collector.tasks.compactMap(\.identity))
-            let rest = earlier.earlierTasks.filter { t in t.identity.map { !reached.contains($0) } ?? true }
+            let rest = Self.notReached(earlier.earlierTasks, by: collector.tasks)
             if !rest.isEmpty {
                 lines.append("plan: the earlier run's other tasks, as it left them:")
                 for t in rest {
@@ -77,6 +76,29 @@ enum ResumePlan {
         lines.append("plan: \(reuse) to reuse, \(toRun) to run again")
         let failed = result.mainError != nil && result.planStop == nil
         return (lines.joined(separator: "\n") + "\n", failed ? 2 : 0)
+    }
+
+    /// The earlier run's tasks that none the evaluation added stands for:
+    /// one with the same identity, or else (a changed body: a new identity)
+    /// the first one left with the same name, each taken once.
+    static func notReached(_ earlierTasks: [JournalTask], by evaluated: [Collector.Task]) -> [JournalTask] {
+        var taken = Set<Int>()
+        var byIdentity: [String: Int] = [:]
+        for (i, t) in earlierTasks.enumerated() { if let id = t.identity, byIdentity[id] == nil { byIdentity[id] = i } }
+        var unmatched: [Collector.Task] = []
+        for t in evaluated {
+            if let id = t.identity, let i = byIdentity[id], !taken.contains(i) {
+                taken.insert(i)
+            } else {
+                unmatched.append(t)
+            }
+        }
+        var byName: [String: [Int]] = [:]
+        for (i, t) in earlierTasks.enumerated().reversed() where !taken.contains(i) { byName[t.name, default: []].append(i) }
+        for t in unmatched {
+            if let i = byName[t.name]?.popLast() { taken.insert(i) }
+        }
+        return earlierTasks.enumerated().filter { !taken.contains($0.offset) }.map(\.element)
     }
 
     /// Why a task of the earlier run runs again, from its record (nil: it

@@ -650,6 +650,14 @@ import Testing
             "run    c  (not resumable: its body captures a coroutine)",
             "plan: 1 to reuse, 3 to run again",
         ], "\(plan.stdout)")
+        // a's body edited: the plan's 'a' stands for the earlier one (not listed twice)
+        let edited = try String(contentsOf: s.dir.appendingPathComponent("p.lua"), encoding: .utf8)
+            .replacingOccurrences(of: "error(\"a fails\")", with: "error(\"a fails again\")")
+        try edited.write(to: s.dir.appendingPathComponent("p.lua"), atomically: true, encoding: .utf8)
+        let again = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
+        let lines2 = again.stdout.split(separator: "\n").map(String.init)
+        #expect(lines2.filter { $0.hasSuffix("  a") || $0.contains("  a  (") } == ["run    a  (new, or changed since then)"], "\(again.stdout)")
+        #expect(lines2.last == "plan: 1 to reuse, 3 to run again", "\(again.stdout)")
     }
 
     /// A plan runs nothing: where the main chunk itself would change a

@@ -85,34 +85,40 @@ import TaskerCore
         #expect(r.exitCode == 1)
     }
 
-    /// The wait that closes a cycle raises at once, though other work goes
-    /// on (the run is not idle): through awaits, `tasker.all`, a group's
-    /// members and a task's `after`.
-    @Test func aCycleIsBrokenWhenItClosesBesideOtherWork() async throws {
+    /// The await that closes a cycle of tasks awaiting each other raises at
+    /// once, though other work goes on (the run is not idle); waits that a
+    /// failure elsewhere could still free (`all` fail-fast, a dependency
+    /// not met) are not taken for a cycle.
+    @Test func aCycleOfAwaitsIsBrokenWhenItClosesBesideOtherWork() async throws {
         let r = try await runLua("""
             local busy = tasker.add{name = "busy", run = function() tasker.sleep(30) end}
             local t0 = tasker.now()
-            local x, y
+            local x, y, z
             x = tasker.add{name = "x", run = function() tasker.sleep(0.01); return y:await() end}
-            y = tasker.add{name = "y", run = function() tasker.sleep(0.01); return tasker.all{x} end}
-            print(select(2, y:result()).message)
-            print(select(2, x:result()).kind)
-            local a, g
-            a = tasker.add{name = "a", run = function() tasker.sleep(0.01); return g:await() end}
-            g = tasker.parallel{{name = "m", run = function() tasker.sleep(0.01); return a:await() end}}
-            print(select(2, a:result()).kind)
+            y = tasker.add{name = "y", run = function() tasker.sleep(0.02); return select(2, z:result()).kind end}
+            z = tasker.add{name = "z", run = function() tasker.sleep(0.03); return x:await() end}
+            print(select(2, z:result()).message)
+            print(x:await())  -- z's failure ended y's wait, and y's x's
+            -- a fails: r (after a and p) is skipped, and p's wait ends
+            local a = tasker.add{name = "a", run = function() tasker.sleep(0.05); error("a failed", 0) end}
             local p, q
-            p = tasker.add{name = "p", run = function() tasker.sleep(0.01); return q:await() end}
-            q = tasker.add{name = "q", after = p, run = function() end}
-            print(select(2, p:result()).message)
+            p = tasker.add{name = "p", run = function() tasker.sleep(0.01); return select(2, q:result()).kind end}
+            q = tasker.add{name = "q", after = {a, p}, run = function() end}
+            print(p:await())
+            -- all fail-fast: a failure among its handles ends the wait
+            local f = tasker.add{name = "f", run = function() tasker.sleep(0.05); error("f failed", 0) end}
+            local m, n
+            m = tasker.add{name = "m", run = function() return tostring(select(2, pcall(tasker.all, {f, n}))) end}
+            n = tasker.add{name = "n", run = function() tasker.sleep(0.01); return m:await() end}
+            print(m:await())
             print(tasker.now() - t0 < 10)
             busy:cancel()
             """)
         #expect(r.lines == [
-            "'y' waits for 'x', which waits for 'y': none of them could finish",
+            "'z' waits for 'x', which waits for 'y', which waits for 'z': none of them could finish",
             "deadlock",
-            "deadlock",
-            "'p' waits for 'q', which waits for 'p': none of them could finish",
+            "dependency",
+            "f failed",
             "true",
         ], "\(r.lines) \(r.diagnostics)")
         #expect(!r.diagnostics.contains("nothing could make progress"))

@@ -157,7 +157,7 @@ final class HandleModule: LuaModule {
                 return rt.usage(L, "h:\(method): task '\(rt.engine.name(id))' cannot wait for itself (it would never finish)")
             }
             if let status = rt.cannotWait(L, "h:\(method)") { return status }
-            if let cycle = rt.waitCycle([id]) { return rt.raise(L, LuaRuntime.deadlock(cycle)) }
+            if let cycle = rt.waitCycle(id) { return rt.raise(L, LuaRuntime.deadlock(cycle)) }
             return rt.suspend(L, .wait(AwaitWait(id: id, mode: mode)))
         }
     }
@@ -172,7 +172,7 @@ final class HandleModule: LuaModule {
                 return rt.argError(L, "h:on", 1, "\"start\", \"progress\", \"retry\" or \"finish\"", index: 2)
             }
             guard s.type(3) == LUA_TFUNCTION else { return rt.argError(L, "h:on", 2, "function", index: 3) }
-            if event == "finish", let outcome = rt.engine.outcome(id) {
+            if event == "finish", let outcome = rt.engine.outcome(id), !rt.options.describeOnly {
                 // Already finished: run it at once.
                 lua_pushvalue(L, 3)
                 lua_pushvalue(L, 1)
@@ -242,6 +242,9 @@ final class HandleModule: LuaModule {
     /// Runs the handlers registered for an event, each under pcall.
     func fireHandlers(_ id: TaskID, _ event: TaskEvent) {
         let rt = runtime
+        // `--help`, `list`: the tasks a description adds never run, nor
+        // do their handlers (a cancel by the main chunk ends them)
+        if rt.options.describeOnly { return }
         let L = rt.L
         let name: String
         switch event {

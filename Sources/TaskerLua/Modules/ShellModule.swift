@@ -93,8 +93,8 @@ final class ShellModule: LuaModule {
             push({ L in ShellModule.this(L!).stopsHere(L!, "io.popen") }, in: L)
             s.rawSet(-2, "popen")
             s.pop()
-            if runtime.options.planOnly {
-                // a plan changes no file through Lua's own library either
+            if runtime.options.planOnly || runtime.options.describeOnly {
+                // a plan or a description changes no file through Lua's own library either
                 pushSource(Self.planGuards, named: "=[tasker.plan]", in: L)
                 push({ L in ShellModule.this(L!).stopsHere(L!, LuaStack(L!).string(1) ?? "?") }, in: L)
                 guard tasker_pcall_traceback(L, 1, 0) == LUA_OK else { preconditionFailure("the plan's guards did not load") }

@@ -102,7 +102,6 @@ final class TaskerModule: LuaModule {
                 return 1
             }
             if let status = rt.cannotWait(L, fn) { return status }
-            if let cycle = rt.waitCycle(ids) { return rt.raise(L, LuaRuntime.deadlock(cycle)) }
             return rt.suspend(L, .wait(AllWaiter(ids: ids)))
         case "tasker.any":
             guard !ids.isEmpty else { return rt.usage(L, "tasker.any: the list of handles is empty (nothing could succeed)") }
