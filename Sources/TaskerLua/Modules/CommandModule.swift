@@ -277,7 +277,7 @@ final class CommandModule: LuaModule {
             if not targets.default then return end
             requested = {"default"}
           end
-          local handles, visiting = {}, {}
+          local handles, visiting, path = {}, {}, {}
           local function add_target(name, from)
             if handles[name] then return handles[name] end
             local t = targets[name]
@@ -287,11 +287,21 @@ final class CommandModule: LuaModule {
                     .. known_targets() .. ")", 0, targets[from].at)
             end
             if visiting[name] then
-              usage("targets wait for each other: '" .. from .. "' and '" .. name .. "'", 0, targets[from].at)
+              -- the whole cycle, from where it starts back to it
+              local chain, on = {}, false
+              for _, n in ipairs(path) do
+                on = on or n == name
+                if on then chain[#chain + 1] = "'" .. n .. "'" end
+              end
+              chain[#chain + 1] = "'" .. name .. "'"
+              usage("targets wait for each other: " .. chain[1] .. " waits for "
+                    .. table.concat(chain, ", which waits for ", 2), 0, targets[from].at)
             end
             visiting[name] = true
+            path[#path + 1] = name
             local after = {}
             for _, a in ipairs(t.after) do after[#after + 1] = add_target(a, name) end
+            path[#path] = nil
             visiting[name] = nil
             handles[name] = tasker.add{name = name, after = after, run = t.fn}
             return handles[name]
