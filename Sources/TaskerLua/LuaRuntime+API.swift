@@ -122,10 +122,13 @@ extension LuaRuntime {
         return nil
     }
 
+    /// Tasks a description lets the main chunk add before it stops there.
+    static let describedAddsKept = 1000
+
     /// `--help`, `tasker list`: the main chunk has come to its first
-    /// process, request or wait (tasks it adds never start); what it
-    /// declared so far is the description. Raises a marker the driver
-    /// takes as the chunk's end.
+    /// process, request or wait (tasks it adds never start), or to its
+    /// 1,001st add; what it declared so far is the description. Raises a
+    /// marker the driver takes as the chunk's end.
     func describeStop(_ L: OpaquePointer) -> Int32 {
         lua_pushlightuserdata(L, Self.describeMarker)
         return TASKER_RAISE

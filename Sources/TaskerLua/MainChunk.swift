@@ -15,6 +15,9 @@ struct MainChunk {
     var mainErrorTask: String?
     /// Where a plan's evaluation stopped (see `LuaRuntime.Options.planOnly`).
     var planStop: String?
+    /// Tasks a description (`--help`, `list`) let the main chunk add so
+    /// far; past `LuaRuntime.describedAddsKept` it stops there.
+    var describedAdds = 0
     /// The main chunk has returned and the targets it asked for are added.
     var targetsAdded = false
     /// The last usage error about the command line (a parameter, a target):

@@ -155,6 +155,22 @@ import Testing
         #expect(left == ["p.lua"], "\(left)")
     }
 
+    /// A loop of thousands of adds ends the description (completion runs
+    /// it at every TAB): what comes after it is not described.
+    @Test func aLoopOfThousandsOfAddsEndsTheDescription() async throws {
+        let s = try Scratch(["p.lua": """
+            local early = tasker.param{name = "early"}
+            for i = 1, 200000 do tasker.add{name = "item", run = function() return i end} end
+            local late = tasker.param{name = "late"}
+            """])
+        defer { s.cleanup() }
+        let started = Date()
+        let help = try await tasker(["run", "p.lua", "--help"], in: s.dir)
+        #expect(help.status == 0, "\(help.stderr)")
+        #expect(help.stdout.contains("--early") && !help.stdout.contains("--late"), "\(help.stdout)")
+        #expect(Date().timeIntervalSince(started) < 30)
+    }
+
     @Test func helpAndListDescribeThePipelineAndRunNothing() async throws {
         let s = try Scratch(["deploy.lua": Self.deploy + """
 

@@ -51,7 +51,12 @@ final class TaskerModule: LuaModule {
     /// `rt` is `runtime`, passed so that it is borrowed, not retained.
     func add(_ L: OpaquePointer, _ rt: LuaRuntime) -> Int32 {
         // `--help` and `list` go on past an add (the engine is closed: the
-        // task never starts), so declarations after it are described too
+        // task never starts), so declarations after it are described too;
+        // not past a loop of thousands (completion runs it at every TAB)
+        if rt.options.describeOnly {
+            rt.chunk.describedAdds += 1
+            if rt.chunk.describedAdds > LuaRuntime.describedAddsKept { return rt.describeStop(L) }
+        }
         let top = lua_gettop(L)
         let parsed: ParsedSpec
         do {
