@@ -164,11 +164,11 @@ import Testing
             local late = tasker.param{name = "late"}
             """])
         defer { s.cleanup() }
-        let started = Date()
         let help = try await tasker(["run", "p.lua", "--help"], in: s.dir)
         #expect(help.status == 0, "\(help.stderr)")
+        // stopped in the loop (no time bound here: in a loaded suite the
+        // wait for a process slot is what a clock would measure)
         #expect(help.stdout.contains("--early") && !help.stdout.contains("--late"), "\(help.stdout)")
-        #expect(Date().timeIntervalSince(started) < 30)
     }
 
     @Test func helpAndListDescribeThePipelineAndRunNothing() async throws {
