@@ -118,7 +118,6 @@ import Testing
         #expect(server.stop())
         let stopTook = Date().timeIntervalSince(stopping)
         let result = await run.finish(within: 60)
-        let took = Date().timeIntervalSince(stopping)
         w.signal(SIGKILL)  // a worker waits for the server for ever
         let worker = await w.finish()
         // (seen twice in full-suite runs: the run outlived the stop; the
@@ -126,9 +125,10 @@ import Testing
         #expect(result.status == 1, "\(result.stdout)\(result.stderr)\nstop took \(stopTook) s\nworker: \(worker.stdout)\(worker.stderr)\nserver log: \(server.logTail())")
         #expect(result.stderr.contains("store") && result.stderr.contains("unreachable for 6 s"), "\(result.stderr)")
         // the run ends with the limit, its journal in the store (away as
-        // long) not waited for a second limit (12 s and more)
-        #expect(result.stderr.contains("could not be recorded"), "\(result.stderr)")
-        #expect(took >= 6 && took < 10.5, "the run ended \(took) s after the stop")
+        // long) not waited for a second limit: the end says how long it
+        // waited (the process's own clock: the test's may be starved)
+        let waited = result.stderr.firstMatch(of: /could not be recorded.*; waited ([0-9.]+) s/).flatMap { Double($0.1) }
+        #expect(waited.map { $0 < 3 } == true, "\(result.stderr)")
         #expect(result.stderr.contains("postgres://tasker:***@127.0.0.1"), "\(result.stderr)")
         for text in [result.stdout, result.stderr, worker.stdout, worker.stderr] { #expect(!text.contains("sekret")) }
     }
