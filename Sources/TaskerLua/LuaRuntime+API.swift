@@ -197,13 +197,18 @@ extension LuaRuntime {
     /// every task) there is no message handler either: an error that says
     /// not where it was raised (a table, "C stack overflow") is given
     /// `definedAt`, where the function called is defined.
+    /// `task`: a hook's call names the task it runs for (see
+    /// `DriverState.callTask`); nil leaves it as it is.
     func callForError(nargs: Int32, nresults: Int32, context: String, traceback: Bool = true,
-                      definedAt: String? = nil) -> String? {
+                      definedAt: String? = nil, task: TaskID?? = nil) -> String? {
         let saved = driver.callContext
         driver.callContext = context
+        let savedTask = driver.callTask
+        if let task { driver.callTask = task }
         let savedBudget = tasker_set_budget(crt, Monotonic.now() &+ Monotonic.nanos(LuaRuntime.callBudget))
         defer {
             driver.callContext = saved
+            driver.callTask = savedTask
             tasker_set_budget(crt, savedBudget)
         }
         let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall(L, nargs, nresults)

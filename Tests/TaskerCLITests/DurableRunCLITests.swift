@@ -544,6 +544,21 @@ import Testing
 /// and where the main chunk would wait for a task that must run, the plan
 /// says it cannot see further.
 @Suite struct ResumePlanCLITests {
+    /// Replaces `from` with `to` in the scratch's p.lua (a body edited
+    /// between the run and its plan).
+    func edit(_ s: Scratch, _ from: String, _ to: String) throws {
+        let file = s.dir.appendingPathComponent("p.lua")
+        try String(contentsOf: file, encoding: .utf8).replacingOccurrences(of: from, with: to)
+            .write(to: file, atomically: true, encoding: .utf8)
+    }
+
+    /// The plan of resuming p.lua's last run, line by line after its first.
+    func planLines(_ s: Scratch) async throws -> [String] {
+        let plan = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
+        #expect(plan.status == 0, "\(plan.stderr)")
+        return Array(plan.stdout.split(separator: "\n").map(String.init).dropFirst())
+    }
+
     @Test func thePlanIsWhatTheResumeDoes() async throws {
         let s = try Scratch(["p.lua": """
             local fetch = tasker.add{name = "fetch", run = function() return 42 end}
@@ -557,13 +572,9 @@ import Testing
         let first = try await tasker(["run", "--no-progress", "--var", "fail=1", "p.lua"], in: s.dir)
         #expect(first.status == 1)
         // edit two bodies' code: those tasks run again
-        let edited = try String(contentsOf: s.dir.appendingPathComponent("p.lua"), encoding: .utf8)
-            .replacingOccurrences(of: "return i * 2", with: "return i * 3")
-        try edited.write(to: s.dir.appendingPathComponent("p.lua"), atomically: true, encoding: .utf8)
-        let plan = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
-        #expect(plan.status == 0, "\(plan.stderr)")
-        let lines = plan.stdout.split(separator: "\n").map(String.init)
-        #expect(Array(lines.dropFirst()) == [
+        try edit(s, "return i * 2", "return i * 3")
+        let lines = try await planLines(s)
+        #expect(lines == [
             "reuse  fetch",
             "run    item  (new, or changed since then)",
             "run    item  (new, or changed since then)",
@@ -571,8 +582,8 @@ import Testing
             "run    build  (failed)",
             "run    deploy  (skipped)",
             "plan: 1 to reuse, 5 to run again",
-        ], "\(plan.stdout)")
-        #expect(!plan.stdout.contains("deployed"), "a body ran")
+        ], "\(lines)")
+        #expect(!lines.contains { $0.contains("deployed") }, "a body ran")
         // and the resume does what the plan said
         let resumed = try await tasker(["run", "--no-progress", "--resume", "p.lua"], in: s.dir)
         #expect(resumed.status == 0)
@@ -638,10 +649,8 @@ import Testing
         defer { s.cleanup() }
         let first = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
         #expect(first.status == 1)
-        let plan = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
-        #expect(plan.status == 0, "\(plan.stderr)")
-        let lines = plan.stdout.split(separator: "\n").map(String.init)
-        #expect(Array(lines.dropFirst()) == [
+        let lines = try await planLines(s)
+        #expect(lines == [
             "run    a  (failed)",
             "plan: incomplete: p.lua:2: the main chunk waits there for 'a', which would run; the tasks it adds after that are not known until it runs",
             "plan: the earlier run's other tasks, as it left them:",
@@ -649,15 +658,12 @@ import Testing
             "run    b2  (skipped)",
             "run    c  (not resumable: its body captures a coroutine)",
             "plan: 1 to reuse, 3 to run again",
-        ], "\(plan.stdout)")
+        ], "\(lines)")
         // a's body edited: the plan's 'a' stands for the earlier one (not listed twice)
-        let edited = try String(contentsOf: s.dir.appendingPathComponent("p.lua"), encoding: .utf8)
-            .replacingOccurrences(of: "error(\"a fails\")", with: "error(\"a fails again\")")
-        try edited.write(to: s.dir.appendingPathComponent("p.lua"), atomically: true, encoding: .utf8)
-        let again = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
-        let lines2 = again.stdout.split(separator: "\n").map(String.init)
-        #expect(lines2.filter { $0.hasSuffix("  a") || $0.contains("  a  (") } == ["run    a  (new, or changed since then)"], "\(again.stdout)")
-        #expect(lines2.last == "plan: 1 to reuse, 3 to run again", "\(again.stdout)")
+        try edit(s, "error(\"a fails\")", "error(\"a fails again\")")
+        let again = try await planLines(s)
+        #expect(again.filter { $0.hasSuffix("  a") || $0.contains("  a  (") } == ["run    a  (new, or changed since then)"], "\(again)")
+        #expect(again.last == "plan: 1 to reuse, 3 to run again", "\(again)")
     }
 
     /// A plan runs nothing: where the main chunk itself would change a

@@ -112,10 +112,8 @@ extension HookModule {
         let attempt = engine.attempts(id) + 1  // the attempt about to start
         if i.target == .http { rt.http.pushRequestTable(L, id, attempt: attempt) } else { TaskViewModule.push(L, id, attempt: attempt, metatable: rt.refs.taskViewMeta) }
         s.push(held)
-        let savedTask = rt.driver.callTask
-        rt.driver.callTask = .some(i.target == .http ? rt.http.calls[id]?.task : id)
-        defer { rt.driver.callTask = savedTask }
-        if let error = rt.callForError(nargs: 2, nresults: 2, context: i.context, traceback: false, definedAt: i.definedAt) {
+        if let error = rt.callForError(nargs: 2, nresults: 2, context: i.context, traceback: false, definedAt: i.definedAt,
+                                       task: .some(i.target == .http ? rt.http.calls[id]?.task : id)) {
             let message = error.components(separatedBy: "\nstack traceback:").first ?? error
             return .fail(TaskFailure(.interceptor, "interceptor '\(i.name)' failed: \(message)"))
         }

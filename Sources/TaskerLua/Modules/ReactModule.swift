@@ -122,11 +122,9 @@ extension HookModule {
         defer { lua_settop(L, base) }
         LuaStack(L).pushRegistry(when)
         pushReactionArguments(L, r, id, outcome, engine: engine, rt: rt)
-        let savedTask = rt.driver.callTask
-        rt.driver.callTask = .some(r.target == .http ? rt.http.calls[id]?.task : id)
-        defer { rt.driver.callTask = savedTask }
         if let error = rt.callForError(nargs: 2, nresults: 1, context: r.whenContext, traceback: false,
-                                        definedAt: r.whenDefinedAt) {
+                                        definedAt: r.whenDefinedAt,
+                                        task: .some(r.target == .http ? rt.http.calls[id]?.task : id)) {
             let message = error.components(separatedBy: "\nstack traceback:")[0]
             return .failure(TaskFailure(.reactor, "reactor '\(r.name)' failed in 'when': \(message)"))
         }
