@@ -283,6 +283,9 @@ public final class QueueCoordinator: RemoteQueue {
             notice("lost the connection to PostgreSQL (\(why)): reconnecting (the run waits for it up to \(PGSession.seconds(StoreOutage.limit)))")
         case .back(let seconds):
             notice("reconnected to PostgreSQL after \(String(format: "%.1f", seconds)) s")
+            // First: after a restart the workers pass over this run's jobs
+            // until it heartbeats (see `QueueStore.claim`).
+            heartbeatIfDue(now: true)
             resendWaiting()
         case .gaveUp(let why):
             giveUp(why)
@@ -321,11 +324,11 @@ public final class QueueCoordinator: RemoteQueue {
         for w in callbacks { w.done(.failed(failure)) }
     }
 
-    /// Every sixth of the lease (from the listener's tick).
-    private func heartbeatIfDue() {
+    /// Every sixth of the lease (from the listener's tick), or `now`.
+    private func heartbeatIfDue(now: Bool = false) {
         let due = state.withLock { s in
             guard !s.heartbeating, s.gaveUp == nil,
-                  Double(Monotonic.now() &- s.lastHeartbeat) / 1e9 >= lease / 6 else { return false }
+                  now || Double(Monotonic.now() &- s.lastHeartbeat) / 1e9 >= lease / 6 else { return false }
             s.heartbeating = true
             return true
         }

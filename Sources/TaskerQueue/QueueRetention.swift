@@ -76,7 +76,7 @@ extension QueueStore {
             DELETE FROM tasker_queue WHERE ctid = ANY(ARRAY(SELECT ctid FROM s))
             """)
         let listed = try c.query("""
-            INSERT INTO tasker_queue SELECT id, priority, name FROM tasker_jobs j
+            INSERT INTO tasker_queue (id, priority, name, run) SELECT id, priority, name, run FROM tasker_jobs j
             WHERE j.state = 'queued' AND j.worker IS NULL
               AND NOT EXISTS (SELECT 1 FROM tasker_queue q WHERE q.priority = j.priority AND q.id = j.id)
             """).affected

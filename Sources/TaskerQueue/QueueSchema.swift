@@ -113,7 +113,21 @@ enum QueueSchema {
         queueTable,
         workerProblem,
         roomForThreeVersions,
+        queuedRuns,
     ]
+
+    /// 6: the queue's list names each job's run, so a claim can pass over
+    /// the runs whose coordinator has not been heard from since the server
+    /// (re)started (`QueueStore.claim`); their live coordinators are found
+    /// through an index of their heartbeats (the stopped ones stay for
+    /// `--retain`). The run is last and defaults to '' so that a process
+    /// of the release before, still running across the upgrade, lists its
+    /// jobs as it did (never passed over).
+    static let queuedRuns = """
+        ALTER TABLE tasker_queue ADD COLUMN IF NOT EXISTS run text NOT NULL DEFAULT '';
+        UPDATE tasker_queue q SET run = j.run FROM tasker_jobs j WHERE j.id = q.id AND q.run = '';
+        CREATE INDEX IF NOT EXISTS tasker_coordinators_live ON tasker_coordinators (heartbeat) WHERE stopped IS NULL;
+        """
 
     /// 5: a job's row has three versions (queued, claimed, finished). At
     /// fillfactor 50 only two fit on its page while another session's

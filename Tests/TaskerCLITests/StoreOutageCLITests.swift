@@ -50,7 +50,10 @@ import Testing
         // 200 jobs of 0.2 s on 2 x 4 slots: about 5 s, the restart 1 s in
         let w1 = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
         let w2 = try Background(["worker", "--store", url, "--retain", "1h", "--concurrency", "4", "--lease", "5", "defs.lua"], in: s.dir)
-        let run = try Background(["run", "--no-progress", "--store", url, "p.lua", "200", "0.2"], in: s.dir)
+        // A long lease (a heartbeat every 100 s): the coordinator heartbeats
+        // as it reconnects, else the workers would pass over its jobs (not
+        // heard from since the restart) until its next one.
+        let run = try Background(["run", "--no-progress", "--store", url, "--lease", "600", "p.lua", "200", "0.2"], in: s.dir)
         // Jobs flow (on either worker: which one claims job 9 is a race).
         let flowing = Date().addingTimeInterval(60)
         while !(w1.output + w2.output).contains("start 9") && Date() < flowing {
@@ -203,6 +206,39 @@ import Testing
         let worker = await w.finish(within: 20)
         #expect(sql(server, url, "SELECT string_agg(state, ',') FROM tasker_jobs") == "cancelled,cancelled,cancelled")
         #expect(!worker.stdout.contains("start "), "\(worker.stdout)")
+    }
+
+    /// A run stopped by Ctrl-C while the server is away cannot say so.
+    /// After the restart its coordinator's lease counts from the server's
+    /// start; until it lapses, a worker passes over the run's jobs (its
+    /// coordinator has not been heard from since the restart) and then
+    /// they are cancelled: none runs though the user stopped the run.
+    @Test func aRunInterruptedWhileTheServerIsAwayHasNoJobRunAfterTheRestart() async throws {
+        let server = try await PostgresTestServer.isolated()
+        defer { server.destroy() }
+        let url = server.url()
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
+        defer { s.cleanup() }
+        let coordinator = try Background(["run", "--no-progress", "--store", url, "--lease", "3", "p.lua", "3", "0"], in: s.dir)
+        var deadline = Date(timeIntervalSinceNow: 30)
+        while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state = 'queued'") != "3" && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(server.stop())
+        coordinator.signal(SIGINT)
+        let stopped = await coordinator.finish(within: 30)
+        #expect(stopped.status == 130, "\(stopped.stderr)")
+        #expect(server.start())
+        let w = try Background(["worker", "--store", url, "--retain", "1h", "--lease", "3", "defs.lua"], in: s.dir)
+        deadline = Date(timeIntervalSinceNow: 40)
+        while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state IN ('queued', 'running')") != "0" && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        w.signal(SIGTERM)
+        let worker = await w.finish(within: 20)
+        #expect(sql(server, url, "SELECT string_agg(state, ',') FROM tasker_jobs") == "cancelled,cancelled,cancelled")
+        #expect(!worker.stdout.contains("start "), "\(worker.stdout)")
+        #expect(worker.status == 0, "\(worker.stderr)")
     }
 
     @Test func aResumedRunTakesOverTheJobsOfItsDeadCoordinatorAtOnce() async throws {

@@ -466,6 +466,35 @@ import Testing
         #expect(heard == Set(running.dropFirst().map(\.id)))
     }
 
+    /// A run whose coordinator has not heartbeat since the server started
+    /// (stopped by a signal while the server was away, it could not say
+    /// so) has its jobs passed over, however they came to the queue (its
+    /// enqueue, a hand-back, the list's tidying), until it heartbeats;
+    /// other runs' jobs are claimed meanwhile.
+    @Test func jobsOfARunUnheardSinceTheServerStartedArePassedOver() throws {
+        try db.sync { c in
+            try QueueStore.register(run: "unheard", host: "h", pid: 1, lease: 60, c)
+            try QueueStore.register(run: "live", host: "h", pid: 1, lease: 60, c)
+            try QueueStore.enqueue(run: "unheard", [job(1, priority: 9), job(2, priority: 9)], c)
+            try QueueStore.enqueue(run: "live", [job(3), job(4)], c)
+        }
+        // a claim before the server "restarted": the unheard run's first job, by priority
+        let early = try db.sync { c in try QueueStore.claim(worker: "w", limit: 1, versions: QueueStoreTests.work, c) }
+        #expect(early.map(\.run) == ["unheard"])
+        try db.sync { c in
+            try c.execute("UPDATE tasker_coordinators SET heartbeat = pg_postmaster_start_time() - interval '1 second' WHERE run = 'unheard'")
+            // its job comes back to the queue; another of its jobs is relisted by the tidying
+            try QueueStore.handBack(early.map { (id: $0.id, claim: $0.claim) }, c)
+            try c.execute("DELETE FROM tasker_queue WHERE id = (SELECT id FROM tasker_jobs WHERE run = 'unheard' AND task = 2)")
+            #expect(try QueueStore.tidyList(c) == 1)
+        }
+        let meanwhile = try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }
+        #expect(meanwhile.map(\.args) == ["{\"n\":3}", "{\"n\":4}"])
+        #expect(try db.sync { c in try QueueStore.heartbeat(run: "unheard", c) })
+        let heard = try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }
+        #expect(heard.map(\.args) == ["{\"n\":1}", "{\"n\":2}"])
+    }
+
     /// A run's end gives up its lease and cancels whatever of it is still
     /// queued or running (a cancel lost at that moment included); other
     /// runs' jobs are left alone.
