@@ -77,6 +77,10 @@ public final class QueueCoordinator: RemoteQueue {
         var deliveryLoop: EventLoop?
         /// The set-up is done: the listener's calls count from then on.
         var setUp = false
+        /// The run is over (`stop`): no heartbeat, no attempt sent again.
+        var stopping = false
+        /// The listener's ticks so far.
+        var ticks = 0
     }
 
     /// Seconds an attempt waits before the coordinator looks whether any
@@ -124,13 +128,25 @@ public final class QueueCoordinator: RemoteQueue {
             guard let self, self.state.withLock({ $0.setUp }) else { return }
             self.notified(payload)
         }
+        // Six heartbeats a lease, as `--lease` promises: a lease under 6 s
+        // ticks more often than once a second (a lease of 0.6 s lapsed
+        // between two ticks, and the workers cancelled a live run's jobs);
+        // the slow poll for results stays at about a second.
+        let tick = min(1, lease / 6)
+        let ticksPerPoll = max(1, Int((1 / tick).rounded()))
         let onTick: @Sendable () -> Void = { [weak self] in
-            guard let self, self.state.withLock({ $0.setUp }) else { return }
-            self.fetch(scan: true)
-            self.checkUndefined()
+            guard let self, let tick = self.state.withLock({ s -> Int? in
+                guard s.setUp else { return nil }
+                s.ticks &+= 1
+                return s.ticks
+            }) else { return }
+            if tick % ticksPerPoll == 0 {
+                self.fetch(scan: true)
+                self.checkUndefined()
+            }
             self.heartbeatIfDue()
         }
-        let makeListener: @Sendable () -> PGListener = { PGListener(url: url, channels: [QueueStore.doneChannel], tick: 1, onNotify: onNotify, onTick: onTick) }
+        let makeListener: @Sendable () -> PGListener = { PGListener(url: url, channels: [QueueStore.doneChannel], tick: tick, onNotify: onNotify, onTick: onTick) }
         let register = { [db] in
             try db.sync { c throws in
                 try QueueSchema.ensure(c)
@@ -190,6 +206,9 @@ public final class QueueCoordinator: RemoteQueue {
     /// is still queued or running, and closes the connections.
     public func stop() {
         let run = self.run
+        // A reconnect after this (the server back within the stop's grace)
+        // must not heartbeat: the lease given up would be taken again.
+        state.withLock { $0.stopping = true }
         db.submit { [self] c, _ in
             // Every attempt inserted was read back ended or cancelled by a
             // statement that worked (statements run in order: a cancel
@@ -298,7 +317,7 @@ public final class QueueCoordinator: RemoteQueue {
     /// would be waited for for ever.
     func resendWaiting() {
         let start = state.withLock { s -> Bool in
-            guard s.gaveUp == nil else { return false }
+            guard s.gaveUp == nil, !s.stopping else { return false }
             let pending = Set((s.outbox + s.resend + s.inFlight).map { Key(task: $0.task, attempt: $0.attempt) })
             s.resend += s.waiting.filter { !pending.contains($0.key) }.map(\.value.attempt).sorted { $0.task < $1.task }
             if s.flushing || s.resend.isEmpty { return false }
@@ -327,7 +346,7 @@ public final class QueueCoordinator: RemoteQueue {
     /// Every sixth of the lease (from the listener's tick), or `now`.
     private func heartbeatIfDue(now: Bool = false) {
         let due = state.withLock { s in
-            guard !s.heartbeating, s.gaveUp == nil,
+            guard !s.heartbeating, s.gaveUp == nil, !s.stopping,
                   now || Double(Monotonic.now() &- s.lastHeartbeat) / 1e9 >= lease / 6 else { return false }
             s.heartbeating = true
             return true
@@ -335,9 +354,10 @@ public final class QueueCoordinator: RemoteQueue {
         guard due else { return }
         let run = self.run
         db.submit({ [self] c, _ in
-            if !(try QueueStore.heartbeat(run: run, c)) {
-                notice("the run's lease had lapsed: the workers cancelled its jobs")
+            // (stopping meanwhile: the stop's statement ran first)
+            if !(try QueueStore.heartbeat(run: run, c)), !state.withLock({ $0.stopping }) {
                 try QueueStore.register(run: run, host: QueueWorker.hostName, pid: getpid(), lease: lease, c)
+                try lapsed(c)
             }
             state.withLock { s in
                 s.heartbeating = false
@@ -346,6 +366,27 @@ public final class QueueCoordinator: RemoteQueue {
         }, failed: { [self] _ in
             state.withLock { $0.heartbeating = false }
         })
+    }
+
+    /// The run's lease had lapsed (the process was paused, or its heartbeats
+    /// could not get through, past the lease) and the workers cancelled its
+    /// jobs; it holds the lease again. The attempts it still waits for that
+    /// were cancelled then would be waited for for ever: each fails as
+    /// `lost` (a defined task tries a lost attempt again, see `tasker.define`).
+    private func lapsed(_ c: PGConnection) throws {
+        let cancelled = try QueueStore.cancelledAttempts(run: run, c)
+        let why = "the run's lease lapsed (no heartbeat for over \(PGSession.seconds(lease))): the workers cancelled this attempt"
+        let callbacks = state.withLock { s in
+            cancelled.compactMap { s.waiting.removeValue(forKey: Key(task: $0.task, attempt: $0.attempt))?.done }
+        }
+        notice("the run's lease had lapsed: the workers cancelled its jobs (\(callbacks.count) waited for, tried again as lost)")
+        let failure = TaskFailure(.init(rawValue: "lost"), why)
+        let loop = state.withLock { $0.deliveryLoop }
+        if let loop {
+            loop.execute { for cb in callbacks { cb(.failed(failure)) } }
+        } else {
+            for cb in callbacks { cb(.failed(failure)) }
+        }
     }
 
     /// Attempts of some run finished (see `DoneNotice`): those whose

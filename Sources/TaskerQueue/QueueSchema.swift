@@ -116,17 +116,23 @@ enum QueueSchema {
         queuedRuns,
     ]
 
-    /// 6: the queue's list names each job's run, so a claim can pass over
-    /// the runs whose coordinator has not been heard from since the server
-    /// (re)started (`QueueStore.claim`); their live coordinators are found
-    /// through an index of their heartbeats (the stopped ones stay for
-    /// `--retain`). The run is last and defaults to '' so that a process
-    /// of the release before, still running across the upgrade, lists its
-    /// jobs as it did (never passed over).
+    /// 6: the queue's list names each job's run, and a coordinator's
+    /// heartbeat the server's start it was written under (`server_start`),
+    /// so a claim can pass over the runs whose coordinator has not been
+    /// heard from since the server (re)started (`QueueStore.claim`),
+    /// whatever the clock does; their live coordinators are found through
+    /// an index (the stopped ones stay for `--retain`). The run is last and
+    /// defaults to '' so that a process of the release before, still
+    /// running across the upgrade, lists its jobs as it did; its
+    /// coordinators write no `server_start`: neither is ever passed over.
+    /// Each queued row finds its run by the jobs' key: a join was planned
+    /// as a walk of the list for every job (queue connections turn
+    /// sequential scans off), 18 s for 20,000 queued.
     static let queuedRuns = """
         ALTER TABLE tasker_queue ADD COLUMN IF NOT EXISTS run text NOT NULL DEFAULT '';
-        UPDATE tasker_queue q SET run = j.run FROM tasker_jobs j WHERE j.id = q.id AND q.run = '';
-        CREATE INDEX IF NOT EXISTS tasker_coordinators_live ON tasker_coordinators (heartbeat) WHERE stopped IS NULL;
+        UPDATE tasker_queue q SET run = coalesce((SELECT j.run FROM tasker_jobs j WHERE j.id = q.id), '') WHERE q.run = '';
+        ALTER TABLE tasker_coordinators ADD COLUMN IF NOT EXISTS server_start timestamptz;
+        CREATE INDEX IF NOT EXISTS tasker_coordinators_unheard ON tasker_coordinators (server_start) WHERE stopped IS NULL;
         """
 
     /// 5: a job's row has three versions (queued, claimed, finished). At

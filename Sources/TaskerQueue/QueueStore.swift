@@ -165,12 +165,22 @@ enum QueueStore {
     }
 
     /// Whether `run`'s live coordinator has not heartbeat since the server
-    /// started. An anti-join through the index of live coordinators: a
-    /// list of such runs filtered with `<> ALL` was priced as keeping
-    /// almost no row, and the claim was planned as a scan and sort of the
-    /// whole queue (7 ms a claim against 0.4, with 10,000 queued).
+    /// started: its last heartbeat was written under an earlier start (by
+    /// the start, not by the clock: a clock stepped back made every
+    /// heartbeat look older than the start). An anti-join through the
+    /// index of live coordinators: a list of such runs filtered with
+    /// `<> ALL` was priced as keeping almost no row, and the claim was
+    /// planned as a scan and sort of the whole queue (7 ms a claim against
+    /// 0.4, with 10,000 queued).
     static func unheard(_ run: String) -> String {
-        "EXISTS (SELECT 1 FROM tasker_coordinators k WHERE k.run = \(run) AND k.stopped IS NULL AND k.heartbeat < pg_postmaster_start_time())"
+        "EXISTS (SELECT 1 FROM tasker_coordinators k WHERE k.run = \(run) AND \(unheardCoordinator))"
+    }
+
+    static let unheardCoordinator = "k.stopped IS NULL AND k.server_start < pg_postmaster_start_time()"
+
+    /// Whether some run's jobs are passed over now (see `unheard`).
+    static func anyUnheard(_ c: PGConnection) throws -> Bool {
+        try c.query("SELECT EXISTS (SELECT 1 FROM tasker_coordinators k WHERE \(unheardCoordinator))").first?.bool(0) ?? false
     }
 
     /// Names of queued jobs that none of `names` matches (at most a few:
@@ -357,6 +367,14 @@ enum QueueStore {
         }.sorted { $0.seq < $1.seq }
     }
 
+    /// Attempts of `run` cancelled without the coordinator's asking (its
+    /// own cancels stop waiting first): by the rescue, its lease lapsed.
+    static func cancelledAttempts(run: String, _ c: PGConnection) throws -> [(task: Int, attempt: Int)] {
+        try c.query("""
+            SELECT task, attempt FROM tasker_jobs WHERE run = $1 AND state = 'cancelled' AND done_seq IS NULL
+            """, [run]).rows.map { r throws(PGError) in (try r.int(0), try r.int(1)) }
+    }
+
     /// Cancels attempts of `run` that are queued or running, in one
     /// statement however many (a run stopped with thousands waiting); a
     /// worker running one hears of it at once (NOTIFY) or at its next
@@ -535,8 +553,10 @@ enum QueueStore {
     /// silent past `lease` the workers cancel the run's jobs.
     static func register(run: String, host: String, pid: Int32, lease: Double, _ c: PGConnection) throws {
         try c.query("""
-            INSERT INTO tasker_coordinators(run, host, pid, lease) VALUES ($1, $2, $3::int, $4::float8)
-            ON CONFLICT (run) DO UPDATE SET host = $2, pid = $3::int, lease = $4::float8, heartbeat = now(), stopped = NULL
+            INSERT INTO tasker_coordinators(run, host, pid, lease, server_start)
+              VALUES ($1, $2, $3::int, $4::float8, pg_postmaster_start_time())
+            ON CONFLICT (run) DO UPDATE SET host = $2, pid = $3::int, lease = $4::float8, heartbeat = now(), stopped = NULL,
+              server_start = pg_postmaster_start_time()
             """, [run, host, String(pid), String(lease)], once: true)
     }
 
@@ -544,7 +564,10 @@ enum QueueStore {
     /// run's jobs were cancelled).
     @discardableResult
     static func heartbeat(run: String, _ c: PGConnection) throws -> Bool {
-        let rows = try c.query("UPDATE tasker_coordinators SET heartbeat = now() WHERE run = $1 RETURNING stopped IS NULL", [run])
+        let rows = try c.query("""
+            UPDATE tasker_coordinators SET heartbeat = now(), server_start = pg_postmaster_start_time() WHERE run = $1
+            RETURNING stopped IS NULL
+            """, [run])
         return try rows.first?.bool(0) ?? false
     }
 

@@ -69,6 +69,16 @@ public final class QueueWorker {
     /// waits for it (the jobs it brings go back to the queue).
     private var listenerClaiming = false
     private var claimAgain = false
+    /// Some run's jobs may be passed over (its coordinator not heard from
+    /// since the server started: see `QueueStore.claim`): a short claim
+    /// looks, and while there are such runs claims again every
+    /// `passedOverRetry` seconds, as nothing wakes it when that coordinator
+    /// comes back (its heartbeat sends no NOTIFY, and after a restart the
+    /// listener may still be reconnecting). Set at the start and after an
+    /// outage; cleared when the look finds none.
+    private var passedOverMayExist = true
+    private var passedOverTimer: LoopTimer?
+    static let passedOverRetry = 0.2
     private var draining = false
     private var outbox: [JobCompletion] = []
     /// Jobs stopped unfinished because this worker could not heartbeat for
@@ -258,18 +268,33 @@ public final class QueueWorker {
         // What this worker holds or has results of, should the claim's
         // answer be lost with the connection (see `handBackUnknown`).
         let known = Array(running.keys) + ahead.map(\.id) + outbox.map(\.id) + returns.map(\.id) + Array(inFlight)
+        let lookForPassedOver = passedOverMayExist
         db.submit({ c, again in
             if again || handBack { try QueueStore.handBackUnknown(worker: me, known: known, c) }
             let claimed = try QueueStore.claim(worker: me, limit: limit, versions: versions, c)
-            bound.loop.execute { bound.value.claimed(claimed, limit: limit, failure: nil, afterALoss: again) }
+            let passedOver: Bool? = lookForPassedOver && claimed.count < limit ? try QueueStore.anyUnheard(c) : nil
+            bound.loop.execute {
+                bound.value.claimed(claimed, limit: limit, failure: nil, afterALoss: again, passedOver: passedOver)
+            }
         }, failed: { error in
             let why = error.message
             bound.loop.execute { bound.value.claimed([], limit: limit, failure: why) }
         })
     }
 
-    private func claimed(_ jobs: [ClaimedJob], limit: Int, failure: String?, afterALoss: Bool = false) {
+    /// `passedOver`: whether some run's jobs were passed over (nil: not looked).
+    private func claimed(_ jobs: [ClaimedJob], limit: Int, failure: String?, afterALoss: Bool = false,
+                         passedOver: Bool? = nil) {
         claiming = false
+        if let passedOver {
+            passedOverMayExist = passedOver
+            if passedOver, passedOverTimer == nil {
+                passedOverTimer = loop.schedule(after: Self.passedOverRetry, keepAlive: false) { [self] in
+                    passedOverTimer = nil
+                    claimMore()
+                }
+            }
+        }
         if afterALoss { lookForLateClaims() }
         if let failure {
             // Once a minute whatever the text (the server's may differ each
@@ -642,6 +667,7 @@ public final class QueueWorker {
             // flushed one by one): their jobs, running here by the server's
             // account but not by this worker's, go back to the queue.
             handBackAtNextClaim = true
+            passedOverMayExist = true
             // What waited went first; heartbeat now rather than at the next tick.
             heartbeat()
             claimMore()

@@ -208,35 +208,62 @@ import Testing
         #expect(!worker.stdout.contains("start "), "\(worker.stdout)")
     }
 
-    /// A run stopped by Ctrl-C while the server is away cannot say so.
-    /// After the restart its coordinator's lease counts from the server's
-    /// start; until it lapses, a worker passes over the run's jobs (its
-    /// coordinator has not been heard from since the restart) and then
-    /// they are cancelled: none runs though the user stopped the run.
+    /// A run stopped by Ctrl-C while the server is away. Back within the
+    /// stop's grace, the server records the stop: the lease stays given up
+    /// (a heartbeat at the reconnect took it again) and the jobs are
+    /// cancelled. Back later, nothing records it: its coordinator's lease
+    /// counts from the server's start, and until it lapses a worker passes
+    /// over the run's jobs (not heard from since the restart), then they
+    /// are cancelled: none runs though the user stopped the run.
     @Test func aRunInterruptedWhileTheServerIsAwayHasNoJobRunAfterTheRestart() async throws {
         let server = try await PostgresTestServer.isolated()
         defer { server.destroy() }
         let url = server.url()
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.pipeline])
         defer { s.cleanup() }
-        let coordinator = try Background(["run", "--no-progress", "--store", url, "--lease", "3", "p.lua", "3", "0"], in: s.dir)
-        var deadline = Date(timeIntervalSinceNow: 30)
-        while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state = 'queued'") != "3" && Date() < deadline {
-            try await Task.sleep(for: .milliseconds(20))
+        func interrupted(restartingBeforeItsEnd: Bool) async throws -> String {
+            let events = s.dir.appendingPathComponent("events-\(restartingBeforeItsEnd).jsonl")
+            let coordinator = try Background(["run", "--no-progress", "--store", url, "--lease", "3", "--events", events.path,
+                                              "p.lua", "3", "0"], in: s.dir)
+            var deadline = Date(timeIntervalSinceNow: 30)
+            while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state = 'queued'") != "3" && Date() < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let run = sql(server, url, "SELECT run FROM tasker_jobs LIMIT 1")
+            #expect(server.stop())
+            coordinator.signal(SIGINT)
+            if restartingBeforeItsEnd {
+                // its tasks cancelled: the run is ending, waiting for the server to record it
+                deadline = Date(timeIntervalSinceNow: 30)
+                func cancelled() -> Int {
+                    ((try? String(contentsOf: events, encoding: .utf8)) ?? "").components(separatedBy: "\"cancelled\"").count - 1
+                }
+                while cancelled() < 3 && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(cancelled() >= 3)
+                // away a while longer (its statements back off meanwhile), yet back within the stop's 5 s
+                try await Task.sleep(for: .seconds(1.5))
+                #expect(server.start())
+            }
+            let stopped = await coordinator.finish(within: 30)
+            #expect(stopped.status == 130, "\(stopped.stderr)")
+            #expect(!stopped.stderr.contains("lease had lapsed"), "\(stopped.stderr)")
+            if !restartingBeforeItsEnd { #expect(server.start()) }
+            return run
         }
-        #expect(server.stop())
-        coordinator.signal(SIGINT)
-        let stopped = await coordinator.finish(within: 30)
-        #expect(stopped.status == 130, "\(stopped.stderr)")
-        #expect(server.start())
+        let recorded = try await interrupted(restartingBeforeItsEnd: true)
+        #expect(sql(server, url, "SELECT stopped IS NOT NULL FROM tasker_coordinators WHERE run = '\(recorded)'") == "t")
+        #expect(sql(server, url, "SELECT string_agg(state, ',') FROM tasker_jobs WHERE run = '\(recorded)'")
+                == "cancelled,cancelled,cancelled")
+        let unrecorded = try await interrupted(restartingBeforeItsEnd: false)
         let w = try Background(["worker", "--store", url, "--retain", "1h", "--lease", "3", "defs.lua"], in: s.dir)
-        deadline = Date(timeIntervalSinceNow: 40)
+        let deadline = Date(timeIntervalSinceNow: 40)
         while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state IN ('queued', 'running')") != "0" && Date() < deadline {
             try await Task.sleep(for: .milliseconds(50))
         }
         w.signal(SIGTERM)
         let worker = await w.finish(within: 20)
-        #expect(sql(server, url, "SELECT string_agg(state, ',') FROM tasker_jobs") == "cancelled,cancelled,cancelled")
+        #expect(sql(server, url, "SELECT string_agg(state, ',') FROM tasker_jobs WHERE run = '\(unrecorded)'")
+                == "cancelled,cancelled,cancelled")
         #expect(!worker.stdout.contains("start "), "\(worker.stdout)")
         #expect(worker.status == 0, "\(worker.stderr)")
     }

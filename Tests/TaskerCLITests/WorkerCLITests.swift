@@ -63,6 +63,67 @@ import Testing
         #expect(r1.status == 0 && r2.status == 0, "\(r1.stderr)\(r2.stderr)")
     }
 
+    /// `--lease` promises six heartbeats a lease: a coordinator's lease
+    /// under a second (heartbeats came only at its listener's one-second
+    /// tick) lapsed mid-run, the workers cancelled its jobs, and the run
+    /// waited for ever.
+    @Test func aCoordinatorsLeaseUnderASecondHoldsThroughItsRun() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            for i = 1, 12 do hs[i] = double{args = {n = i, t = 0.5}} end
+            local sum = 0
+            for _, h in ipairs(hs) do sum = sum + h:await() end
+            print("sum " .. sum)
+            """])
+        defer { s.cleanup() }
+        // Past the server's first 5 s, when leases count from its start.
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while sql("SELECT now() > pg_postmaster_start_time() + interval '6 seconds'") != "t" && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let w = try worker(s, ["--concurrency", "2"])
+        let run = try Background(["run", "--no-progress", "--store", url, "--lease", "0.6", "p.lua"], in: s.dir)
+        let result = await run.finish(within: 60)
+        w.signal(SIGTERM)
+        _ = await w.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("sum 156"))
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'cancelled'") == "0")
+    }
+
+    /// A coordinator paused past its lease (SIGSTOP; a VM paused) comes
+    /// back to find its jobs cancelled by the workers: it takes its lease
+    /// again and tries the cancelled attempts again as lost, instead of
+    /// waiting for them for ever.
+    @Test func aCoordinatorPausedPastItsLeaseTriesItsCancelledJobsAgain() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            for i = 1, 6 do hs[i] = double{args = {n = i, t = 1}} end
+            local sum = 0
+            for _, h in ipairs(hs) do sum = sum + h:await() end
+            print("sum " .. sum)
+            """])
+        defer { s.cleanup() }
+        let w = try worker(s, ["--concurrency", "1"])
+        let run = try Background(["run", "--no-progress", "--store", url, "--lease", "1", "p.lua"], in: s.dir)
+        #expect(await w.waitFor("start 1"))
+        run.signal(SIGSTOP)
+        let deadline = Date(timeIntervalSinceNow: 30)
+        while sql("SELECT count(*) FROM tasker_coordinators WHERE stopped IS NOT NULL") != "1" && Date() < deadline {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'cancelled'") != "0")
+        run.signal(SIGCONT)
+        let result = await run.finish(within: 60)
+        w.signal(SIGTERM)
+        _ = await w.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("sum 42"))
+        #expect(result.stderr.contains("lease had lapsed"), "\(result.stderr)")
+    }
+
     @Test func aKilledWorkersClaimsComeBackAndEveryResultArrivesOnce() async throws {
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
             dofile("defs.lua")

@@ -180,6 +180,32 @@ import Testing
         #expect(try setup.sync { c in try QueueSchema.storedVersion(c) } == QueueSchema.version)
     }
 
+    /// Version 6 names each queued job's run in the queue's list, a list
+    /// row whose job is gone included (left over until the tidying drops
+    /// it: it must not stop the upgrade).
+    @Test func version6NamesTheRunOfEveryQueuedJob() async throws {
+        let url = try await PostgresTestServer.freshDatabase().url
+        let db = PGThread(url: url, name: "schema")
+        defer { db.stop() }
+        try db.sync { c in
+            try QueueSchema.ensure(c)
+            // the store as version 5 left it
+            try c.execute("""
+                DROP INDEX tasker_coordinators_unheard;
+                ALTER TABLE tasker_coordinators DROP COLUMN server_start;
+                ALTER TABLE tasker_queue DROP COLUMN run;
+                UPDATE tasker_schema SET version = 5;
+                INSERT INTO tasker_jobs (run, task, attempt, name, args) VALUES ('a', 1, 1, 'work', '{}'), ('b', 1, 1, 'work', '{}');
+                INSERT INTO tasker_queue SELECT id, priority, name FROM tasker_jobs;
+                INSERT INTO tasker_queue VALUES (999999, 0, 'work');
+                """)
+            try QueueSchema.ensure(c)
+        }
+        let runs = try db.sync { c in try c.query("SELECT string_agg(run, ',' ORDER BY id) FROM tasker_queue").first?.optionalText(0) }
+        #expect(runs == "a,b,")
+        #expect(try db.sync { c in try QueueSchema.storedVersion(c) } == 6)
+    }
+
     @Test func aStoreFromANewerTaskerIsRefusedWithTheReason() async throws {
         let url = try await PostgresTestServer.freshDatabase().url
         let db = PGThread(url: url, name: "schema")

@@ -482,7 +482,7 @@ import Testing
         let early = try db.sync { c in try QueueStore.claim(worker: "w", limit: 1, versions: QueueStoreTests.work, c) }
         #expect(early.map(\.run) == ["unheard"])
         try db.sync { c in
-            try c.execute("UPDATE tasker_coordinators SET heartbeat = pg_postmaster_start_time() - interval '1 second' WHERE run = 'unheard'")
+            try c.execute("UPDATE tasker_coordinators SET server_start = pg_postmaster_start_time() - interval '1 second' WHERE run = 'unheard'")
             // its job comes back to the queue; another of its jobs is relisted by the tidying
             try QueueStore.handBack(early.map { (id: $0.id, claim: $0.claim) }, c)
             try c.execute("DELETE FROM tasker_queue WHERE id = (SELECT id FROM tasker_jobs WHERE run = 'unheard' AND task = 2)")
@@ -490,7 +490,9 @@ import Testing
         }
         let meanwhile = try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }
         #expect(meanwhile.map(\.args) == ["{\"n\":3}", "{\"n\":4}"])
+        #expect(try db.sync { c in try QueueStore.anyUnheard(c) })
         #expect(try db.sync { c in try QueueStore.heartbeat(run: "unheard", c) })
+        #expect(try db.sync { c in try QueueStore.anyUnheard(c) } == false)
         let heard = try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }
         #expect(heard.map(\.args) == ["{\"n\":1}", "{\"n\":2}"])
     }
