@@ -223,8 +223,10 @@ import Testing
         defer { s.cleanup() }
         func interrupted(restartingBeforeItsEnd: Bool) async throws -> String {
             let events = s.dir.appendingPathComponent("events-\(restartingBeforeItsEnd).jsonl")
+            // Restarting: the stop's grace long enough for a loaded machine's restart (5 s by default).
             let coordinator = try Background(["run", "--no-progress", "--store", url, "--lease", "3", "--events", events.path,
-                                              "p.lua", "3", "0"], in: s.dir)
+                                              "p.lua", "3", "0"], in: s.dir,
+                                             environment: restartingBeforeItsEnd ? ["TASKER_TEST_STOP_GRACE": "30"] : [:])
             var deadline = Date(timeIntervalSinceNow: 30)
             while sql(server, url, "SELECT count(*) FROM tasker_jobs WHERE state = 'queued'") != "3" && Date() < deadline {
                 try await Task.sleep(for: .milliseconds(20))
@@ -240,7 +242,7 @@ import Testing
                 }
                 while cancelled() < 3 && Date() < deadline { try await Task.sleep(for: .milliseconds(20)) }
                 #expect(cancelled() >= 3)
-                // away a while longer (its statements back off meanwhile), yet back within the stop's 5 s
+                // away a while longer (its statements back off meanwhile), yet back within the stop's grace
                 try await Task.sleep(for: .seconds(1.5))
                 #expect(server.start())
             }

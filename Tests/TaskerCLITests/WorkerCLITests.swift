@@ -97,16 +97,18 @@ import Testing
     /// again and tries the cancelled attempts again as lost, instead of
     /// waiting for them for ever.
     @Test func aCoordinatorPausedPastItsLeaseTriesItsCancelledJobsAgain() async throws {
+        // Worker a holds each job until the gate file is there: the run
+        // cannot end before the test has paused and resumed it.
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
             dofile("defs.lua")
             local hs = {}
-            for i = 1, 6 do hs[i] = double{args = {n = i, t = 1}} end
+            for i = 1, 6 do hs[i] = double{args = {n = i, gate = "gate"}} end
             local sum = 0
             for _, h in ipairs(hs) do sum = sum + h:await() end
             print("sum " .. sum)
             """])
         defer { s.cleanup() }
-        let w = try worker(s, ["--concurrency", "1"])
+        let w = try worker(s, ["--concurrency", "1", "--var", "name=a"])
         let run = try Background(["run", "--no-progress", "--store", url, "--lease", "1", "p.lua"], in: s.dir)
         #expect(await w.waitFor("start 1"))
         run.signal(SIGSTOP)
@@ -114,7 +116,8 @@ import Testing
         while sql("SELECT count(*) FROM tasker_coordinators WHERE stopped IS NOT NULL") != "1" && Date() < deadline {
             try await Task.sleep(for: .milliseconds(50))
         }
-        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'cancelled'") != "0")
+        #expect(sql("SELECT count(*) FROM tasker_jobs WHERE state = 'cancelled'") == "6")
+        try Data().write(to: s.dir.appendingPathComponent("gate"))
         run.signal(SIGCONT)
         let result = await run.finish(within: 60)
         w.signal(SIGTERM)
