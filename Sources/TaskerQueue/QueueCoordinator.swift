@@ -374,17 +374,29 @@ public final class QueueCoordinator: RemoteQueue {
 
     /// The run's lease had lapsed (the process was paused, or its heartbeats
     /// could not get through, past the lease) and the workers cancelled its
-    /// jobs; it holds the lease again. The attempts it still waits for that
-    /// were cancelled then would be waited for for ever: each fails as
-    /// `lost` (a defined task tries a lost attempt again, see `tasker.define`).
+    /// jobs; it holds the lease again. An attempt it still waits for whose
+    /// row is neither live (queued, running) nor finished would be waited
+    /// for for ever: it was cancelled then, or, once cancelled, deleted
+    /// with the finished rows of what looked like an ended run (`--retain`,
+    /// 0 by default). Each such attempt fails as `lost`, which a defined
+    /// task tries again unless its own `retry` says otherwise. Attempts not
+    /// inserted yet (the outbox, the batch in flight) go as they are.
     private func lapsed(_ c: PGConnection) throws {
-        let cancelled = try QueueStore.cancelledAttempts(run: run, c)
-        let why = "the run's lease lapsed (no heartbeat for over \(PGSession.seconds(lease))): the workers cancelled this attempt"
-        let callbacks = state.withLock { s in
-            cancelled.compactMap { s.waiting.removeValue(forKey: Key(task: $0.task, attempt: $0.attempt))?.done }
+        let inserted = state.withLock { s in
+            let pending = Set((s.outbox + s.inFlight).map { Key(task: $0.task, attempt: $0.attempt) })
+            return s.waiting.keys.filter { !pending.contains($0) }
         }
-        notice("the run's lease had lapsed: the workers cancelled its jobs (\(callbacks.count) waited for, tried again as lost)")
-        let failure = TaskFailure(.init(rawValue: "lost"), why)
+        let kept = Set(try QueueStore.liveOrFinished(run: run, tasks: inserted.map(\.task), c)
+            .map { Key(task: $0.task, attempt: $0.attempt) })
+        let gone = inserted.filter { !kept.contains($0) }
+        let callbacks = state.withLock { s in
+            s.resend.removeAll { gone.contains(Key(task: $0.task, attempt: $0.attempt)) }
+            return gone.compactMap { s.waiting.removeValue(forKey: $0)?.done }
+        }
+        notice("the run's lease had lapsed (no heartbeat for over \(PGSession.seconds(lease))): the workers cancelled its jobs; "
+               + "\(callbacks.count) attempt(s) it waited for fail as lost (a defined task tries them again unless its retry says otherwise)")
+        let failure = TaskFailure(.init(rawValue: "lost"),
+                                  "the run's lease lapsed (no heartbeat for over \(PGSession.seconds(lease))): the workers cancelled this attempt")
         let loop = state.withLock { $0.deliveryLoop }
         if let loop {
             loop.execute { for cb in callbacks { cb(.failed(failure)) } }

@@ -367,12 +367,15 @@ enum QueueStore {
         }.sorted { $0.seq < $1.seq }
     }
 
-    /// Attempts of `run` cancelled without the coordinator's asking (its
-    /// own cancels stop waiting first): by the rescue, its lease lapsed.
-    static func cancelledAttempts(run: String, _ c: PGConnection) throws -> [(task: Int, attempt: Int)] {
-        try c.query("""
-            SELECT task, attempt FROM tasker_jobs WHERE run = $1 AND state = 'cancelled' AND done_seq IS NULL
-            """, [run]).rows.map { r throws(PGError) in (try r.int(0), try r.int(1)) }
+    /// The attempts of `run` among `tasks` whose rows are queued, running
+    /// or finished (a result to read): those of a lapsed run that are
+    /// neither were cancelled, or deleted once cancelled.
+    static func liveOrFinished(run: String, tasks: [Int], _ c: PGConnection) throws -> [(task: Int, attempt: Int)] {
+        guard !tasks.isEmpty else { return [] }
+        return try c.query("""
+            SELECT task, attempt FROM tasker_jobs
+            WHERE run = $1 AND task = ANY($2::bigint[]) AND (state IN ('queued', 'running') OR done_seq IS NOT NULL)
+            """, [run, PGArray.integers(tasks.map(Int64.init))]).rows.map { r throws(PGError) in (try r.int(0), try r.int(1)) }
     }
 
     /// Cancels attempts of `run` that are queued or running, in one
