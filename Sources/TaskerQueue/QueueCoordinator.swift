@@ -389,8 +389,9 @@ public final class QueueCoordinator: RemoteQueue {
         let kept = Set(try QueueStore.liveOrFinished(run: run, tasks: inserted.map(\.task), c)
             .map { Key(task: $0.task, attempt: $0.attempt) })
         let gone = inserted.filter { !kept.contains($0) }
+        let goneSet = Set(gone)
         let callbacks = state.withLock { s in
-            s.resend.removeAll { gone.contains(Key(task: $0.task, attempt: $0.attempt)) }
+            s.resend.removeAll { goneSet.contains(Key(task: $0.task, attempt: $0.attempt)) }
             return gone.compactMap { s.waiting.removeValue(forKey: $0)?.done }
         }
         notice("the run's lease had lapsed (no heartbeat for over \(PGSession.seconds(lease))): the workers cancelled its jobs; "
