@@ -386,24 +386,18 @@ public final class QueueCoordinator: RemoteQueue {
             let pending = Set((s.outbox + s.inFlight).map { Key(task: $0.task, attempt: $0.attempt) })
             return s.waiting.keys.filter { !pending.contains($0) }
         }
-        let kept = Set(try QueueStore.liveOrFinished(run: run, tasks: inserted.map(\.task), c)
-            .map { Key(task: $0.task, attempt: $0.attempt) })
-        let gone = inserted.filter { !kept.contains($0) }
-        let goneSet = Set(gone)
-        let callbacks = state.withLock { s in
-            s.resend.removeAll { goneSet.contains(Key(task: $0.task, attempt: $0.attempt)) }
-            return gone.compactMap { s.waiting.removeValue(forKey: $0)?.done }
+        let kept = try QueueStore.liveOrFinished(run: run, tasks: inserted.map(\.task), c)
+            .map { Key(task: $0.task, attempt: $0.attempt) }
+        let gone = Set(inserted).subtracting(kept)
+        let failure = RemoteOutcome.failed(TaskFailure(.init(rawValue: "lost"),
+            "the run's lease lapsed (no heartbeat for over \(PGSession.seconds(lease))): the workers cancelled this attempt"))
+        let (callbacks, loop) = state.withLock { s in
+            s.resend.removeAll { gone.contains(Key(task: $0.task, attempt: $0.attempt)) }
+            return (gone.compactMap { s.waiting.removeValue(forKey: $0)?.done }, s.deliveryLoop)
         }
         notice("the run's lease had lapsed (no heartbeat for over \(PGSession.seconds(lease))): the workers cancelled its jobs; "
                + "\(callbacks.count) attempt(s) it waited for fail as lost (a defined task tries them again unless its retry says otherwise)")
-        let failure = TaskFailure(.init(rawValue: "lost"),
-                                  "the run's lease lapsed (no heartbeat for over \(PGSession.seconds(lease))): the workers cancelled this attempt")
-        let loop = state.withLock { $0.deliveryLoop }
-        if let loop {
-            loop.execute { for cb in callbacks { cb(.failed(failure)) } }
-        } else {
-            for cb in callbacks { cb(.failed(failure)) }
-        }
+        Self.hand(callbacks.map { ($0, failure) }, on: loop)
     }
 
     /// Attempts of some run finished (see `DoneNotice`): those whose
@@ -478,9 +472,15 @@ public final class QueueCoordinator: RemoteQueue {
             warn("'\(r.name)' ran on worker \(r.worker ?? "?") with another version of its definition "
                  + "(the worker's \(r.ranVersion ?? "?"), this pipeline's \(r.version ?? "?")): update the workers' FILE")
         }
+        Self.hand(deliveries, on: loop)
+    }
+
+    /// Runs the callbacks with their outcomes, in one hop on `loop` when
+    /// there is one (a callback then finds itself on its loop).
+    private static func hand(_ deliveries: [(@Sendable (RemoteOutcome) -> Void, RemoteOutcome)], on loop: EventLoop?) {
+        guard !deliveries.isEmpty else { return }
         if let loop {
-            let batch = deliveries
-            if !batch.isEmpty { loop.execute { for (cb, o) in batch { cb(o) } } }
+            loop.execute { for (cb, o) in deliveries { cb(o) } }
         } else {
             for (cb, o) in deliveries { cb(o) }
         }

@@ -176,6 +176,7 @@ enum QueueStore {
         "EXISTS (SELECT 1 FROM tasker_coordinators k WHERE k.run = \(run) AND \(unheardCoordinator))"
     }
 
+    /// A coordinator `k` alive by its row but not heard from since the server started.
     static let unheardCoordinator = "k.stopped IS NULL AND k.server_start < pg_postmaster_start_time()"
 
     /// Whether some run's jobs are passed over now (see `unheard`).
