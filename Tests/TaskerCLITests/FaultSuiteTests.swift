@@ -13,7 +13,7 @@ import Testing
     static let groups: [[String]] = [
         ["pg-stop", "coordinator-kill"],
         ["worker-kill", "pg-restart"],
-        ["worker-sigstop"],
+        ["worker-sigstop", "pg-stop-sigint"],
         ["journal-locked"],
         ["disk-full"],
         ["journal-kill", "sigint"],
