@@ -32,10 +32,15 @@ public final class IdentityCounts {
 
     deinit { free(keys) }
 
-    /// Zeroed slots from calloc: a large table comes as fresh pages the
-    /// kernel already zeroed, not a memset on the Lua thread.
+    /// Zeroed slots, written, not from calloc: calloc's fresh pages map
+    /// the kernel's shared zero page at the first read (a probe), and the
+    /// write that follows is a copy-on-write fault that flushes the TLB of
+    /// every core the process runs on: an interrupt to the run's thread
+    /// for each 4 KiB of the table while another thread counts.
     private static func zeroed(_ n: Int) -> UnsafeMutablePointer<UInt64> {
-        guard let raw = calloc(n, MemoryLayout<UInt64>.stride) else { fatalError("tasker: out of memory (identity counts)") }
+        let bytes = n * MemoryLayout<UInt64>.stride
+        guard let raw = malloc(bytes) else { fatalError("tasker: out of memory (identity counts)") }
+        explicit_bzero(raw, bytes)  // not memset: the compiler turns malloc + memset into calloc
         return raw.bindMemory(to: UInt64.self, capacity: n)
     }
 
