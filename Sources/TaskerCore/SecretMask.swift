@@ -40,7 +40,10 @@ public final class SecretMask: Sendable {
         guard value.utf8.count >= Self.minimumLength else { return false }
         var base = [value, TerminalText.escape(value)] + value.split(separator: "\n").map(String.init)
         for allowed in [CharacterSet.urlQueryAllowed, .urlPathAllowed, .alphanumerics] {
-            if let encoded = value.addingPercentEncoding(withAllowedCharacters: allowed) { base.append(encoded) }
+            guard let encoded = value.addingPercentEncoding(withAllowedCharacters: allowed) else { continue }
+            // as servers and forms write it too: `%2f` for `%2F`, `+` for a space
+            base += [encoded, Self.lowercasedEscapes(encoded), encoded.replacingOccurrences(of: "%20", with: "+"),
+                     Self.lowercasedEscapes(encoded).replacingOccurrences(of: "%20", with: "+")]
         }
         // and each as every JSON form writes it between the quotes (`\b` or
         // `\u0008`, `/` or `\/`, …: see `JSONEscaping`)
@@ -187,7 +190,17 @@ public final class SecretMask: Sendable {
                 if out == nil { out = []; out!.reserveCapacity(n) }
                 out!.append(contentsOf: bytes[copied..<i])
                 out!.append(contentsOf: replacement)
-                i += v.count
+                // a value that starts inside this one and ends past it (one
+                // secret's end another's start) goes in the same `***`
+                var end = i + v.count
+                var j = i + 1
+                while j < end {
+                    if p.first[Int(bytes[j])], let w = p.values.first(where: { j + $0.count > end && matches($0, bytes, at: j) }) {
+                        end = j + w.count
+                    }
+                    j += 1
+                }
+                i = end
                 copied = i
             } else {
                 i += 1
@@ -196,6 +209,42 @@ public final class SecretMask: Sendable {
         guard var result = out else { return nil }
         result.append(contentsOf: bytes[copied..<n])
         return result
+    }
+
+    /// `text` masked, then cut to at most `limit` bytes (on a character's
+    /// boundary) with `ellipsis` after: cut first, a secret cut in half is
+    /// no longer found, and its first half shows.
+    public func cut(_ text: String, bytes limit: Int, ellipsis: String = "…") -> String {
+        let masked = mask(text)
+        guard masked.utf8.count > limit else { return masked }
+        var end = masked.utf8.index(masked.utf8.startIndex, offsetBy: limit)
+        while end > masked.startIndex, String.Index(end, within: masked) == nil { end = masked.utf8.index(before: end) }
+        return masked[..<end] + ellipsis
+    }
+
+    /// `%2F` as `%2f`.
+    private static func lowercasedEscapes(_ encoded: String) -> String {
+        var out = ""
+        var hexLeft = 0
+        for ch in encoded {
+            if ch == "%" {
+                hexLeft = 2
+                out.append(ch)
+            } else if hexLeft > 0 {
+                hexLeft -= 1
+                out += ch.lowercased()
+            } else {
+                out.append(ch)
+            }
+        }
+        return out
+    }
+
+    /// Whether a registered value occurs in `bytes` (false, at the cost of
+    /// one atomic load, when none is registered).
+    public func occurs(in bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard !isEmpty else { return false }
+        return patterns.withLock { Self.contains(bytes, $0) }
     }
 
     /// Whether any value occurs in `bytes`.

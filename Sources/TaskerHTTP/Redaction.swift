@@ -10,16 +10,26 @@ public enum Redaction {
     public static let secretHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization", "x-api-key"]
 
     static let secretNames: Set<String> = [
-        "token", "access_token", "refresh_token", "id_token", "auth", "key", "apikey", "api_key",
-        "password", "passwd", "pwd", "secret", "client_secret", "signature", "sig", "session",
-        "sessionid", "credential", "x-amz-signature", "x-amz-credential", "x-amz-security-token",
+        "token", "access_token", "refresh_token", "id_token", "auth", "key", "apikey", "api_key", "apitoken",
+        "password", "passwd", "pwd", "pass", "passphrase", "secret", "client_secret", "signature", "sig", "session",
+        "sessionid", "credential", "credentials", "jwt", "x-amz-signature", "x-amz-credential", "x-amz-security-token",
     ]
     static let secretSuffixes = ["_token", "-token", "_key", "-key", "_secret", "-secret",
                                  "_password", "-password", "_signature", "-signature"]
+    /// The same words ending a camelCase name (`accessToken`, `clientSecret`).
+    static let camelSuffixes = ["Token", "Key", "Secret", "Password", "Signature"]
 
-    public static func isSecretParameter(_ name: String) -> Bool {
+    public static func isSecretParameter(_ name: String) -> Bool { isNamedSecret(name) || isCamelSecret(name) }
+
+    static func isNamedSecret(_ name: String) -> Bool {
         let n = name.lowercased()
-        return secretNames.contains(n) || secretSuffixes.contains { n.hasSuffix($0) }
+        return secretNames.contains(n) || secretSuffixes.contains(where: { n.hasSuffix($0) })
+    }
+
+    /// `accessToken`, `clientSecret`: the word capitalised after the
+    /// name's start. Hidden, but not sure to be a secret (`sortKey=name`).
+    static func isCamelSecret(_ name: String) -> Bool {
+        camelSuffixes.contains { name.hasSuffix($0) && name.count > $0.count }
     }
 
     /// The URL with `user:password@` and secret query values replaced.
@@ -51,20 +61,30 @@ public enum Redaction {
                 s = s[at...]
             }
         }
-        guard let q = s.firstIndex(of: "?") else { return out + s }
-        out += s[...q]
-        s = s[s.index(after: q)...]
         let fragmentStart = s.firstIndex(of: "#") ?? s.endIndex
-        let query = s[..<fragmentStart]
-        out += query.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
+        if let q = s[..<fragmentStart].firstIndex(of: "?") {
+            out += s[...q]
+            out += parameters(s[s.index(after: q)..<fragmentStart], hiding: hide)
+        } else {
+            out += s[..<fragmentStart]
+        }
+        guard fragmentStart < s.endIndex else { return out }
+        // `#access_token=…`: a token handed back in the fragment (OAuth)
+        let fragment = s[s.index(after: fragmentStart)...]
+        return out + "#" + (fragment.contains("=") ? parameters(fragment, hiding: hide) : String(fragment))
+    }
+
+    /// `a=1&token=x` with secret-looking values as `***`.
+    private static func parameters(_ text: Substring, hiding hide: Hider) -> String {
+        text.split(separator: "&", omittingEmptySubsequences: false).map { pair -> String in
             guard let eq = pair.firstIndex(of: "=") else { return String(pair) }
             let name = pair[..<eq]
             let decoded = name.removingPercentEncoding ?? String(name)
-            guard isSecretParameter(decoded) else { return String(pair) }
-            hide(pair[pair.index(after: eq)...], true)
+            let named = isNamedSecret(decoded)
+            guard named || isCamelSecret(decoded) else { return String(pair) }
+            hide(pair[pair.index(after: eq)...], named)
             return "\(name)=***"
         }.joined(separator: "&")
-        return out + s[fragmentStart...]
     }
 
     /// `user:pa/ss@host`: a password holding `/`, `?` or `#` (unescaped)

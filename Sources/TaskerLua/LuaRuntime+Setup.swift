@@ -188,8 +188,9 @@ extension LuaRuntime: EngineObserver {
 
     /// The first line of an error, at most 300 bytes, for a log line.
     static func firstLine(_ s: String) -> String {
-        let line = s.prefix { $0 != "\n" }
-        return line.utf8.count <= 300 ? String(line) : String(line.prefix(300)) + "…"
+        // masked before it is cut: a secret cut in half is no longer found
+        let line = SecretMask.shared.mask(String(s.prefix { $0 != "\n" }))
+        return line.utf8.count <= 300 ? line : String(line.prefix(300)) + "…"
     }
 
     public func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {

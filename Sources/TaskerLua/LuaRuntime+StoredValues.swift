@@ -31,6 +31,7 @@ extension LuaRuntime {
         case .group, .swift:
             return false
         case .integer(let n):
+            if Self.holdsSecret(n) { return false }
             buffer.append(UInt8(ascii: "["))
             DecimalText.append(n, to: &buffer)
             buffer.append(UInt8(ascii: "]"))
@@ -42,7 +43,8 @@ extension LuaRuntime {
             let n = pushValues(L, value)
             do {
                 try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: Self.maxStoredValueBytes,
-                                              arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta, appendingTo: &buffer)
+                                              arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta, refusingSecrets: true,
+                                              appendingTo: &buffer)
                 return true
             } catch {
                 return false
@@ -50,16 +52,35 @@ extension LuaRuntime {
         }
     }
 
+    /// Whether the text of `n` holds a registered secret (a PIN).
+    public static func holdsSecret(_ n: Int64) -> Bool {
+        guard !SecretMask.shared.isEmpty else { return false }
+        var text: [UInt8] = []
+        DecimalText.append(n, to: &text)
+        return text.withUnsafeBufferPointer { SecretMask.shared.occurs(in: $0) }
+    }
+
     /// The values of finished task `id`, for the journal (and a worker's
     /// result). With `warn`, values that cannot be stored are named in a
     /// warning (the task then runs again on resume).
-    public func storableValues(of id: TaskID, warn: Bool = false, limit: Int = maxStoredValueBytes) -> StoredValues {
+    public func storableValues(of id: TaskID, warn: Bool = false, limit: Int = maxStoredValueBytes,
+                               refusingSecrets: Bool = false) -> StoredValues {
         loop.assertInLoop()
         guard case .succeeded(let value)? = engine.outcome(id) else { return .notStorable("it did not succeed") }
+        func notStored(_ reason: String) -> StoredValues {
+            let why = "its values cannot be stored: \(reason)"
+            if warn {
+                var task = "task '\(engine.name(id))'"
+                if case .explicit(let given)? = identities[id]?.identity, given != engine.name(id) { task += " (id '\(given)')" }
+                logger.warning("\(task): \(why); not recorded, it runs again on resume")
+            }
+            return .notStorable(why)
+        }
         switch value {
         case .none:
             return .json("[]")
         case .integer(let n):
+            if refusingSecrets, Self.holdsSecret(n) { return notStored(StoredValueEncoder.holdsSecret) }
             return .json("[\(n)]")
         case .group:
             return .notStorable("it is a group")
@@ -72,15 +93,10 @@ extension LuaRuntime {
             let n = pushValues(L, value)
             do {
                 return .json(try StoredValueEncoder.encode(L, first: top + 1, count: n, limit: limit,
-                                                                     arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta))
+                                                                     arrayMeta: json.arrayMeta, errorMeta: refs.errorMeta,
+                                                                     refusingSecrets: refusingSecrets))
             } catch {
-                let why = "its values cannot be stored: \(error.reason)"
-                if warn {
-                    var task = "task '\(engine.name(id))'"
-                    if case .explicit(let given)? = identities[id]?.identity, given != engine.name(id) { task += " (id '\(given)')" }
-                    logger.warning("\(task): \(why); not recorded, it runs again on resume")
-                }
-                return .notStorable(why)
+                return notStored(error.reason)
             }
         }
     }

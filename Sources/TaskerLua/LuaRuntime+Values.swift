@@ -136,8 +136,9 @@ extension LuaRuntime {
         // function, NaN, invalid UTF-8). Only a cycle or a nesting past
         // JSON's depth is left to `tostring`.
         guard let bytes = try? json.encodeJSON(co, t, lossy: true) else { return nil }
-        let inner = String(decoding: bytes, as: UTF8.self)
-        return inner.utf8.count > 300 ? String(decoding: inner.utf8.prefix(297), as: UTF8.self) + "..." : inner
+        // masked before it is cut: a secret cut in half is no longer found
+        let inner = SecretMask.shared.mask(String(decoding: bytes, as: UTF8.self))
+        return inner.utf8.count > 300 ? SecretMask.shared.cut(inner, bytes: 297, ellipsis: "...") : inner
     }
 
     static let positionlessLuaErrors: Set<String> = ["C stack overflow", "stack overflow", "not enough memory",

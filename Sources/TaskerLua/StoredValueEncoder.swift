@@ -64,6 +64,9 @@ struct StoredValueEncoder {
     var tagged = false
     /// Tables on the way down (a cycle is one of them again).
     private var open: [UnsafeRawPointer] = []
+    /// For the journal: values holding a registered secret are not stored
+    /// (masked, they would come back on resume as `***`).
+    var refusingSecrets = false
 
     init(_ L: OpaquePointer, limit: Int, arrayMeta: Int32, errorMeta: Int32 = 0) {
         self.L = L
@@ -74,18 +77,20 @@ struct StoredValueEncoder {
 
     /// The values at `first`…`first + count - 1` as stored text.
     static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32,
-                       errorMeta: Int32 = 0) throws(NotStorable) -> String {
+                       errorMeta: Int32 = 0, refusingSecrets: Bool = false) throws(NotStorable) -> String {
         var out: [UInt8] = []
-        try encode(L, first: first, count: count, limit: limit, arrayMeta: arrayMeta, errorMeta: errorMeta, appendingTo: &out)
+        try encode(L, first: first, count: count, limit: limit, arrayMeta: arrayMeta, errorMeta: errorMeta,
+                   refusingSecrets: refusingSecrets, appendingTo: &out)
         return String(decoding: out, as: UTF8.self)
     }
 
     /// The same, appended to `buffer` (the journal collects many tasks'
     /// values in one); on a failure `buffer` is as it was.
     static func encode(_ L: OpaquePointer, first: Int32, count: Int32, limit: Int, arrayMeta: Int32, errorMeta: Int32 = 0,
-                       appendingTo buffer: inout [UInt8]) throws(NotStorable) {
+                       refusingSecrets: Bool = false, appendingTo buffer: inout [UInt8]) throws(NotStorable) {
         let start = buffer.count
         var e = StoredValueEncoder(L, limit: limit, arrayMeta: arrayMeta, errorMeta: errorMeta)
+        e.refusingSecrets = refusingSecrets
         swap(&e.out, &buffer)
         defer { swap(&e.out, &buffer) }
         e.base = start
@@ -101,11 +106,18 @@ struct StoredValueEncoder {
                 e.out.append(UInt8(ascii: "}"))
             }
             guard e.out.count - start <= limit else { throw e.tooBig() }
+            // in a string, a key or a number's text, as JSON writes it (the
+            // mask knows those forms)
+            if refusingSecrets, e.out[start...].withUnsafeBufferPointer({ SecretMask.shared.occurs(in: $0) }) {
+                throw NotStorable(reason: Self.holdsSecret)
+            }
         } catch {
             e.out.removeSubrange(start...)
             throw error
         }
     }
+
+    static let holdsSecret = "they hold a secret (the journal would keep it as ***)"
 
     private func tooBig() -> NotStorable {
         NotStorable(reason: "its values are over \(limit >> 20) MiB as JSON, the limit for a stored value")
@@ -176,6 +188,8 @@ struct StoredValueEncoder {
             // every control character and DEL as \u00XX, the form every version stored
             JSONEscaping.storedValues.append(bytes, to: &out)
         } else {
+            // base64 below: the mask would not find it there
+            if refusingSecrets, SecretMask.shared.occurs(in: bytes) { throw NotStorable(reason: Self.holdsSecret) }
             tagged = true
             append("{\"$bytes\":\"")
             append(Data(bytes).base64EncodedString())

@@ -15,9 +15,11 @@ final class TaskOutputs {
     func note(task: TaskID?, command: String, code: Int?, stdout: [UInt8], stderr: [UInt8]) {
         guard keeping, let task else { return }
         var out = outputs[task] ?? []
-        out += Array("$ \(command)\n".utf8)
+        // Masked before the cut below: a secret cut in half is no longer found.
+        let mask = SecretMask.shared
+        out += Array(mask.mask("$ \(command)\n").utf8)
         for part in [stdout, stderr] where !part.isEmpty {
-            out += part
+            out += mask.mask(part) ?? part
             if part.last != UInt8(ascii: "\n") { out.append(UInt8(ascii: "\n")) }
         }
         if let code, code != 0 { out += Array("(exit code \(code))\n".utf8) }

@@ -250,6 +250,7 @@ final class JournalRecorder: FinishSink, EngineObserver {
         case .none:  // the writer thread writes these two forms
             p.valueLength = PlainEntry.noValues
         case .integer(let n):
+            guard !LuaRuntime.holdsSecret(n) else { return nil }  // the full path says why it is not stored
             p.valueLength = PlainEntry.loneInteger
             p.integer = n
         default:
@@ -331,7 +332,7 @@ final class JournalRecorder: FinishSink, EngineObserver {
         }
         if runtime.hasTags(id) { e.tags = runtime.tags(of: id) }
         if state == .succeeded, e.notResumable == nil {
-            switch runtime.storableValues(of: id, warn: true) {
+            switch runtime.storableValues(of: id, warn: true, refusingSecrets: true) {
             case .json(let text): e.value = text
             case .notStorable(let why): e.notResumable = why
             }

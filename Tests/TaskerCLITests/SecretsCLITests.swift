@@ -137,6 +137,19 @@ import Testing
             tasker.add{name = "tail", run = function()
               tasker.sh("printf '%s' " .. S .. " >&2; head -c 4090 /dev/zero | tr '\\\\0' f >&2; exit 4")
             end}
+            -- a defined task's name (60 characters), an error table (300
+            -- bytes), a retry's log line (300), a usage error's quote (80)
+            -- and the output the journal keeps (the last MiB)
+            local d = tasker.define("dd", function() return 1 end)
+            d{args = {a = string.rep("a", 50) .. S}}
+            tasker.add{name = "table", run = function() error({a = string.rep("t", 285) .. S}) end}
+            tasker.add{name = "retried", retry = {attempts = 2, delay = 0.01}, run = function()
+              error(string.rep("r", 275) .. S)
+            end}
+            tasker.add{name = "quote", run = function() tasker.exec("echo " .. string.rep("q", 65) .. S) end}
+            tasker.add{name = "kept", run = function()
+              tasker.sh([[printf '%s' "$S"; head -c 1048570 /dev/zero | tr '\\0' k; exit 1]], {env = {S = S}})
+            end}
             """])
         defer { s.cleanup() }
         let r = try await shell("SEKRET=\(secret) $TASKER run --no-progress --events ev.jsonl --state state p.lua", in: s.dir)
@@ -144,6 +157,7 @@ import Testing
         var texts = [("stderr", r.stderr)]
         texts.append(("events", (try? String(contentsOf: s.dir.appendingPathComponent("ev.jsonl"), encoding: .utf8)) ?? ""))
         texts.append(("show", try await tasker(["show", "last", "--json", "--state", "state"], in: s.dir).stdout))
+        texts.append(("output", try await tasker(["show", "last", "--task", "kept", "--output", "--state", "state"], in: s.dir).stdout))
         let state = s.dir.appendingPathComponent("state")
         for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
             texts.append((f, String(decoding: try Data(contentsOf: state.appendingPathComponent(f)), as: UTF8.self)))
@@ -154,6 +168,51 @@ import Testing
             for piece in pieces { #expect(!text.contains(piece), "\(piece) in \(what)") }
         }
         #expect(r.stderr.contains("***"), "\(r.stderr)")
+    }
+
+    /// A value holding a secret is not recorded (masked, it would come back
+    /// on resume as `***`): the task says so and runs again on resume,
+    /// whatever form the secret takes in it (a string, a table's, a number,
+    /// bytes that are not UTF-8, stored as base64).
+    @Test func valuesHoldingASecretAreNotRecordedAndRunAgainOnResume() async throws {
+        let s = try Scratch(["p.lua": """
+            local S = tasker.secret("SEKRET")
+            local pin = tasker.param{name = "pin", type = "integer", secret = true}
+            local hs = {
+              tasker.add{name = "string", run = function() return S end},
+              tasker.add{name = "table", run = function() return {tok = S} end},
+              tasker.add{name = "number", run = function() return pin end},
+              tasker.add{name = "bytes", run = function() return "\\xff" .. S end},
+              tasker.add{name = "plain", run = function() return "no secret" end},
+            }
+            local got = {}
+            for i, h in ipairs(hs) do
+              local v = h:await()
+              got[i] = type(v) == "table" and v.tok or v
+            end
+            print("same " .. tostring(got[1] == S and got[2] == S and got[3] == pin and got[4] == "\\xff" .. S))
+            """])
+        defer { s.cleanup() }
+        let env = "SEKRET=Zq9Kp2LmXw7Rt4Vb"
+        let first = try await shell("\(env) $TASKER run --no-progress --state state p.lua --pin 48291377", in: s.dir)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("same true"), "\(first.stdout)")
+        for name in ["string", "table", "number", "bytes"] {
+            #expect(first.stderr.contains("task '\(name)': its values cannot be stored: they hold a secret"), "\(first.stderr)")
+        }
+        #expect(!first.stderr.contains("task 'plain'"), "\(first.stderr)")
+        let resumed = try await shell("\(env) $TASKER run --no-progress --state state --resume p.lua --pin 48291377", in: s.dir)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        // the secret came back as itself, not as ***: the four ran again
+        #expect(resumed.stdout.contains("same true"), "\(resumed.stdout)")
+        #expect(resumed.stderr.contains("5 succeeded (1 reused)"), "\(resumed.stderr)")
+        let state = s.dir.appendingPathComponent("state")
+        for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
+            let text = String(decoding: try Data(contentsOf: state.appendingPathComponent(f)), as: UTF8.self)
+            for piece in ["Zq9Kp2LmXw7Rt4Vb", "48291377", String((Data([0xff]) + Data("Zq9Kp2LmXw7Rt4Vb".utf8)).base64EncodedString().prefix(12))] {
+                #expect(!text.contains(piece), "\(piece) in \(f)")
+            }
+        }
     }
 
     @Test func secretsAreMaskedInEveryOutput() async throws {

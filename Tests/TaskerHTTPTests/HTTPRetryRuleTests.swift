@@ -33,6 +33,11 @@ import TaskerHTTP
         #expect(Redaction.url("https://alice:pw@h.example/x?token=abc&q=1#frag") == "https://***@h.example/x?token=***&q=1#frag")
         #expect(Redaction.url("http://h/x?api_key=k&Signature=s&page=2") == "http://h/x?api_key=***&Signature=***&page=2")
         #expect(Redaction.url("http://h/plain") == "http://h/plain")
+        // camelCase names, and a token handed back in the fragment (OAuth)
+        #expect(Redaction.url("http://h/x?accessToken=a1&clientSecret=c2&sortKey=name&monkey=m") ==
+                "http://h/x?accessToken=***&clientSecret=***&sortKey=***&monkey=m")
+        #expect(Redaction.url("http://h/cb#access_token=t1&state=s") == "http://h/cb#access_token=***&state=s")
+        #expect(Redaction.url("http://h/cb?a=1#section") == "http://h/cb?a=1#section")
         #expect(Redaction.origin(of: URL(string: "https://H.example/x")!) == "https://h.example:443")
         #expect(Redaction.origin(of: URL(string: "http://h:8080/")!) != Redaction.origin(of: URL(string: "http://h/")!))
     }

@@ -143,6 +143,7 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
                 function() http.configure{concurrency = 0} end,
                 function() return http.get(base .. "/status/200"):json() end,
                 function() http.get(base, {query = {t = {a = 1}}}) end,
+                function() http.get("http://erin:pw777@127.0.0.1:99999/x?token=t888") end,
             } do
                 local ok, err = pcall(f)
                 print(err.kind, err.where, err.message)
@@ -157,6 +158,8 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
             "usage\tpipeline.lua:8\tbad option 'concurrency' to 'http.configure' (positive integer expected, got 0)",
             "json\tpipeline.lua:9\tunexpected 's' at line 1, column 1 (byte 1)",
             "usage\tpipeline.lua:10\tbad option 'query' to 'http.get' (table of strings, numbers, booleans or lists of them expected, got table)",
+            // a bad url's password and token are not shown
+            "usage\tpipeline.lua:11\thttp.get: bad url 'http://***@127.0.0.1:99999/x?token=***' (an absolute http:// or https:// url expected)",
         ])
     }
 

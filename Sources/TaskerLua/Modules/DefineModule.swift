@@ -14,7 +14,7 @@ final class DefineModule: LuaModule {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     static let source = """
-        local usage, add, encode, decode, pack, unpack, spec_fields, remote, note, queued, check, fast_name, null = ...
+        local usage, add, encode, decode, pack, unpack, spec_fields, remote, note, queued, check, fast_name, null, mask = ...
         local defined = {}
         -- With a store, an attempt lost with its worker is tried again
         -- unless the task says how to retry.
@@ -88,6 +88,10 @@ final class DefineModule: LuaModule {
               parts[i] = shown_pair(k, args[k])
             end
             text = table.concat(parts, ", ")
+          end
+          if #text > 60 then
+            -- masked before the cut: a secret cut in half is no longer found
+            text = mask(text)
           end
           if #text > 60 then
             -- over 60 characters: the first 59 and "…" (cut by bytes, a
@@ -240,7 +244,12 @@ final class DefineModule: LuaModule {
         push({ L in DefineModule.this(L!).jsonProblem(L!) }, in: L)
         push({ L in DefineModule.this(L!).fastName(L!) }, in: L)
         lua_pushlightuserdata(L, JSONModule.null)
-        guard tasker_pcall_traceback(L, 13, 2) == LUA_OK else {
+        push({ L in
+            let s = LuaStack(L!)
+            s.push(SecretMask.shared.mask(s.string(1) ?? ""))
+            return 1
+        }, in: L)
+        guard tasker_pcall_traceback(L, 14, 2) == LUA_OK else {
             preconditionFailure("tasker.define did not load: \(s.describe(-1))")
         }
         startRef = luaL_ref(L, tasker_registryindex())

@@ -56,7 +56,7 @@ final class ExecModule: LuaModule {
     /// A command line as a Lua string literal, for a message (secrets
     /// hidden, long lines cut).
     static func quoted(_ line: String) -> String {
-        var text = Redaction.text(line)
+        var text = SecretMask.shared.mask(Redaction.text(line))  // before the cut: half a secret is not found
         if text.count > 80 { text = String(text.prefix(77)) + "..." }
         var out = "\""
         for ch in text.unicodeScalars {
