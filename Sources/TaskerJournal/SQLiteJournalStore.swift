@@ -53,10 +53,19 @@ public final class SQLiteJournalStore: JournalStore {
     }
 
     public func update(run: String, args: [String], vars: [String: String]) throws {
+        // The row's first version held a secret in clear: its bytes are
+        // overwritten where it leaves them, and the log file is emptied at
+        // the run's end (`end`), so no copy outlives the run.
+        try db.execute("PRAGMA secure_delete = ON")
+        defer { try? db.execute("PRAGMA secure_delete = OFF") }
         let s = try db.prepare("UPDATE runs SET args = ?, vars = ? WHERE id = ?")
         s.bindAll([.text(RunColumns.args(args)), .text(RunColumns.vars(vars)), .text(run)])
         try s.run()
+        rewroteCommandLine = true
     }
+
+    /// `update` masked the recorded command line.
+    private var rewroteCommandLine = false
 
     public func end(run: String, ended: Double, exitCode: Int, counts: [String: Int],
                     requests: [JournalHostRequests]) throws {
@@ -70,6 +79,9 @@ public final class SQLiteJournalStore: JournalStore {
                 try r.run()
             }
         }
+        // the WAL still holds the row as first written: into the file
+        // (its masked version) and the log emptied
+        if rewroteCommandLine { try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
     }
 
     public func runs(id: String?, pipeline: String?, limit: Int?) throws -> [JournalRun] {

@@ -342,6 +342,12 @@ import Testing
         #expect((json["vars"] as? [String: String])?["x"] == "***", "\(show.stdout)")
         #expect((json["vars"] as? [String: String])?["y"] == "***", "\(show.stdout)")
         #expect(json["args"] as? [String] == ["***", "--flag=***", "***", "***"], "\(show.stdout)")
+        // nor is a copy of the row as first written left in the journal's files
+        let state = s.dir.appendingPathComponent(".tasker-state")
+        for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
+            let bytes = try Data(contentsOf: state.appendingPathComponent(f))
+            #expect(bytes.range(of: Data("dyn-55555".utf8)) == nil, "the computed one in \(f)")
+        }
     }
 
     /// `--log-format json`: a numeric secret in a field or in the summary
