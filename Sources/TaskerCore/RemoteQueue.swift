@@ -22,9 +22,12 @@ public struct RemoteAttempt: Sendable {
     /// A hash of the definition's body here, to tell when a worker runs
     /// another version of it.
     public var version: String?
+    /// The run's secrets that occur in `args`, as a JSON array (nil: none):
+    /// the worker masks them in what it writes, as this process does.
+    public var secrets: String?
 
     public init(task: TaskID, attempt: Int, name: String, args: String, priority: Int, timeout: Double?,
-                key: String? = nil, version: String? = nil) {
+                key: String? = nil, version: String? = nil, secrets: String? = nil) {
         self.task = task
         self.attempt = attempt
         self.name = name
@@ -33,6 +36,7 @@ public struct RemoteAttempt: Sendable {
         self.timeout = timeout
         self.key = key
         self.version = version
+        self.secrets = secrets
     }
 }
 

@@ -24,6 +24,11 @@ public final class SecretMask: Sendable {
         var values: [[UInt8]] = []
         /// Which bytes start a value.
         var first = [Bool](repeating: false, count: 256)
+        /// The values as registered, and for each form in `values` the
+        /// one it is a form of.
+        var registered: [String] = []
+        var known: Set<String> = []
+        var origin: [[UInt8]: Int] = [:]
     }
 
     private let patterns = Mutex(Patterns())
@@ -38,6 +43,8 @@ public final class SecretMask: Sendable {
     @discardableResult
     public func register(_ value: String) -> Bool {
         guard value.utf8.count >= Self.minimumLength else { return false }
+        // again and again from a worker's jobs: once is enough
+        if patterns.withLock({ $0.known.contains(value) }) { return true }
         var base = [value, TerminalText.escape(value)] + value.split(separator: "\n").map(String.init)
         for allowed in [CharacterSet.urlQueryAllowed, .urlPathAllowed, .alphanumerics] {
             guard let encoded = value.addingPercentEncoding(withAllowedCharacters: allowed) else { continue }
@@ -60,9 +67,12 @@ public final class SecretMask: Sendable {
             }
         }
         patterns.withLock { p in
+            guard p.known.insert(value).inserted else { return }
+            p.registered.append(value)
             for form in forms {
                 let bytes = Array(form.utf8)
-                guard bytes.count >= Self.minimumLength, !p.values.contains(bytes) else { continue }
+                guard bytes.count >= Self.minimumLength, p.origin[bytes] == nil else { continue }
+                p.origin[bytes] = p.registered.count - 1
                 p.values.append(bytes)
                 p.first[Int(bytes[0])] = true
             }
@@ -238,6 +248,22 @@ public final class SecretMask: Sendable {
             }
         }
         return out
+    }
+
+    /// The registered values that occur in `text` in any of their forms
+    /// (a worker masks those of a job's args as its coordinator does).
+    public func values(in text: String) -> [String] {
+        guard !isEmpty else { return [] }
+        return patterns.withLock { p in
+            var found = Set<Int>()
+            let bytes = Array(text.utf8)
+            for i in bytes.indices where p.first[Int(bytes[i])] {
+                for v in p.values where Self.matches(v, bytes, at: i) {
+                    if let o = p.origin[v] { found.insert(o) }
+                }
+            }
+            return found.sorted().map { p.registered[$0] }
+        }
     }
 
     /// Whether a registered value occurs in `bytes` (false, at the cost of

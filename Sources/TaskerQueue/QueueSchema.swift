@@ -114,7 +114,15 @@ enum QueueSchema {
         workerProblem,
         roomForThreeVersions,
         queuedRuns,
+        jobSecrets,
     ]
+
+    /// 7: the coordinator's secrets that occur in a job's args (a JSON
+    /// array; NULL: none), so the worker masks them in its logs, names and
+    /// errors as the coordinator does. The args hold them anyway.
+    static let jobSecrets = """
+        ALTER TABLE tasker_jobs ADD COLUMN IF NOT EXISTS secrets text;
+        """
 
     /// 6: the queue's list names each job's run, and a coordinator's
     /// heartbeat the server's start it was written under (`server_start`),

@@ -13,6 +13,8 @@ final class WorkerJobs: WorkerJobRunner, EngineObserver {
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
     func start(_ job: ClaimedJob) {
+        // the coordinator's secrets in its args: masked here as there
+        for secret in job.secrets { SecretMask.shared.register(secret) }
         switch runtime.startDefined(name: job.name, args: job.args, timeout: job.timeout, attempt: job.attempt, key: job.key) {
         case .success(let task):
             if let outcome = runtime.engine.outcome(task) {

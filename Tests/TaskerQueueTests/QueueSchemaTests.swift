@@ -203,7 +203,7 @@ import Testing
         }
         let runs = try db.sync { c in try c.query("SELECT string_agg(run, ',' ORDER BY id) FROM tasker_queue").first?.optionalText(0) }
         #expect(runs == "a,b,")
-        #expect(try db.sync { c in try QueueSchema.storedVersion(c) } == 6)
+        #expect(try db.sync { c in try QueueSchema.storedVersion(c) } == QueueSchema.version)
     }
 
     @Test func aStoreFromANewerTaskerIsRefusedWithTheReason() async throws {

@@ -49,9 +49,19 @@ extension DefineModule {
         // definition's version as they are here.
         let attempt = RemoteAttempt(task: run.task, attempt: max(1, engine.attempts(run.task)), name: name, args: args,
                                     priority: engine.priority(run.task), timeout: engine.timeout(run.task),
-                                    key: runtime.idempotencyKey(run.task, in: L), version: versions[name] ?? nil)
+                                    key: runtime.idempotencyKey(run.task, in: L), version: versions[name] ?? nil,
+                                    secrets: Self.secretsJSON(in: args))
         if attempt.timeout != nil { engine.handTimeoutOver(run) }
         return runtime.suspend(L, .wait(RemoteWait(queue: queue, attempt: attempt)))
+    }
+}
+
+extension DefineModule {
+    /// The registered secrets in `args` as a JSON array, or nil.
+    static func secretsJSON(in args: String) -> String? {
+        let found = SecretMask.shared.values(in: args)
+        guard !found.isEmpty else { return nil }
+        return "[" + found.map { JSONEscaping.tasker.quoted($0) }.joined(separator: ",") + "]"
     }
 }
 
