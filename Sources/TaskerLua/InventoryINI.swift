@@ -1,3 +1,5 @@
+import TaskerHTTP
+
 /// Ansible's INI inventory format, read into an `InventorySource`:
 ///
 ///     # comment (also ; comment)
@@ -111,14 +113,15 @@ enum InventoryINI {
                 inWord = true
             }
         }
-        if quote != nil { throw fail("unterminated quote in '\(line)'") }
+        // the line as `--var`s are shown: `ansible_become_pass=…` hidden
+        if quote != nil { throw fail("unterminated quote in '\(Redaction.text(line))'") }
         if inWord { out.append(current) }
         return out
     }
 
     private static func unquote(_ value: String, _ fail: (String) -> InventoryError) throws(InventoryError) -> String {
         guard let q = value.first, q == "\"" || q == "'" else { return value }
-        guard value.count >= 2, value.last == q else { throw fail("unterminated quote in '\(value)'") }
+        guard value.count >= 2, value.last == q else { throw fail("unterminated quote in '\(Redaction.text(value))'") }
         return String(value.dropFirst().dropLast())
     }
 
