@@ -159,7 +159,10 @@ extension LuaRuntime {
         if d.occurrence < 0 { return IdentityParts(hash: d.hash, occurrence: 0) }
         if let e = identities[id] {
             switch e.identity {
-            case .explicit(let s): return IdentityParts(explicit: s)
+            case .explicit(let s):
+                // recorded as `***`, it would never match the id again
+                guard SecretMask.shared.mask(s) == s else { return IdentityParts(notResumable: "its id holds a secret") }
+                return IdentityParts(explicit: s)
             case .derived(let h): return IdentityParts(hash: h, occurrence: e.occurrence)
             case .unidentifiable(let reason): return IdentityParts(notResumable: reason)
             }

@@ -185,6 +185,8 @@ import Testing
               tasker.add{name = "bytes", run = function() return "\\xff" .. S end},
               tasker.add{name = "plain", run = function() return "no secret" end},
             }
+            -- an explicit id holding one: recorded as ***, it could never match again
+            tasker.add{id = "deploy-" .. S, run = function() end}
             local got = {}
             for i, h in ipairs(hs) do
               local v = h:await()
@@ -205,7 +207,9 @@ import Testing
         #expect(resumed.status == 0, "\(resumed.stderr)")
         // the secret came back as itself, not as ***: the four ran again
         #expect(resumed.stdout.contains("same true"), "\(resumed.stdout)")
-        #expect(resumed.stderr.contains("5 succeeded (1 reused)"), "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("6 succeeded (1 reused)"), "\(resumed.stderr)")
+        let plan = try await shell("\(env) $TASKER run --no-progress --state state --resume --plan p.lua --pin 48291377", in: s.dir)
+        #expect(plan.stdout.contains("not resumable: its id holds a secret"), "\(plan.stdout)")
         let state = s.dir.appendingPathComponent("state")
         for f in try FileManager.default.contentsOfDirectory(atPath: state.path) {
             let text = String(decoding: try Data(contentsOf: state.appendingPathComponent(f)), as: UTF8.self)
