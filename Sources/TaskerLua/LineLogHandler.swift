@@ -24,6 +24,15 @@ public struct LineLogHandler: LogHandler {
     /// response's cookies, logged as its headers).
     public static let secretKeys: Set<String> = ["authorization", "cookie", "proxy-authorization", "x-api-key", "set-cookie"]
 
+    /// Whether a log field's (or a header's) value is written as `***`:
+    /// those above, and keys that name a credential (`x-auth-token`,
+    /// `private-token`, `password`, `client_secret`, `api_key`).
+    public static func isSecretKey(_ key: String) -> Bool {
+        let k = key.lowercased()
+        return secretKeys.contains(k) || k.hasSuffix("token") || k.contains("secret") || k.contains("passw")
+            || k.contains("api-key") || k.contains("api_key") || k.contains("apikey")
+    }
+
     private let sink: @Sendable (String) -> Void
     private let format: Format
     public var logLevel: Logger.Level
@@ -57,7 +66,7 @@ public struct LineLogHandler: LogHandler {
         line += " \(Self.message("\(event.message)"))"
         for key in fields.keys.sorted() {
             line += " \(Self.quoted(key))="
-            if Self.secretKeys.contains(key.lowercased()) {
+            if Self.isSecretKey(key) {
                 line += "***"
             } else if case .stringConvertible(let v as LogJSON) = fields[key]! {
                 line += TerminalText.escapingC1(json: v.text)
@@ -86,7 +95,7 @@ public struct LineLogHandler: LogHandler {
             w.beginObject()
             for key in fields.keys.sorted() {
                 w.key(key)
-                if Self.secretKeys.contains(key.lowercased()) {
+                if Self.isSecretKey(key) {
                     w.string("***")
                 } else if case .stringConvertible(let v as LogJSON) = fields[key]! {
                     w.raw(TerminalText.escapingC1(json: v.text))

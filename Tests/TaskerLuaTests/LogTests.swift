@@ -23,6 +23,18 @@ import Testing
         #expect(!r.diagnostics.contains("Bearer"))
     }
 
+    /// Fields named for a credential are hidden too, at the top and inside
+    /// tables; a key that only contains `key` (an object's key) is not.
+    @Test func fieldsNamedForACredentialAreHidden() async throws {
+        let r = try await runLua("""
+            log.info("login", {password = "pw-1", ["X-Auth-Token"] = "tok-2", nested = {client_secret = "cs-3", api_key = "ak-4"},
+                               cache_key = "a/b"})
+            """)
+        #expect(r.diagnostics.contains(#"X-Auth-Token=*** cache_key=a/b nested={"api_key":"***","client_secret":"***"} password=***"#),
+                "\(r.diagnostics)")
+        for value in ["pw-1", "tok-2", "cs-3", "ak-4"] { #expect(!r.diagnostics.contains(value)) }
+    }
+
     /// A hook's lines name the task it runs for: an interceptor's, a
     /// reactor's `when` and its reaction; an HTTP interceptor's, the task
     /// that made the request (none for the main chunk's).

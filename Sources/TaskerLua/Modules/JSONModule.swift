@@ -78,7 +78,7 @@ extension JSONModule {
 
     /// The JSON text of the value at `i`.
     func encodeJSON(_ L: OpaquePointer, _ i: Int32, pretty: Bool = false,
-                    maskedKeys: Set<String> = [], lossy: Bool = false) throws(JSONError) -> [UInt8] {
+                    maskedKeys: ((String) -> Bool)? = nil, lossy: Bool = false) throws(JSONError) -> [UInt8] {
         // A refusal leaves the walk's keys and values on the stack: drop them.
         let top = lua_gettop(L)
         defer { lua_settop(L, top) }

@@ -54,7 +54,7 @@ final class LogModule: LuaModule {
             return .string(s.string(i) ?? "")
         case LUA_TNUMBER, LUA_TBOOLEAN, LUA_TTABLE:
             // a table's header-like keys are secret at any depth, as a field's are
-            if let bytes = try? host.module(JSONModule.self).encodeJSON(L, i, maskedKeys: LineLogHandler.secretKeys, lossy: true) {
+            if let bytes = try? host.module(JSONModule.self).encodeJSON(L, i, maskedKeys: LineLogHandler.isSecretKey, lossy: true) {
                 return .stringConvertible(LogJSON(String(decoding: bytes, as: UTF8.self)))
             }
             return .string(s.describe(i))

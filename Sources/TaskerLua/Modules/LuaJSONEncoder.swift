@@ -13,7 +13,8 @@ struct LuaJSONEncoder {
     let pretty: Bool
     /// Keys (lower-case) whose values are written as `"***"`, at any depth
     /// (a log line's fields: a request's headers logged as a table).
-    let maskedKeys: Set<String>
+    /// Keys whose values are written as `***` (nil: none).
+    let maskedKeys: ((String) -> Bool)?
     /// For reading, not for reading back (a log line): invalid UTF-8 is
     /// written with U+FFFD, NaN and infinities, functions and userdata as
     /// the strings Lua shows for them, instead of refusing the value.
@@ -24,7 +25,7 @@ struct LuaJSONEncoder {
     /// `json.array` table as `null` (it reads back as `json.null`).
     private(set) var readsBackOtherwise = false
 
-    init(module: JSONModule, L: OpaquePointer, pretty: Bool, maskedKeys: Set<String> = [], lossy: Bool = false) {
+    init(module: JSONModule, L: OpaquePointer, pretty: Bool, maskedKeys: ((String) -> Bool)? = nil, lossy: Bool = false) {
         self.module = module
         self.L = L
         self.pretty = pretty
@@ -35,8 +36,8 @@ struct LuaJSONEncoder {
 
     /// Whether the value under the string key at `k` is written as `***`.
     private func masks(_ k: Int32) -> Bool {
-        guard !maskedKeys.isEmpty, let key = LuaStack(L).string(k) else { return false }
-        return maskedKeys.contains(key.lowercased())
+        guard let maskedKeys, let key = LuaStack(L).string(k) else { return false }
+        return maskedKeys(key)
     }
 
     mutating func encode(_ i: Int32, depth: Int) throws(JSONError) {
@@ -151,7 +152,7 @@ struct LuaJSONEncoder {
             newline(depth + 1)
             quoted(name)
             append(pretty ? ": " : ":")
-            if !maskedKeys.isEmpty, maskedKeys.contains(name.lowercased()) {
+            if let maskedKeys, maskedKeys(name) {
                 quoted("***")
                 continue
             }
