@@ -24,6 +24,20 @@ public final class SecretMask: Sendable {
         var values: [[UInt8]] = []
         /// Which bytes start a value.
         var first = [Bool](repeating: false, count: 256)
+        /// The values starting with each byte, longest first (indices into
+        /// `values`): a candidate position is compared with those alone.
+        var byFirst = [[Int]](repeating: [], count: 256)
+        /// Their first four bytes (a value has at least four), in the same
+        /// order: a candidate is compared as one word before its bytes.
+        var prefixes = [[UInt32]](repeating: [], count: 256)
+
+        /// Which pairs of bytes start a value (`b0 << 8 | b1`; a value has
+        /// at least four): most positions of a text are ruled out by one
+        /// load.
+        var pairs = [Bool](repeating: false, count: 1 << 16)
+
+        /// The values starting with `bytes[i]`.
+        func starting(_ b: UInt8) -> LazyMapSequence<[Int], [UInt8]> { byFirst[Int(b)].lazy.map { values[$0] } }
         /// The values as registered, and for each form in `values` the
         /// one it is a form of.
         var registered: [String] = []
@@ -75,8 +89,15 @@ public final class SecretMask: Sendable {
                 p.origin[bytes] = p.registered.count - 1
                 p.values.append(bytes)
                 p.first[Int(bytes[0])] = true
+                p.pairs[Int(bytes[0]) << 8 | Int(bytes[1])] = true
             }
             p.values.sort { $0.count > $1.count }
+            p.byFirst = [[Int]](repeating: [], count: 256)
+            p.prefixes = [[UInt32]](repeating: [], count: 256)
+            for (k, v) in p.values.enumerated() {
+                p.byFirst[Int(v[0])].append(k)
+                p.prefixes[Int(v[0])].append(v.withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) })
+            }
             count.store(p.values.count, ordering: .releasing)
         }
         return true
@@ -196,7 +217,7 @@ public final class SecretMask: Sendable {
         var i = 0
         let n = bytes.count
         while i < n {
-            if p.first[Int(bytes[i])], let v = p.values.first(where: { matches($0, bytes, at: i) }) {
+            if p.first[Int(bytes[i])], let v = p.starting(bytes[i]).first(where: { matches($0, bytes, at: i) }) {
                 if out == nil { out = []; out!.reserveCapacity(n) }
                 out!.append(contentsOf: bytes[copied..<i])
                 out!.append(contentsOf: replacement)
@@ -205,7 +226,8 @@ public final class SecretMask: Sendable {
                 var end = i + v.count
                 var j = i + 1
                 while j < end {
-                    if p.first[Int(bytes[j])], let w = p.values.first(where: { j + $0.count > end && matches($0, bytes, at: j) }) {
+                    if p.first[Int(bytes[j])],
+                       let w = p.starting(bytes[j]).first(where: { j + $0.count > end && matches($0, bytes, at: j) }) {
                         end = j + w.count
                     }
                     j += 1
@@ -258,7 +280,7 @@ public final class SecretMask: Sendable {
             var found = Set<Int>()
             let bytes = Array(text.utf8)
             for i in bytes.indices where p.first[Int(bytes[i])] {
-                for v in p.values where Self.matches(v, bytes, at: i) {
+                for v in p.starting(bytes[i]) where Self.matches(v, bytes, at: i) {
                     if let o = p.origin[v] { found.insert(o) }
                 }
             }
@@ -275,12 +297,20 @@ public final class SecretMask: Sendable {
 
     /// Whether any value occurs in `bytes`.
     private static func contains(_ bytes: UnsafeBufferPointer<UInt8>, _ p: Patterns) -> Bool {
-        for i in bytes.indices where p.first[Int(bytes[i])] {
-            for v in p.values where i + v.count <= bytes.count {
-                if memcmp(bytes.baseAddress! + i, v, v.count) == 0 { return true }
+        let n = bytes.count
+        guard n >= minimumLength, let base = bytes.baseAddress else { return false }
+        return p.pairs.withUnsafeBufferPointer { pairs in
+            for i in 0...(n - minimumLength) where pairs[Int(base[i]) << 8 | Int(base[i + 1])] {
+                let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt32.self)
+                let b = Int(base[i])
+                let prefixes = p.prefixes[b]
+                for j in prefixes.indices where prefixes[j] == word {
+                    let v = p.values[p.byFirst[b][j]]
+                    if i + v.count <= n, memcmp(base + i, v, v.count) == 0 { return true }
+                }
             }
+            return false
         }
-        return false
     }
 
     private static func matches(_ v: [UInt8], _ bytes: [UInt8], at i: Int) -> Bool {
