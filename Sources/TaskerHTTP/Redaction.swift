@@ -87,6 +87,14 @@ public enum Redaction {
         }.joined(separator: "&")
     }
 
+    /// A text that should have been a URL and is not (`https//u:pw@h`,
+    /// `u:pw@h/x`): without a `://`, whatever comes before its last `@`
+    /// could be a password, and is `***`.
+    public static func malformedURL(_ text: String) -> String {
+        guard !text.contains("://"), let at = text.lastIndex(of: "@") else { return url(text) }
+        return url("***" + text[at...])
+    }
+
     /// `user:pa/ss@host`: a password holding `/`, `?` or `#` (unescaped)
     /// ends the authority early, and the `@` comes later. When what follows
     /// the first `:` is not a port, the last `@` ends the password.

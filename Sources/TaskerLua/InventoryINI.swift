@@ -57,7 +57,7 @@ enum InventoryINI {
                 guard !key.isEmpty, !key.contains(where: { $0 == " " || $0 == "\t" }) else {
                     throw fail("bad variable name '\(key)' in [\(group):vars]")
                 }
-                let value = try unquote(line[line.index(after: eq)...].trimmed(of: " \t"), fail)
+                let value = try unquote(line[line.index(after: eq)...].trimmed(of: " \t"), key: key, fail)
                 if key == "ansible_port", !(UInt16(value).map { $0 > 0 } ?? false) {
                     throw fail("bad ansible_port '\(value)' (a port number 1-65535 expected)")
                 }
@@ -98,7 +98,8 @@ enum InventoryINI {
     static func words(_ line: String, _ fail: (String) -> InventoryError) throws(InventoryError) -> [String] {
         var out: [String] = [], current = "", inWord = false
         var quote: Character?
-        for ch in line {
+        var quoteStart = line.startIndex
+        for (at, ch) in zip(line.indices, line) {
             if let q = quote {
                 if ch == q { quote = nil } else { current.append(ch) }
             } else if ch == " " || ch == "\t" {
@@ -107,21 +108,24 @@ enum InventoryINI {
                 break
             } else if ch == "\"" || ch == "'" {
                 quote = ch
+                quoteStart = at
                 inWord = true
             } else {
                 current.append(ch)
                 inWord = true
             }
         }
-        // the line as `--var`s are shown: `ansible_become_pass=…` hidden
-        if quote != nil { throw fail("unterminated quote in '\(Redaction.text(line))'") }
+        // what comes before the quote, as `--var`s are shown
+        // (`ansible_become_pass=` and no more): after it, a password
+        if quote != nil { throw fail("unterminated quote after '\(Redaction.text(String(line[..<quoteStart])))'") }
         if inWord { out.append(current) }
         return out
     }
 
-    private static func unquote(_ value: String, _ fail: (String) -> InventoryError) throws(InventoryError) -> String {
+    private static func unquote(_ value: String, key: String, _ fail: (String) -> InventoryError) throws(InventoryError) -> String {
         guard let q = value.first, q == "\"" || q == "'" else { return value }
-        guard value.count >= 2, value.last == q else { throw fail("unterminated quote in '\(Redaction.text(value))'") }
+        // not quoted back: a password's value is the usual one here
+        guard value.count >= 2, value.last == q else { throw fail("unterminated quote in the value of '\(key)'") }
         return String(value.dropFirst().dropLast())
     }
 

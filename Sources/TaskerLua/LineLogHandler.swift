@@ -29,9 +29,19 @@ public struct LineLogHandler: LogHandler {
     /// `private-token`, `password`, `client_secret`, `api_key`).
     public static func isSecretKey(_ key: String) -> Bool {
         let k = key.lowercased()
-        return secretKeys.contains(k) || k.hasSuffix("token") || k.contains("secret") || k.contains("passw")
-            || k.contains("api-key") || k.contains("api_key") || k.contains("apikey")
+        if secretKeys.contains(k) || k.hasSuffix("token") || k.contains("secret") || k.contains("passw") { return true }
+        // the name without its separators: `private_key`, `privateKey`, `ssh-key`
+        let bare = String(k.filter { $0 != "_" && $0 != "-" && $0 != "." })
+        return secretNames.contains(bare) || secretEndings.contains { bare.hasSuffix($0) }
     }
+
+    /// Whole names (without separators) that hold a credential.
+    static let secretNames: Set<String> = [
+        "pwd", "pass", "passphrase", "auth", "bearer", "jwt", "dsn", "credential", "credentials", "session",
+        "sessionid", "signature", "sig", "cookie",
+    ]
+    /// Endings that do (`sort_key` and `cache_key` do not).
+    static let secretEndings = ["apikey", "privatekey", "sshkey", "accesskey", "secretkey", "signingkey", "passphrase"]
 
     private let sink: @Sendable (String) -> Void
     private let format: Format

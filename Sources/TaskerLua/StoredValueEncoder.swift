@@ -188,8 +188,15 @@ struct StoredValueEncoder {
             // every control character and DEL as \u00XX, the form every version stored
             JSONEscaping.storedValues.append(bytes, to: &out)
         } else {
-            // base64 below: the mask would not find it there
-            if refusingSecrets, SecretMask.shared.occurs(in: bytes) { throw NotStorable(reason: Self.holdsSecret) }
+            // base64 below: the mask would not find it there. A secret that
+            // is not UTF-8 itself was registered as text, its bad bytes
+            // replaced: looked for in the bytes repaired the same way.
+            if refusingSecrets, !SecretMask.shared.isEmpty {
+                let repaired = Array(String(decoding: bytes, as: UTF8.self).utf8)
+                if SecretMask.shared.occurs(in: bytes) || repaired.withUnsafeBufferPointer({ SecretMask.shared.occurs(in: $0) }) {
+                    throw NotStorable(reason: Self.holdsSecret)
+                }
+            }
             tagged = true
             append("{\"$bytes\":\"")
             append(Data(bytes).base64EncodedString())

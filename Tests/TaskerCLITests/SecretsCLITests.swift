@@ -187,6 +187,9 @@ import Testing
             }
             -- an explicit id holding one: recorded as ***, it could never match again
             tasker.add{id = "deploy-" .. S, run = function() end}
+            -- a secret that is not UTF-8 itself (stored as base64, it was kept)
+            local B = tasker.secret("BIN", {file = "bin.txt"})
+            tasker.add{name = "binary", run = function() return B end}
             local got = {}
             for i, h in ipairs(hs) do
               local v = h:await()
@@ -195,11 +198,12 @@ import Testing
             print("same " .. tostring(got[1] == S and got[2] == S and got[3] == pin and got[4] == "\\xff" .. S))
             """])
         defer { s.cleanup() }
+        try Data([0x61, 0x62, 0xC3, 0x28, 0xFF, 0x63, 0x64, 0x65]).write(to: s.dir.appendingPathComponent("bin.txt"))
         let env = "SEKRET=Zq9Kp2LmXw7Rt4Vb"
         let first = try await shell("\(env) $TASKER run --no-progress --state state p.lua --pin 48291377", in: s.dir)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("same true"), "\(first.stdout)")
-        for name in ["string", "table", "number", "bytes"] {
+        for name in ["string", "table", "number", "bytes", "binary"] {
             #expect(first.stderr.contains("task '\(name)': its values cannot be stored: they hold a secret"), "\(first.stderr)")
         }
         #expect(!first.stderr.contains("task 'plain'"), "\(first.stderr)")
@@ -207,7 +211,7 @@ import Testing
         #expect(resumed.status == 0, "\(resumed.stderr)")
         // the secret came back as itself, not as ***: the four ran again
         #expect(resumed.stdout.contains("same true"), "\(resumed.stdout)")
-        #expect(resumed.stderr.contains("6 succeeded (1 reused)"), "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("7 succeeded (1 reused)"), "\(resumed.stderr)")
         let plan = try await shell("\(env) $TASKER run --no-progress --state state --resume --plan p.lua --pin 48291377", in: s.dir)
         #expect(plan.stdout.contains("not resumable: its id holds a secret"), "\(plan.stdout)")
         let state = s.dir.appendingPathComponent("state")

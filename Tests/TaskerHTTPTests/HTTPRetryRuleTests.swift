@@ -38,6 +38,11 @@ import TaskerHTTP
                 "http://h/x?accessToken=***&clientSecret=***&sortKey=***&monkey=m")
         #expect(Redaction.url("http://h/cb#access_token=t1&state=s") == "http://h/cb#access_token=***&state=s")
         #expect(Redaction.url("http://h/cb?a=1#section") == "http://h/cb?a=1#section")
+        // what should have been a URL: before its last @, a password maybe
+        for typo in ["https//d:pw111@api.example.com/v1", "https:/d:pw222@api.example.com/v1", "d:pw333@api.example.com/v1"] {
+            #expect(Redaction.malformedURL(typo) == "***@api.example.com/v1", "\(typo)")
+        }
+        #expect(Redaction.malformedURL("ftp://u:pw@h/x?token=t") == "ftp://***@h/x?token=***")
         #expect(Redaction.origin(of: URL(string: "https://H.example/x")!) == "https://h.example:443")
         #expect(Redaction.origin(of: URL(string: "http://h:8080/")!) != Redaction.origin(of: URL(string: "http://h/")!))
     }

@@ -58,9 +58,11 @@ import Testing
         ("h1 ansible_port=http", "hosts.ini:1: bad ansible_port 'http' (a port number 1-65535 expected)"),
         ("h1:99999", "hosts.ini:1: bad port '99999' in 'h1:99999'"),
         ("[g:children]\na b", "hosts.ini:2: bad line in [g:children]: 'a b' is not a group name"),
-        ("h1 x=\"open", "hosts.ini:1: unterminated quote in 'h1 x=\"open'"),
+        ("h1 x=\"open", "hosts.ini:1: unterminated quote after 'h1 x='"),
         // a secret-looking variable's value is not quoted back
-        ("w2 ansible_become_pass=\"becomepw123 x=1", "hosts.ini:1: unterminated quote in 'w2 ansible_become_pass=*** x=1'"),
+        ("w2 ansible_become_pass=\"becomepw123 x=1", "hosts.ini:1: unterminated quote after 'w2 ansible_become_pass=***'"),
+        ("w1 ansible_password=\"inv pw O555", "hosts.ini:1: unterminated quote after 'w1 ansible_password=***'"),
+        ("[web:vars]\nansible_password=\"invpwQ777", "hosts.ini:2: unterminated quote in the value of 'ansible_password'"),
         ("web[3:1]", "hosts.ini:1: bad host range 'web[3:1]' (numbers or single letters, start not after end)"),
         ("[a:children]\nb\n[b:children]\na", "hosts.ini:4: group 'a' is its own descendant through ':children'"),
     ])

@@ -193,7 +193,7 @@ extension HTTPModule {
             return runtime.usage(L, error.text)
         }
         guard HTTPRequestReader.parseURL(url) != nil else {
-            return runtime.usage(L, "\(fn): bad url '\(Redaction.url(url))' (an absolute http:// or https:// url expected)")
+            return runtime.usage(L, "\(fn): bad url '\(Redaction.malformedURL(url))' (an absolute http:// or https:// url expected)")
         }
         s.push(method)
         s.rawSet(t, "method")
