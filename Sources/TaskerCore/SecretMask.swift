@@ -41,6 +41,10 @@ public final class SecretMask: Sendable {
         /// The values as registered, and for each form in `values` the
         /// one it is a form of.
         var registered: [String] = []
+        /// Those holding a byte a URL encoder may write as `%XX` (a space,
+        /// `/`, `+`, `!`…), as bytes: looked for in the percent-decoded
+        /// text too, whatever case and set of escapes the encoder chose.
+        var encodable: [[UInt8]] = []
         var known: Set<String> = []
         var origin: [[UInt8]: Int] = [:]
     }
@@ -83,6 +87,8 @@ public final class SecretMask: Sendable {
         patterns.withLock { p in
             guard p.known.insert(value).inserted else { return }
             p.registered.append(value)
+            let raw = Array(value.utf8)
+            if raw.contains(where: { !Self.isUnreserved($0) }) { p.encodable.append(raw) }
             for form in forms {
                 let bytes = Array(form.utf8)
                 guard bytes.count >= Self.minimumLength, p.origin[bytes] == nil else { continue }
@@ -215,11 +221,19 @@ public final class SecretMask: Sendable {
         let n = bytes.count
         guard n >= minimumLength else { return nil }
         return bytes.withUnsafeBufferPointer { b -> [UInt8]? in
+            var found = encodedMatches(b, p)  // sorted by start
+            var next = 0
             var out: [UInt8]?
             var copied = 0
             var i = 0
-            while i <= n - minimumLength {
-                guard let length = longestMatch(b, at: i, endingPast: i, p) else {
+            while i < n {
+                var end = i
+                if let length = longestMatch(b, at: i, endingPast: i, p) { end = i + length }
+                while next < found.count, found[next].start == i {
+                    end = max(end, found[next].end)
+                    next += 1
+                }
+                guard end > i else {
                     i += 1
                     continue
                 }
@@ -228,19 +242,82 @@ public final class SecretMask: Sendable {
                 out!.append(contentsOf: replacement)
                 // a value that starts inside this one and ends past it (one
                 // secret's end another's start) goes in the same `***`
-                var end = i + length
                 var j = i + 1
                 while j < end {
                     if let w = longestMatch(b, at: j, endingPast: end, p) { end = j + w }
+                    while next < found.count, found[next].start <= j {
+                        end = max(end, found[next].end)
+                        next += 1
+                    }
                     j += 1
                 }
                 i = end
                 copied = i
             }
+            found.removeAll()
             guard var result = out else { return nil }
             result.append(contentsOf: b[copied..<n])
             return result
         }
+    }
+
+    /// Letters, digits and `-._~`: what no URL encoder escapes.
+    private static func isUnreserved(_ c: UInt8) -> Bool {
+        switch c {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"): true
+        default: false
+        }
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// Where a registered value shows percent-encoded in `b` in a way its
+    /// registered forms do not cover (`%2f` beside `%2B`, `+` for a space,
+    /// `/` kept and `+` escaped…): found in the text with every `%XX` and
+    /// `+` decoded, as ranges of `b`. Empty (no work) for text without `%`
+    /// or `+`, or when no value holds a byte an encoder escapes.
+    private static func encodedMatches(_ b: UnsafeBufferPointer<UInt8>, _ p: Patterns) -> [(start: Int, end: Int)] {
+        guard !p.encodable.isEmpty, b.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) else { return [] }
+        // the decoded bytes, each with where in `b` it starts (it ends
+        // where the next one starts)
+        var decoded: [UInt8] = [], from: [Int32] = []
+        decoded.reserveCapacity(b.count)
+        from.reserveCapacity(b.count + 1)
+        var k = 0
+        while k < b.count {
+            from.append(Int32(truncatingIfNeeded: k))
+            if b[k] == UInt8(ascii: "%"), k + 2 < b.count, let h = hexValue(b[k + 1]), let l = hexValue(b[k + 2]) {
+                decoded.append(h << 4 | l)
+                k += 3
+            } else {
+                decoded.append(b[k] == UInt8(ascii: "+") ? UInt8(ascii: " ") : b[k])
+                k += 1
+            }
+        }
+        from.append(Int32(truncatingIfNeeded: b.count))
+        var firsts = [Bool](repeating: false, count: 256)
+        for v in p.encodable { firsts[Int(v[0])] = true }
+        var ranges: [(start: Int, end: Int)] = []
+        let m = decoded.count
+        for i in 0..<m where firsts[Int(decoded[i])] {
+            for v in p.encodable where v[0] == decoded[i] && i + v.count <= m {
+                let same = decoded.withUnsafeBufferPointer { d in memcmp(d.baseAddress! + i, v, v.count) == 0 }
+                guard same else { continue }
+                let start = Int(from[i]), end = Int(from[i + v.count])
+                // written as it is: the literal search finds it
+                if end - start == v.count && b[start] != UInt8(ascii: "+") && !b[start..<end].contains(UInt8(ascii: "+")) { continue }
+                ranges.append((start, end))
+            }
+        }
+        return ranges.sorted { $0.start < $1.start }
     }
 
     /// The length of the longest value at `i` in `b` that ends past
@@ -326,7 +403,7 @@ public final class SecretMask: Sendable {
                     if i + v.count <= n, memcmp(base + i, v, v.count) == 0 { return true }
                 }
             }
-            return false
+            return !encodedMatches(bytes, p).isEmpty
         }
     }
 
