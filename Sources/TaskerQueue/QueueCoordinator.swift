@@ -359,9 +359,14 @@ public final class QueueCoordinator: RemoteQueue {
         let run = self.run
         db.submit({ [self] c, _ in
             // (stopping meanwhile: the stop's statement ran first)
-            if !(try QueueStore.heartbeat(run: run, c)), !state.withLock({ $0.stopping }) {
+            let alive = try QueueStore.heartbeat(run: run, c)
+            if alive != true, !state.withLock({ $0.stopping }) {
                 try QueueStore.register(run: run, host: QueueWorker.hostName, pid: getpid(), lease: lease, c)
-                try lapsed(c)
+                // A row gone within a lease of the last heartbeat was lost to
+                // a crash (its commit not flushed), not swept after a lapse:
+                // what it waits for is sent again (`resendWaiting`), not failed.
+                let since = Double(Monotonic.now() &- state.withLock { $0.lastHeartbeat }) / 1e9
+                if alive == false || since >= lease { try lapsed(c) }
             }
             state.withLock { s in
                 s.heartbeating = false

@@ -578,12 +578,15 @@ enum QueueStore {
     /// The coordinator is alive; false when it had been declared dead (the
     /// run's jobs were cancelled).
     @discardableResult
-    static func heartbeat(run: String, _ c: PGConnection) throws -> Bool {
+    /// Renews a coordinator's lease: true, or false when its row says it
+    /// stopped (the workers' rescue found its lease lapsed), nil when the
+    /// row is gone (a crash lost its commit, or a lapsed run was swept).
+    static func heartbeat(run: String, _ c: PGConnection) throws -> Bool? {
         let rows = try c.query("""
             UPDATE tasker_coordinators SET heartbeat = now(), server_start = pg_postmaster_start_time() WHERE run = $1
             RETURNING stopped IS NULL
             """, [run])
-        return try rows.first?.bool(0) ?? false
+        return try rows.first?.bool(0)
     }
 
     /// The run has ended: its lease is given up, and any of its jobs still

@@ -491,7 +491,7 @@ import Testing
         let meanwhile = try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }
         #expect(meanwhile.map(\.args) == ["{\"n\":3}", "{\"n\":4}"])
         #expect(try db.sync { c in try QueueStore.anyUnheard(c) })
-        #expect(try db.sync { c in try QueueStore.heartbeat(run: "unheard", c) })
+        #expect(try db.sync { c in try QueueStore.heartbeat(run: "unheard", c) } == true)
         #expect(try db.sync { c in try QueueStore.anyUnheard(c) } == false)
         let heard = try db.sync { c in try QueueStore.claim(worker: "w", limit: 10, versions: QueueStoreTests.work, c) }
         #expect(heard.map(\.args) == ["{\"n\":1}", "{\"n\":2}"])
