@@ -309,11 +309,29 @@ struct HTTPRequestReader {
     static func parseURL(_ text: String) -> URL? {
         // A control character (NUL would cut the URL libcurl sees) is no URL.
         guard !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return nil }
-        guard var parts = URLComponents(string: text), let scheme = parts.scheme?.lowercased(),
+        guard var parts = URLComponents(string: escapingInvalid(text)), let scheme = parts.scheme?.lowercased(),
               scheme == "http" || scheme == "https", parts.host?.isEmpty == false else { return nil }
         if let port = parts.port, !(1...65535).contains(port) { return nil }
         parts.scheme = scheme
         return parts.url
+    }
+
+    /// What a URL may hold after its authority as it is: RFC 3986's
+    /// unreserved and reserved characters, and `%` (escapes already there).
+    private static let allowedAfterAuthority = CharacterSet(
+        charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?#%")
+
+    /// `text` with the characters a URL may not hold after its authority
+    /// (`[`, `]`, a space, non-ASCII…) escaped, and nothing else: left to
+    /// Foundation, such a URL was escaped whole, its `%7e` sent as `%257e`.
+    static func escapingInvalid(_ text: String) -> String {
+        guard let schemeEnd = text.range(of: "://") else { return text }
+        let rest = text[schemeEnd.upperBound...]
+        guard let authorityEnd = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) else { return text }
+        let tail = text[authorityEnd...]
+        guard tail.unicodeScalars.contains(where: { !allowedAfterAuthority.contains($0) }),
+              let escaped = tail.addingPercentEncoding(withAllowedCharacters: allowedAfterAuthority) else { return text }
+        return text[..<authorityEnd] + escaped
     }
 
     /// RFC 9110 token characters: what a method or a header name may hold.

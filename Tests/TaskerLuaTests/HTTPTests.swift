@@ -132,6 +132,16 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         #expect(r.lines == ["1000", "false\thttp\tother\ttrue"])
     }
 
+    /// A URL holding characters it may not (`[`, `]`, a space) has those
+    /// escaped and its own escapes kept: `%7e` is not sent as `%257e`.
+    @Test func aURLsOwnEscapesAreKeptWhenOthersAreAdded() async throws {
+        let r = try await runHTTP("""
+            print(http.get(base .. "/echo?user[name]=bob&x=%7e&y=a%20b"):json().query)
+            print(http.get(base .. "/echo?plain=1&z=%2F"):json().query)
+            """)
+        #expect(r.lines == ["user%5Bname%5D=bob&x=%7e&y=a%20b", "plain=1&z=%2F"])
+    }
+
     @Test func badArgumentsAreUsageErrorsAtTheCallersLine() async throws {
         let r = try await runHTTP("""
             for _, f in ipairs{
