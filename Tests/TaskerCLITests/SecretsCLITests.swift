@@ -256,6 +256,22 @@ import Testing
         #expect(show.stdout.contains("***"), "\(show.stdout)")
     }
 
+    /// A method is sent upper-cased; shown, it is masked first (the
+    /// upper-case spelling of a secret is not the one registered).
+    @Test func aSecretUsedAsAnHTTPMethodIsMaskedBeforeItIsUpperCased() async throws {
+        let s = try Scratch(["p.lua": """
+            local S = tasker.secret("VERB")
+            tasker.add{name = "call", run = function() http.request{method = S, url = "http://127.0.0.1:1/x", retry = false} end}
+            """])
+        defer { s.cleanup() }
+        let r = try await shell("VERB=purgeverb $TASKER run --no-progress --events - --no-journal p.lua", in: s.dir)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("*** http://127.0.0.1:1/x"), "\(r.stderr)")
+        for (what, text) in [("stderr", r.stderr), ("events", r.stdout)] {
+            #expect(!text.lowercased().contains("purgeverb"), "the method in \(what): \(text)")
+        }
+    }
+
     /// A URL's password and secret query values given as an arg or a
     /// `--var` are `***` in every output, not only in the recorded command
     /// line: in the script's own errors, logs, names, values and events.

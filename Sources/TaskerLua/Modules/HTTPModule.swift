@@ -160,6 +160,17 @@ extension HTTPModule {
         return startRequest(L, options: options, fn: fn)
     }
 
+    /// A method as it is sent: upper-cased. A registered secret in it (a
+    /// script may take a method from anywhere) is registered upper-cased
+    /// too, so the method tasker shows is masked as well.
+    static func sent(method: String) -> String {
+        let upper = method.uppercased()
+        if upper != method {
+            for value in SecretMask.shared.values(in: method) { SecretMask.shared.register(value.uppercased()) }
+        }
+        return upper
+    }
+
     /// Builds the request table from the options at `o` and suspends the
     /// caller until the response (or a failure) is in.
     private func startRequest(_ L: OpaquePointer, options o: Int32, fn: String) -> Int32 {
@@ -173,7 +184,7 @@ extension HTTPModule {
         let bodyFile: String?, toFile: String?
         var url: String
         do throws(UsageMessage) {
-            method = try reader.read("method", "string") { i in s.string(i).flatMap { $0.isEmpty ? nil : $0.uppercased() } } ?? "GET"
+            method = try reader.read("method", "string") { i in s.string(i).flatMap { $0.isEmpty ? nil : Self.sent(method: $0) } } ?? "GET"
             guard let u = try reader.read("url", "string", { s.string($0) }) else {
                 lua_pushnil(L)  // what `bad` describes
                 throw UsageMessage(reader.bad("url", "string"))
