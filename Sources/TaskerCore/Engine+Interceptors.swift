@@ -61,6 +61,12 @@ extension Engine {
                     return false
                 }
             case .hold:
+                guard interceptors.contains(where: { $0 === i }) else {
+                    // It removed itself while deciding: no one would release
+                    // this task. It goes on to the next interceptor (now at
+                    // `index`), as what an interceptor holds does when removed.
+                    continue
+                }
                 hold(r, in: batch, by: i)
                 return false
             case .discard:

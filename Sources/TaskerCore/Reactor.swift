@@ -34,7 +34,9 @@ public protocol TaskReactor: AnyObject {
 /// One run of a reactor, shared by every task that triggered it meanwhile.
 public final class Reaction {
     public let id: Int
-    public unowned let reactor: TaskReactor
+    /// Strong: a reactor removed while its reaction runs (`r:remove()`,
+    /// from the reaction itself too) lives until the reaction ends.
+    public let reactor: TaskReactor
     /// The tasks waiting on it, the first being the one that started it.
     public internal(set) var tasks: [TaskID]
     var timer: LoopTimer?

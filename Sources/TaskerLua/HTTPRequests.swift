@@ -254,10 +254,12 @@ extension HTTPModule {
         }
         let s = LuaStack(L)
         s.pushRegistry(call.table)
+        guard lua_getmetatable(L, -1) != 0 else { return }
         s.push(id)
         s.rawSet(-2, "id")
         s.push(attempt)
         s.rawSet(-2, "attempt")
+        s.pop()
     }
 
     /// Pushes a reactor's `result` for a request: the response plus `ok`,

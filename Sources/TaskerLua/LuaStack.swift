@@ -115,6 +115,33 @@ struct LuaStack {
 
     func rawLength(_ t: Int32) -> Int { Int(lua_rawlen(L, t)) }
 
+    /// What keeps the table at `t` from being a list of strings (keys 1…n,
+    /// each value a string), or nil when it is one. Raw access.
+    func notAListOfStrings(_ t: Int32) -> String? {
+        let t = absolute(t)
+        let n = rawLength(t)
+        for k in stride(from: 1, through: n, by: 1) {
+            rawGet(t, k)
+            let ok = type(-1) == LUA_TSTRING, name = typeName(-1)
+            pop()
+            if !ok { return "element #\(k) is \(name)" }
+        }
+        var count = 0
+        lua_pushnil(L)
+        while lua_next(L, t) != 0 {  // …, key, value
+            pop()
+            count += 1
+            if count > n {
+                // a key past 1…n: name it (a copy: converting the key itself would confuse lua_next)
+                lua_pushvalue(L, -1)
+                let key = type(-1) == LUA_TSTRING ? "'\(string(-1) ?? "")'" : describeScalar(-1) ?? "of type \(typeName(-1))"
+                pop(2)
+                return "it has the key \(key)"
+            }
+        }
+        return nil
+    }
+
     // MARK: pushing
 
     /// Every byte, NULs too (a C string would end at the first).

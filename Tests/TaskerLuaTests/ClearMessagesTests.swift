@@ -10,6 +10,11 @@ import Testing
             try(tasker.sh, "echo a\\0b")
             tasker.intercept{name = "retag", fn = function(t) if t.name == "t" then t.tags = {1, 2} end end}
             print(select(2, tasker.add{name = "t", run = function() end}:result()).message)
+            tasker.intercept{name = "keyed", fn = function(t) if t.name == "k" then t.tags = {"a", x = "b"} end end}
+            print(select(2, tasker.add{name = "k", run = function() end}:result()).message)
+            try(tasker.add, {run = print, tags = {a = "x"}})
+            try(json.encode, {}, {indent = 2})
+            try(json.encode, {}, {pretty = "yes"})
             print(select(2, tasker.add{name = "p", run = function(ctx) ctx:progress(0/0) end}:result()).message)
             """)
         #expect(r.lines == [
@@ -17,6 +22,10 @@ import Testing
             "bad element #2 in 'tasker.exec' command (it contains a NUL byte)",
             "bad argument #1 to 'tasker.sh' (it contains a NUL byte)",
             "interceptor 'retag' failed: pipeline.lua:5: usage: bad value for t.tags (list of strings expected, element #1 is number)",
+            "interceptor 'keyed' failed: pipeline.lua:7: usage: bad value for t.tags (list of strings expected, it has the key 'x')",
+            "bad field 'tags' in 'tasker.add' spec (list of strings expected, got table)",
+            "unknown option 'indent' to 'json.encode' (known: pretty)",
+            "bad option 'pretty' to 'json.encode' (boolean expected, got string)",
             "bad argument #1 to 'ctx:progress' (finite number expected, got NaN)",
         ])
     }

@@ -432,6 +432,34 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         #expect(r.lines == ["Bearer abc", "discarded\tpipeline.lua:9", "interceptor\ttrue", "200"])
     }
 
+    /// A request's `id` and `attempt` are read-only and it has no other
+    /// fields to set, as a task's view: refused at the line that tried.
+    @Test func aRequestsIdAndAttemptAreReadOnlyAndUnknownFieldsAreRefused() async throws {
+        let r = try await runHTTP("""
+            local which
+            tasker.intercept{name = "edit", on = "http", fn = function(t)
+                if which == "read" then print(math.type(t.id), t.attempt, t.nothing) end
+                if which == "id" then t.id = 5 end
+                if which == "attempt" then t.attempt = 9 end
+                if which == "bogus" then t.bogus = 1 end
+                if which == "body" then t.body = "set"; t.method = "POST" end
+            end}
+            for _, w in ipairs({"read", "id", "attempt", "bogus", "body"}) do
+                which = w
+                local ok, res = pcall(http.get, base .. "/echo")
+                print(w, ok and res:json().body or res.message)
+            end
+            """)
+        #expect(r.lines == [
+            "integer\t1\tnil",
+            "read\t",
+            "id\tinterceptor 'edit' failed: pipeline.lua:5: usage: t.id cannot be set (a request has method, url, headers, body, timeout; id and attempt are read-only)",
+            "attempt\tinterceptor 'edit' failed: pipeline.lua:6: usage: t.attempt cannot be set (a request has method, url, headers, body, timeout; id and attempt are read-only)",
+            "bogus\tinterceptor 'edit' failed: pipeline.lua:7: usage: t.bogus cannot be set (a request has method, url, headers, body, timeout; id and attempt are read-only)",
+            "body\tset",
+        ], "\(r.lines) \(r.diagnostics)")
+    }
+
     @Test func heldRequestsGoOutAsABatch() async throws {
         let r = try await runHTTP("""
             local order = {}

@@ -223,6 +223,22 @@ import TaskerCore
         #expect(r.lines == ["false\tinterceptor\ttrue", "fine"])
     }
 
+    /// An interceptor that removes itself while it decides to hold: no one
+    /// could release the task (it failed as a deadlock); it goes on to the
+    /// next interceptor, as held tasks do when their interceptor goes.
+    @Test func anInterceptorThatRemovesItselfAndHoldsPassesTheTaskOn() async throws {
+        let r = try await runLua("""
+            local i
+            i = tasker.intercept{name = "once", fn = function(t) i:remove(); return "hold" end}
+            local seen = {}
+            tasker.intercept{name = "after", fn = function(t) seen[#seen + 1] = t.name end}
+            local h = tasker.add{name = "c", run = function() return "ran" end}
+            print(h:result())
+            print(table.concat(seen, ","), tasker.add{name = "d", run = function() return "ran too" end}:result())
+            """)
+        #expect(r.lines == ["true\tran", "c\ttrue\tran too"])
+    }
+
     @Test func badInterceptorSpecsAreUsageErrors() async throws {
         let r = try await runLua("""
             print(select(2, pcall(tasker.intercept, 3)).message)

@@ -189,6 +189,33 @@ import TaskerCore
     }
 }
 
+/// A reactor removed while its reaction waits, by the script or by the
+/// reaction itself: the reaction finishes (it crashed the process, the
+/// reaction outliving its reactor), and its task's result stands.
+@Suite struct ReactorRemovalTests {
+    @Test func aReactorRemovedWhileItsReactionWaitsLetsTheReactionFinish() async throws {
+        let r = try await runLua("""
+            local ready = tasker.add{name = "ready", start = false, run = function() end}
+            local gate = tasker.add{name = "gate", start = false, run = function() end}
+            local r1 = tasker.react{name = "slow", when = function(t) return t.name == "e" end,
+                                    fn = function() ready:start(); gate:await() end}
+            local h1 = tasker.add{name = "e", run = function() return "e" end}
+            ready:await()
+            r1:remove()
+            gate:start()
+            print(h1:result())
+            local r2
+            r2 = tasker.react{name = "once", requeue = true, when = function(t) return t.name == "c" end,
+                              fn = function() r2:remove(); tasker.sleep(0.01) end}
+            local n = 0
+            local h2 = tasker.add{name = "c", run = function() n = n + 1; return "c" .. n end}
+            print(h2:result())
+            """)
+        #expect(r.lines == ["true\te", "true\tc2"])
+        #expect(r.exitCode == 0)
+    }
+}
+
 @Suite struct ReactorShutdownTests {
     @Test func exitStopsAReactionThatIsWaiting() async throws {
         let r = try await runLua("""

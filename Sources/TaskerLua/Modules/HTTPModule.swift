@@ -24,6 +24,11 @@ final class HTTPModule: LuaModule {
     lazy var requestBody = LuaRequestBody(module: self)
     /// The metatable of responses (`resp:json()`), by registry ref.
     private(set) var responseMeta: Int32 = LUA_NOREF
+    /// The request view's metamethods (registry refs): `id` and `attempt`
+    /// are read from the request's own metatable, and only the fields an
+    /// interceptor may change can be set (`RequestView`).
+    private(set) var requestIndex: Int32 = LUA_NOREF
+    private(set) var requestNewindex: Int32 = LUA_NOREF
 
     init(runtime: LuaRuntime) { self.runtime = runtime }
 
@@ -51,6 +56,10 @@ final class HTTPModule: LuaModule {
         pushTable([("json", { L in HTTPModule.this(L!).responseJSON(L!) })], in: L)
         s.rawSet(-2, "__index")
         responseMeta = s.ref()
+        push({ L in HTTPModule.this(L!).requestViewIndex(L!) }, in: L)
+        requestIndex = s.ref()
+        push({ L in HTTPModule.this(L!).requestViewNewindex(L!) }, in: L)
+        requestNewindex = s.ref()
     }
 }
 
@@ -275,6 +284,7 @@ extension HTTPModule {
         case .failure(let message): return runtime.usage(L, message.text)
         }
         lua_settop(L, t)
+        setRequestViewMetatable(L, t)
 
         if let status = runtime.cannotWait(L, fn) { return status }
         let call = HTTPCall(table: s.ref(), check: check, followRedirects: followRedirects,

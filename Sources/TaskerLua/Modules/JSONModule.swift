@@ -59,9 +59,13 @@ extension JSONModule {
         var pretty = false
         if !s.isNoneOrNil(2) {
             guard s.type(2) == LUA_TTABLE else { return host.argError(L, "json.encode", 2, "table") }
-            s.rawGet(2, "pretty")
-            pretty = s.boolean(-1)
-            s.pop()
+            let o = OptionReader(L: L, table: 2, function: "json.encode", known: ["pretty"])
+            if let message = o.unknownOption() { return host.usage(L, message) }
+            do throws(UsageMessage) {
+                pretty = try o.read("pretty", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? false
+            } catch {
+                return host.usage(L, error.text)
+            }
         }
         lua_settop(L, 1)
         let out: [UInt8]

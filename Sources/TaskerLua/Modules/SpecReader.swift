@@ -97,12 +97,7 @@ struct SpecReader {
         }
         let tags = f[3]
         if !s.isNoneOrNil(tags) {
-            guard s.type(tags) == LUA_TTABLE else { throw fieldError("tags", "list of strings", tags) }
-            for k in stride(from: 1, through: s.rawLength(tags), by: 1) {
-                s.rawGet(tags, k)
-                defer { s.pop() }
-                guard s.type(-1) == LUA_TSTRING else { throw fieldError("tags", "list of strings", tags) }
-            }
+            guard s.type(tags) == LUA_TTABLE, s.notAListOfStrings(tags) == nil else { throw fieldError("tags", "list of strings", tags) }
             p.tags = tags
         }
         let priority = f[4]

@@ -71,15 +71,8 @@ final class TaskViewModule: LuaModule {
             rt.engine.setPriority(v.task, p)
         case "args", "tags":
             guard s.type(3) == LUA_TTABLE else { return bad(key == "tags" ? "list of strings" : "table") }
-            if key == "tags" {
-                for k in stride(from: 1, through: s.rawLength(3), by: 1) {
-                    s.rawGet(3, k)
-                    let type = s.type(-1), typeName = s.typeName(-1)
-                    s.pop()
-                    guard type == LUA_TSTRING else {
-                        return rt.usage(L, "bad value for t.tags (list of strings expected, element #\(k) is \(typeName))")
-                    }
-                }
+            if key == "tags", let problem = s.notAListOfStrings(3) {
+                return rt.usage(L, "bad value for t.tags (list of strings expected, \(problem))")
             }
             lua_rawgeti(L, tasker_registryindex(), lua_Integer(key == "args" ? rt.refs.args : rt.refs.tags))
             lua_pushvalue(L, 3)
