@@ -52,7 +52,21 @@ struct RunJournal {
         var reuse: [String: String] = [:]
         /// For `--plan`: the earlier run's tasks, to say why one runs again.
         var earlierTasks: [JournalTask] = []
+        /// Later runs the default went past (see `stoppedEarly`).
+        var passedOver: [String] = []
     }
+
+    /// Whether a run stopped before its end: on a usage error (a mistyped
+    /// parameter or target), a signal, or a kill. The default `--resume`
+    /// goes past it (see `resumable`): the latest such run would otherwise
+    /// hide the progress of the run before it.
+    static func stoppedEarly(_ run: JournalRun) -> Bool {
+        guard let code = run.exitCode else { return false }
+        return code == 2 || code == -1 || code == 129 || code == 130 || code == 143
+    }
+
+    /// How many later runs the default passes over at most.
+    static let passedOverAtMost = 20
 
     /// The earlier run and what it offers. A run recorded for another
     /// pipeline file is refused unless `fromOther`: its values would be
@@ -63,8 +77,37 @@ struct RunJournal {
             throw RunJournalError("cannot resume run \(earlier.id): it was recorded for \(earlier.pipeline), not \(pipeline) (--resume-from-other resumes it anyway)")
         }
         var found = Resumable(run: earlier.id, pipeline: earlier.pipeline, reuse: try reader.reusable(from: earlier.id))
-        if plan { found.earlierTasks = try reader.tasks(of: earlier.id).filter { $0.kind == "task" } }
+        if id == nil { try goPastRunsThatStoppedEarly(earlier, &found, reader) }
+        if plan { found.earlierTasks = try reader.tasks(of: found.run).filter { $0.kind == "task" } }
         return found
+    }
+
+    /// The default resume from `latest` on: a resume that stopped early
+    /// (`stoppedEarly`) adds what it resumed from, under what it did itself
+    /// (it would have reused that had it got there); a run that is no
+    /// resume and stopped on a usage error before anything succeeded is
+    /// passed over for the one before it.
+    private func goPastRunsThatStoppedEarly(_ latest: JournalRun, _ found: inout Resumable,
+                                            _ reader: JournalReader) throws {
+        var run = latest
+        var older: [JournalRun]?
+        while Self.stoppedEarly(run), found.passedOver.count < Self.passedOverAtMost {
+            let next: JournalRun
+            if let from = run.resumedFrom, let earlier = try reader.run(from), earlier.pipeline == latest.pipeline {
+                next = earlier
+            } else if run.exitCode == 2, found.reuse.isEmpty {
+                older = try older ?? reader.runs(pipeline: latest.pipeline, limit: Self.passedOverAtMost + 2)
+                guard let i = older!.firstIndex(where: { $0.id == run.id }), i + 1 < older!.count else { return }
+                next = older![i + 1]
+            } else {
+                return
+            }
+            found.passedOver.append(run.id)
+            found.reuse = try reader.reusable(from: next.id).merging(found.reuse) { _, later in later }
+            found.run = next.id
+            found.pipeline = next.pipeline
+            run = next
+        }
     }
 
     /// How long `--resume` waits for the journal before it gives up.

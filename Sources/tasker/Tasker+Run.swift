@@ -148,6 +148,12 @@ extension Tasker {
                         try journal.resumable(resumeRun, pipeline: pipeline, fromOther: resumeFromOther, plan: plan)
                     }
                     options.reuse = found.reuse
+                    if !found.passedOver.isEmpty {
+                        let later = found.passedOver.count == 1 ? "the later run \(found.passedOver[0])"
+                            : "the later runs \(found.passedOver.joined(separator: ", "))"
+                        StandardError.write("tasker: resuming run \(found.run) and what succeeded in \(later), "
+                                            + "which stopped early (a usage error, a signal or a kill)\n")
+                    }
                     if plan {
                         let (text, code) = ResumePlan.evaluate(file, options: options, earlier: found)
                         print(SecretMask.shared.mask(text), terminator: "")

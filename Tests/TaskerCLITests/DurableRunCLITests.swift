@@ -105,6 +105,43 @@ import Testing
         #expect(other.stdout.hasPrefix("no runs recorded of other.lua"), "\(other.stdout)")
     }
 
+    /// Runs that stopped early (a mistyped parameter or target, a resume
+    /// killed as it began) are gone past by the default `--resume`, which
+    /// says so: the latest of them hid the progress before it, and
+    /// everything ran again. A resume that stopped early adds what it
+    /// resumed from; a run stopped by a usage error with nothing to reuse
+    /// is passed over.
+    @Test func runsThatStoppedEarlyAreGonePastByTheDefaultResume() async throws {
+        let s = try Scratch(["t.lua": """
+            local fail = tasker.param{name = "fail", type = "boolean", default = true}
+            tasker.param{name = "n", type = "integer", default = 1}
+            tasker.add{name = "fetch", run = function() return 1 end}
+            tasker.target("build", function() return "b" end)
+            tasker.target("test", {after = {"build"}}, function() if fail then error("test failed") end end)
+            """])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "t.lua", "test"], in: s.dir)
+        #expect(first.status == 1, "\(first.stderr)")
+        let typo = try await tasker(["run", "--no-progress", "--resume", "t.lua", "test", "--n", "abc"], in: s.dir)
+        #expect(typo.status == 2, "\(typo.stderr)")
+        let unknown = try await tasker(["run", "--no-progress", "t.lua", "tset"], in: s.dir)
+        #expect(unknown.status == 2, "\(unknown.stderr)")
+        let list = try await tasker(["runs", "t.lua", "--json"], in: s.dir)
+        let ids = (try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]])?.compactMap { $0["id"] as? String }
+        #expect(ids?.count == 3)
+        let plan = try await tasker(["run", "--resume", "--plan", "t.lua", "test"], in: s.dir)
+        #expect(plan.stdout.contains("plan: 2 to reuse, 1 to run again"), "\(plan.stdout)")
+        #expect(plan.stdout.contains("resume run \(ids?.last ?? "?")"), "\(plan.stdout)")
+        #expect(plan.stderr.contains("resuming run \(ids?.last ?? "?") and what succeeded in the later runs \(ids?.prefix(2).joined(separator: ", ") ?? ""), which stopped early"),
+                "\(plan.stderr)")
+        let resumed = try await tasker(["run", "--no-progress", "--resume", "t.lua", "test", "--no-fail"], in: s.dir)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("3 succeeded (2 reused)"), "\(resumed.stderr)")
+        // A resume named explicitly is taken as it is.
+        let named = try await tasker(["run", "--resume", "--plan", ids?.first ?? "?", "t.lua", "test"], in: s.dir)
+        #expect(named.stdout.contains("plan: 0 to reuse"), "\(named.stdout)")
+    }
+
     /// Closures of one function expression share a prototype (its bytecode
     /// is hashed once): what they capture still tells them apart. Code made
     /// with `load` (a prototype each, more than are cached) is told apart
