@@ -63,7 +63,9 @@ extension Tasker {
                   completion: .custom { words, index, prefix in PipelineDescription.completions(words: words, at: index, prefix: prefix) })
         var scriptArgs: [String] = []
 
-        func validate() throws {
+        mutating func validate() throws {
+            file = DashedWords.unmarked(file)
+            scriptArgs = scriptArgs.map(DashedWords.unmarked)
             // First: with an option after FILE, the others may not say what was meant.
             if let why = MisplacedOptions.message(before: Self.wordsBeforeFile(scriptArgs: scriptArgs),
                                                   file: file, words: scriptArgs,

@@ -38,7 +38,9 @@ extension Tasker {
         @Argument(parsing: .captureForPassthrough, help: "Arguments for the script (tasker.args).")
         var scriptArgs: [String] = []
 
-        func validate() throws {
+        mutating func validate() throws {
+            file = DashedWords.unmarked(file)
+            scriptArgs = scriptArgs.map(DashedWords.unmarked)
             guard concurrency >= 1 else { throw ValidationError("--concurrency must be at least 1 (got \(concurrency))") }
             guard lease >= 0.5 else { throw ValidationError("--lease must be at least 0.5 seconds (got \(lease))") }
             guard Retention.seconds(retain) != nil else {

@@ -25,11 +25,10 @@ struct Tasker: ParsableCommand {
     /// usage error) is left to the whole tree, which says it as always;
     /// `validate` runs once either way (what it prints comes with an
     /// ExitCode, which ends here).
-    static func quickRun() throws -> ParsableCommand? {
-        let argv = CommandLine.arguments
+    static func quickRun(_ argv: [String]) throws -> ParsableCommand? {
         guard argv.count > 1, argv[1] == "run" else { return nil }
         // The tree looks for these wherever they are (run alone skips that)
-        let treeOnly = ["--generate-completion-script", "--experimental-", "---"]
+        let treeOnly = ["--generate-completion-script", "--experimental-"]
         if argv.dropFirst(2).contains(where: { word in treeOnly.contains { word.hasPrefix($0) } }) { return nil }
         do {
             let command = try Run.parseAsRoot(Array(argv.dropFirst(2)))
@@ -58,7 +57,8 @@ struct Tasker: ParsableCommand {
             Foundation.exit(0)
         }
         do {
-            var command = try quickRun() ?? parseAsRoot()
+            let argv = DashedWords.marked(CommandLine.arguments)
+            var command = try quickRun(argv) ?? parseAsRoot(Array(argv.dropFirst()))
             if command is Tasker {
                 // No subcommand: help, as a usage error.
                 StandardError.write((helpMessage() + "\n"))

@@ -42,6 +42,16 @@ import Testing
 
     /// Every option `tasker run --help` lists is caught after FILE, so the
     /// list cannot fall behind the command.
+    /// Words that begin with `---` are the argument parser's own: they were
+    /// refused as invalid options even after FILE.
+    @Test func wordsOfThreeDashesOrMoreAreTheScriptsToo() async throws {
+        let s = try Scratch(["etl.lua": Self.pipeline])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "etl.lua", "a", "---", "----x", "--", "---y"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(ran(s) == "a|---|----x|---y")
+    }
+
     @Test func everyOptionOfRunIsCaughtAfterTheFile() async throws {
         let s = try Scratch(["etl.lua": Self.pipeline])
         defer { s.cleanup() }
