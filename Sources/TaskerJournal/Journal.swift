@@ -1,4 +1,5 @@
 import CSQLite
+import TaskerCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -79,13 +80,18 @@ public enum Journal {
         // these locks are refused at once rather than waited for, so retry
         // (briefly: a lock held for longer is the caller's to wait out).
         var attempt = 0
+        let start = Monotonic.now()
         while true {
             do {
                 try setUp(db, path: path)
                 return db
             } catch where error.isLock {
                 attempt += 1
-                if attempt >= attempts { throw named(error, path) }
+                // A lock that outlasted the busy timeout is held, not being
+                // set up: trying again would wait that long each time (a
+                // reader waited 20 × 5 s on a journal locked for good).
+                let waited = Double(Monotonic.now() &- start) / 1e6
+                if attempt >= attempts || waited >= Double(busyTimeout) { throw named(error, path) }
                 usleep(useconds_t(1000 * attempt))
             } catch {
                 throw named(error, path)
@@ -96,7 +102,10 @@ public enum Journal {
     /// SQLite's own words (`file is not a database`, `database is locked`)
     /// with the file they are about, when they do not name it already.
     private static func named(_ error: SQLiteError, _ path: String) -> SQLiteError {
-        error.message.contains(path) ? error : SQLiteError(code: error.code, message: "\(path): \(error.message)")
+        if error.isLock, !error.message.contains("another process") {
+            return SQLiteError(code: error.code, message: "\(path) is locked by another process (\(error.message))")
+        }
+        return error.message.contains(path) ? error : SQLiteError(code: error.code, message: "\(path): \(error.message)")
     }
 
     /// WAL mode (kept in the file once set) and the tables, at the schema

@@ -236,6 +236,27 @@ import Testing
         #expect(try JournalSchema.hasTables(other))
     }
 
+    /// A journal another process keeps locked for good (SQLite's exclusive
+    /// locking mode) is given up on after the busy timeout, with the reason:
+    /// `runs`, `show` and a resume's read tried again 20 times, each waiting
+    /// out the timeout (100 s with its default 5 s).
+    @Test func aJournalLockedForGoodIsGivenUpOnAfterTheBusyTimeout() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        _ = try JournalReader(directory: dir, create: true)
+        let other = try SQLiteDatabase(path: dir + "/" + Journal.fileName)
+        try other.execute("PRAGMA locking_mode = EXCLUSIVE")
+        try other.execute("BEGIN EXCLUSIVE")
+        defer { try? other.execute("ROLLBACK") }
+        let start = Date()
+        #expect {
+            _ = try JournalReader(store: SQLiteJournalStore(directory: dir, create: false, busyTimeout: 1000))
+        } throws: { error in
+            "\(error)".contains("is locked by another process")
+        }
+        #expect(Date().timeIntervalSince(start) < 6, "gave up after \(Date().timeIntervalSince(start)) s")
+    }
+
     @Test func aJournalFromANewerTaskerIsRefusedWithTheReason() throws {
         let dir = tempDir()
         defer { try? FileManager.default.removeItem(atPath: dir) }
