@@ -98,6 +98,10 @@ extension LuaRuntime {
             s.pop()
         } else if s.type(-1) == LUA_TTABLE, let text = describeErrorTable(co, -1) {
             message = text
+            // A table the script raises may say it too (README, Tasks: retry).
+            s.rawGet(-1, "permanent")
+            permanent = s.type(-1) == LUA_TBOOLEAN && lua_toboolean(co, -1) != 0
+            s.pop()
         } else {
             message = s.describe(-1)
             // Lua's own errors raised where no Lua line is current ("C stack

@@ -127,6 +127,22 @@ import TaskerCore
         #expect(r.lines == ["3", "false\tcancelled\ttask 'task-2' was cancelled: stop\t1"])
     }
 
+    /// A table the script raises with `permanent = true` is not retried
+    /// unless `when` says so, as an engine error that has it (README,
+    /// Tasks); `permanent = "yes"` is no boolean and changes nothing.
+    @Test func aRaisedTableThatSaysPermanentIsNotRetried() async throws {
+        let r = try await runLua("""
+            local function task(err, when)
+              return tasker.add{retry = {attempts = 3, delay = 0, when = when}, run = function() error(err) end}
+            end
+            local p = task({permanent = true, message = "gone"})
+            local q = task({permanent = true, message = "gone"}, function(e) return e.permanent end)
+            local n = task({permanent = "yes", message = "odd"})
+            for _, h in ipairs({p, q, n}) do h:result(); print(h.attempts) end
+            """)
+        #expect(r.lines == ["1", "3", "3"])
+    }
+
     @Test func afterAndWhenRunDependentsOrSkipThemWithDependencyErrors() async throws {
         let r = try await runLua("""
             local ok = tasker.add{name = "ok", run = function() return 1 end}
