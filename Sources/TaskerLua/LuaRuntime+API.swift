@@ -71,6 +71,14 @@ extension LuaRuntime {
         return ids.first { mine.contains(workOf($0)) }
     }
 
+    /// The reactor whose reaction is running now, when task `id` waits for
+    /// that reaction to end: awaiting it there would never finish.
+    func reactionWaitedOnBy(_ id: TaskID) -> String? {
+        guard let f = driver.current, case .reaction(let r) = f.kind else { return nil }
+        let work = workOf(id)
+        return r.tasks.contains { workOf($0) == work } ? r.reactor.name : nil
+    }
+
     /// Whether the calling task awaiting task `id` (`await`, `result`)
     /// would close a cycle of tasks each awaiting the next: the chain of
     /// names (the caller first and last), or nil. Found as the wait starts,

@@ -216,6 +216,27 @@ import TaskerCore
     }
 }
 
+/// A reaction that awaits a task it reacts to (which waits for the
+/// reaction to end) is told at once, at its line; it was a deadlock found
+/// only when the whole run went idle.
+@Suite struct ReactionAwaitTests {
+    @Test func aReactionAwaitingItsOwnTaskIsAUsageErrorAtOnce() async throws {
+        let r = try await runLua("""
+            local h
+            tasker.react{name = "selfish", when = function(t) return t.name == "r1" end, fn = function() h:await() end}
+            h = tasker.add{name = "r1", run = function() return "v1" end}
+            local other = tasker.add{name = "r2", run = function() return "v2" end}
+            local ok, err = h:result()
+            print(ok, err.message)
+            print(other:await())
+            """)
+        #expect(r.lines == [
+            "false\treactor 'selfish' failed: pipeline.lua:2: usage: h:await: task 'r1' waits for this reaction of reactor 'selfish' to end, so the reaction cannot wait for it (it would never finish)",
+            "v2",
+        ])
+    }
+}
+
 @Suite struct ReactorShutdownTests {
     @Test func exitStopsAReactionThatIsWaiting() async throws {
         let r = try await runLua("""

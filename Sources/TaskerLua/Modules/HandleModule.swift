@@ -156,6 +156,10 @@ final class HandleModule: LuaModule {
             if rt.waitsOnItself([id]) != nil {
                 return rt.usage(L, "h:\(method): task '\(rt.engine.name(id))' cannot wait for itself (it would never finish)")
             }
+            if let reactor = rt.reactionWaitedOnBy(id) {
+                return rt.usage(L, "h:\(method): task '\(rt.engine.name(id))' waits for this reaction of reactor '\(reactor)' "
+                                + "to end, so the reaction cannot wait for it (it would never finish)")
+            }
             if let status = rt.cannotWait(L, "h:\(method)") { return status }
             if let cycle = rt.waitCycle(id) { return rt.raise(L, LuaRuntime.deadlock(cycle)) }
             return rt.suspend(L, .wait(AwaitWait(id: id, mode: mode)))
