@@ -190,7 +190,8 @@ extension LuaRuntime {
     /// Returns whether it succeeded; on error logs it and leaves nothing.
     func callProtected(nargs: Int32, nresults: Int32, context: String) -> Bool {
         guard let error = callForError(nargs: nargs, nresults: nresults, context: context) else { return true }
-        logger.error("error in \(context): \(error)")
+        // tasker.exit or os.exit in it unwinds it: no error of its own
+        if driver.exitRequested == nil || !error.contains("tasker.exit(") { logger.error("error in \(context): \(error)") }
         return false
     }
 

@@ -238,6 +238,21 @@ import TaskerCore
 }
 
 @Suite struct ReactorShutdownTests {
+    /// `os.exit` or `tasker.exit` in a handler ends the run with its code;
+    /// the unwinding is no error of the handler's (it was logged as one).
+    /// A handler's real error during the exit is still said.
+    @Test func anExitInAFinishHandlerIsNotLoggedAsItsError() async throws {
+        let r = try await runLua("""
+            local done = tasker.add{name = "done", run = function() return 1 end}
+            done:await()
+            tasker.add{name = "buggy", run = function() tasker.sleep(0.05) end}:on("finish", function() error("handler bug") end)
+            done:on("finish", function() os.exit(9) end)
+            """)
+        #expect(r.exitCode == 9)
+        #expect(!r.diagnostics.contains("tasker.exit(9)"), "\(r.diagnostics)")
+        #expect(r.diagnostics.contains("error in the 'finish' handler of task 'buggy'"), "\(r.diagnostics)")
+    }
+
     @Test func exitStopsAReactionThatIsWaiting() async throws {
         let r = try await runLua("""
             tasker.react{name = "slow", fn = function() tasker.sleep(30) end}

@@ -195,7 +195,11 @@ final class HandleModule: LuaModule {
                     return rt.describeStop(L)
                 }
                 if status != LUA_OK {
-                    rt.logger.error("error in the 'finish' handler of task '\(rt.engine.name(id))': \(s.describe(-1))")
+                    // tasker.exit or os.exit in it unwinds it: no error of its own
+                    let error = s.describe(-1)
+                    if rt.driver.exitRequested == nil || !error.contains("tasker.exit(") {
+                        rt.logger.error("error in the 'finish' handler of task '\(rt.engine.name(id))': \(error)")
+                    }
                     s.pop()
                 }
                 return 0
