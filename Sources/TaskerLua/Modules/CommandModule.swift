@@ -142,11 +142,18 @@ final class CommandModule: LuaModule {
                 consumed[i] = true
                 if p.type == "boolean" then
                   given[#given + 1] = "true"
-                elseif i < limit then
+                elseif i < limit and not consumed[i + 1] and words[i + 1]:sub(1, 2) ~= "--" then
                   given[#given + 1] = words[i + 1]
                   consumed[i + 1] = true
                   i = i + 1
                 elseif not describing then
+                  -- An option next is not taken as the value: it could be a
+                  -- parameter declared later, which would read it again.
+                  local next_word = i < limit and words[i + 1] or nil
+                  if next_word and next_word:sub(1, 2) == "--" then
+                    usage("parameter --" .. name .. " needs a value (" .. kinds[p.type] .. "), not the option "
+                          .. next_word .. " (write --" .. name .. "=" .. next_word .. " if that is the value)", 2)
+                  end
                   usage("parameter --" .. name .. " needs a value (" .. kinds[p.type] .. ")", 2)
                 end
               elseif w:sub(1, #name + 3) == "--" .. name .. "=" then
