@@ -96,6 +96,33 @@ import Testing
         #expect(ran(s) == "build\ntest\ndeploy\n")
     }
 
+    /// Targets named one after another run in that order, as make runs
+    /// them, each with what it waits for: `x` (slow) then `a`; they ran at
+    /// once unless an `after` said otherwise. A failure skips the rest.
+    @Test func namedTargetsRunInTheOrderGiven() async throws {
+        let s = try Scratch(["t.lua": """
+            local function mark(name, pause)
+              return function()
+                if pause then tasker.sleep(pause) end
+                if tasker.vars.fail == name then error(name .. " failed") end
+                fs.append("ran.txt", name .. "\\n")
+              end
+            end
+            tasker.target("a", mark("a"))
+            tasker.target("b", {after = {"a"}}, mark("b"))
+            tasker.target("x", mark("x", 0.05))
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "t.lua", "x", "b"], in: s.dir)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(ran(s) == "x\na\nb\n")
+        try FileManager.default.removeItem(at: s.dir.appendingPathComponent("ran.txt"))
+        let failed = try await tasker(["run", "--no-progress", "--no-journal", "--var", "fail=x", "t.lua", "x", "b"], in: s.dir)
+        #expect(failed.status == 1)
+        #expect(ran(s) == "", "\(failed.stderr)")
+        #expect(failed.stderr.contains("a: skipped: dependency 'x' failed"), "\(failed.stderr)")
+    }
+
     /// A target's `after` is checked once the main chunk ended; a name
     /// that is no target, or targets waiting for each other, are usage
     /// errors at the declaration that says so.

@@ -284,7 +284,10 @@ final class CommandModule: LuaModule {
             if not targets.default then return end
             requested = {"default"}
           end
-          local handles, visiting, path = {}, {}, {}
+          -- Named targets run in the order given, as make runs them: each
+          -- (with the targets it waits for, not added before) after the
+          -- one named before it.
+          local handles, visiting, path, previous = {}, {}, {}, nil
           local function add_target(name, from)
             if handles[name] then return handles[name] end
             local t = targets[name]
@@ -308,12 +311,15 @@ final class CommandModule: LuaModule {
             path[#path + 1] = name
             local after = {}
             for _, a in ipairs(t.after) do after[#after + 1] = add_target(a, name) end
+            if previous then after[#after + 1] = previous end
             path[#path] = nil
             visiting[name] = nil
             handles[name] = tasker.add{name = name, after = after, run = t.fn}
             return handles[name]
           end
-          for _, n in ipairs(requested) do add_target(n, n) end
+          for _, n in ipairs(requested) do
+            if not handles[n] then previous = add_target(n, n) end
+          end
         end
 
         -- What `--help` and `tasker list` show. Text that is not UTF-8 is
