@@ -116,7 +116,7 @@ extension LuaRuntime {
 
     /// Checks that the caller may suspend; returns a raise status if not.
     func cannotWait(_ L: OpaquePointer, _ fn: String) -> Int32? {
-        if options.describeOnly { return describeStop(L) }
+        if options.describeOnly { return describeStop(L, at: fn) }
         guard driver.current != nil else {
             return usage(L, "\(fn): cannot yield in \(driver.callContext ?? "this context")")
         }
@@ -137,6 +137,16 @@ extension LuaRuntime {
     /// process, request or wait (tasks it adds never start), or to its
     /// 1,001st add; what it declared so far is the description. Raises a
     /// marker the driver takes as the chunk's end.
+    /// The same, noting where the main chunk stopped and at what call
+    /// (`RunResult.planStop`: `--help` says what it may not show).
+    func describeStop(_ L: OpaquePointer, at fn: String) -> Int32 {
+        if chunk.planStop == nil, let main = chunk.mainFiber, driver.current === main {
+            let position = LuaStack(L).innermostLuaPosition() ?? chunk.scriptPath
+            chunk.planStop = "\(position): the main chunk calls \(fn) there"
+        }
+        return describeStop(L)
+    }
+
     func describeStop(_ L: OpaquePointer) -> Int32 {
         lua_pushlightuserdata(L, Self.describeMarker)
         return TASKER_RAISE
@@ -150,7 +160,7 @@ extension LuaRuntime {
     /// is refused. Nil: not a plan.
     func planStops(_ L: OpaquePointer, _ fn: String) -> Int32? {
         // a description stops at a change to files too
-        if options.describeOnly { return describeStop(L) }
+        if options.describeOnly { return describeStop(L, at: fn) }
         guard options.planOnly else { return nil }
         guard let main = chunk.mainFiber, driver.current === main else {
             return usage(L, "\(fn): a plan (--resume --plan) runs nothing")

@@ -91,6 +91,20 @@ struct PipelineDescription {
     /// The main chunk failed before it declared everything (a syntax error…).
     let error: String?
 
+    /// Where the main chunk stopped (`path:line: the main chunk calls
+    /// tasker.sh there`: a description runs nothing), said when the file
+    /// declares parameters or targets further down, which are then not
+    /// shown; nil when nothing is declared past it.
+    static func declaresAfter(_ stop: String, in file: String) -> String? {
+        guard let said = stop.range(of: ": the main chunk"),
+              let colon = stop[..<said.lowerBound].lastIndex(of: ":"),
+              let line = Int(stop[stop.index(after: colon)..<said.lowerBound]),
+              let text = try? String(contentsOfFile: file, encoding: .utf8) else { return nil }
+        let later = text.split(separator: "\n", omittingEmptySubsequences: false).dropFirst(line)
+        guard later.contains(where: { $0.contains("tasker.param") || $0.contains("tasker.target") }) else { return nil }
+        return "\(stop), which a description does not run; what it declares after that is not shown"
+    }
+
     /// A main chunk that has not come to its first task by then (a loop
     /// that never ends) is stopped: `--help` and a shell's completion must
     /// not hang.
@@ -118,7 +132,7 @@ struct PipelineDescription {
         done.signal()
         let declared = result.description.flatMap(Declared.init(json:))
         let error = stopped.withLock { $0 } ? "its main chunk ran \(Int(Self.timeLimit)) s without coming to a task; it was stopped"
-            : result.mainError
+            : result.mainError ?? result.planStop.flatMap { declaresAfter($0, in: file) }
         return PipelineDescription(file: file, summary: leadingComment(file), params: declared?.params ?? [],
                                    targets: declared?.targets ?? [], error: error)
     }

@@ -178,6 +178,10 @@ import Testing
             #expect(help.stdout.contains(expected), "no '\(expected)' in:\n\(help.stdout)")
         }
         #expect(!help.stdout.contains("unseen"))
+        // what is not shown is said (it was left out silently)
+        #expect(help.stdout.contains("(the description may be partial: p.lua:10: the main chunk calls fs.write there, "
+                                     + "which a description does not run; what it declares after that is not shown)"),
+                "\(help.stdout)")
         let list = try await tasker(["list", "--json", "p.lua"], in: s.dir)
         #expect(list.status == 0, "\(list.stderr)")
         #expect(list.stdout.contains("\"late\"") && list.stdout.contains("\"deploy\""), "\(list.stdout)")

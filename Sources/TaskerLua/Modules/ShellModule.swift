@@ -65,7 +65,7 @@ final class ShellModule: LuaModule {
 
     /// `--help` or a plan came to a process (`fn`): the main chunk stops.
     private func stopsHere(_ L: OpaquePointer, _ fn: String) -> Int32 {
-        runtime.planStops(L, fn) ?? runtime.describeStop(L)
+        runtime.planStops(L, fn) ?? runtime.describeStop(L, at: fn)
     }
 
     func install(in runtime: LuaRuntime) {
