@@ -39,8 +39,9 @@ enum MisplacedOptions {
 
     /// Nil when no word before a `--` is one of run's options; else the
     /// message, with the command as it was meant: those options (and their
-    /// values) moved before FILE. `before` are the words between `run` and
-    /// FILE as typed.
+    /// values) moved before FILE, or else after a `--` (the other words stay
+    /// where they were: parameters before the `--` are still read).
+    /// `before` are the words between `run` and FILE as typed.
     /// `declared` (the pipeline's parameters, read from its file) is asked
     /// for only when a word is one of run's options: the usual run, with
     /// none after FILE, does not read the file here.
@@ -75,7 +76,7 @@ enum MisplacedOptions {
             script's tasker.args; options of 'tasker run' go before FILE. Did you mean:
               tasker run \(shellWords(meant))
             To give \(found.count == 1 ? "it" : "them") to the script, put \(found.count == 1 ? "it" : "them") after '--': \
-            tasker run \(shellWords(before + [file, "--"] + words.filter { $0 != "--" }))
+            tasker run \(shellWords(before + [file] + kept + ["--"] + moved + passed))
             """
     }
 

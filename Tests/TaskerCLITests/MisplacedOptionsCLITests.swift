@@ -28,6 +28,9 @@ import Testing
         let v = try await tasker(["run", "etl.lua", "x", "--concurrency", "4", "y", "--var", "token=s3cret"], in: s.dir)
         #expect(v.status == 2)
         #expect(v.stderr.contains("tasker run --concurrency 4 --var token=*** etl.lua x y\n"), "\(v.stderr)")
+        // or after '--', the other words staying where they were (a
+        // parameter before the '--' is still read)
+        #expect(v.stderr.contains("after '--': tasker run etl.lua x y -- --concurrency 4 --var token=***\n"), "\(v.stderr)")
         #expect(!v.stderr.contains("s3cret"))
         #expect(ran(s) == nil)
     }
