@@ -233,7 +233,8 @@ struct PipelineDescription {
             out += Self.columns(rows)
         }
         if !targets.isEmpty {
-            out += ["", "targets (run after the main chunk, each once; none given: default):"]
+            let none = targets.contains { $0.name == "default" } ? "none given: default" : "none given: none runs"
+            out += ["", "targets (run after the main chunk, each once, in the order given; \(none)):"]
             out += Self.columns(targets.map { t in
                 (t.name, (t.help ?? "") + (t.after.isEmpty ? "" : "\(t.help == nil ? "" : " ")(after \(t.after.joined(separator: ", ")))"))
             })

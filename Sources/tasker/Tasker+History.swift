@@ -30,6 +30,7 @@ extension Tasker {
 
         func validate() throws {
             if prune && keep == nil { throw ValidationError("--prune needs --keep N") }
+            if !prune && keep != nil { throw ValidationError("--keep goes with --prune (tasker runs --prune --keep N); to list fewer runs: --limit N") }
             if let keep, keep < 0 { throw ValidationError("--keep must be 0 or more (got \(keep))") }
             if limit < 1 { throw ValidationError("--limit must be at least 1 (got \(limit))") }
         }

@@ -441,6 +441,9 @@ import Testing
         let journal = try Data(contentsOf: s.dir.appendingPathComponent(".tasker-state/journal.db"))
         #expect(journal.range(of: Data("hunter2".utf8)) == nil)
 
+        // --keep alone did nothing, silently
+        let keepAlone = try await tasker(["runs", "--keep", "1"], in: s.dir)
+        #expect(keepAlone.status == 2 && keepAlone.stderr.contains("--keep goes with --prune"), "\(keepAlone.stderr)")
         let pruned = try await tasker(["runs", "--prune", "--keep", "1"], in: s.dir)
         #expect(pruned.stdout == "pruned 1 run\n")
         let after = try await tasker(["runs", "--json"], in: s.dir)

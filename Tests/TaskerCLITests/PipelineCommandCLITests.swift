@@ -53,6 +53,7 @@ import Testing
             (["--env", "prod", "--replicas", "2.5"], "tasker: error: deploy.lua:4: usage: bad value for parameter --replicas: '2.5' from the command line (an integer expected)\n"),
             (["--env", "prod", "--dry-run=maybe"], "tasker: error: deploy.lua:6: usage: bad value for parameter --dry-run: 'maybe' from the command line (true or false expected)\n"),
             (["--env", "prod", "--replicas"], "tasker: error: deploy.lua:4: usage: parameter --replicas needs a value (an integer)\n"),
+            (["--env", "prod", "--no-dry-run=true"], "tasker: error: deploy.lua:6: usage: parameter --no-dry-run takes no value (write --dry-run=false, or --no-dry-run)\n"),
             // an option next is not the value: it read --ratio as --env's
             // value, then --ratio again as the parameter declared later
             (["--env", "--ratio", "0.1"], "tasker: error: deploy.lua:3: usage: parameter --env needs a value (a string), not the option --ratio (write --env=--ratio if that is the value)\n"),

@@ -162,6 +162,8 @@ final class CommandModule: LuaModule {
               elseif p.type == "boolean" and w == "--no-" .. name then
                 consumed[i] = true
                 given[#given + 1] = "false"
+              elseif p.type == "boolean" and w:sub(1, #name + 6) == "--no-" .. name .. "=" and not describing then
+                usage("parameter --no-" .. name .. " takes no value (write --" .. name .. "=false, or --no-" .. name .. ")", 2)
               end
             end
             i = i + 1
