@@ -156,11 +156,18 @@ struct Shortfall: CustomStringConvertible {
     var reason: String
     /// How long the end waited for the journal before giving up.
     var waited: Double?
+    /// Whether the run's own row was written (the journal opened at all).
+    var runRecorded = true
 
     var description: String {
         var parts: [String] = []
         if unrecorded > 0 { parts.append("\(unrecorded) journal entr\(unrecorded == 1 ? "y" : "ies") could not be recorded") }
-        if !endRecorded { parts.append(parts.isEmpty ? "its end could not be recorded" : "nor its end") }
+        if !runRecorded {
+            // not its end alone: the journal never took the run
+            parts.append(parts.isEmpty ? "the run could not be recorded at all" : "nor its end, nor the run itself")
+        } else if !endRecorded {
+            parts.append(parts.isEmpty ? "its end could not be recorded" : "nor its end")
+        }
         let waitedText = waited.map { String(format: "; waited %.1f s", $0) } ?? ""
         return (parts.isEmpty ? "the journal could not be written" : parts.joined(separator: ", ")) + " (\(reason)\(waitedText))"
     }
@@ -314,7 +321,7 @@ private struct PendingRows {
     mutating func shortfall() -> Shortfall? {
         guard dropped > 0 || !rows.isEmpty || (end != nil && !endRecorded) else { return nil }
         return Shortfall(unrecorded: unrecorded(), endRecorded: endRecorded, reason: reason ?? "unknown",
-                         waited: waitedAtEnd)
+                         waited: waitedAtEnd, runRecorded: log != nil)
     }
 
     static func isLock(_ error: Error) -> Bool { (error as? SQLiteError)?.isLock ?? false }
