@@ -52,14 +52,16 @@ struct RunJournal {
         var reuse: [String: String] = [:]
         /// For `--plan`: the earlier run's tasks, to say why one runs again.
         var earlierTasks: [JournalTask] = []
-        /// Later runs the default went past (see `stoppedEarly`).
+        /// Later runs the default went past (see `stoppedEarly`), and each
+        /// with how it stopped, for the note on stderr.
         var passedOver: [String] = []
+        var passedOverNotes: [String] = []
     }
 
-    /// Whether a run stopped before its end: on a usage error (a mistyped
-    /// parameter or target), a signal, or a kill. The default `--resume`
-    /// goes past it (see `resumable`): the latest such run would otherwise
-    /// hide the progress of the run before it.
+    /// Whether a run stopped before its end: exit 2 (a usage error, or its
+    /// main chunk raised), a signal, or a kill. The default `--resume` may
+    /// go past it (see `goPastRunsThatStoppedEarly`): the latest such run
+    /// would otherwise hide the progress of the run before it.
     static func stoppedEarly(_ run: JournalRun) -> Bool {
         guard let code = run.exitCode else { return false }
         return code == 2 || code == -1 || code == 129 || code == 130 || code == 143
@@ -77,36 +79,67 @@ struct RunJournal {
             throw RunJournalError("cannot resume run \(earlier.id): it was recorded for \(earlier.pipeline), not \(pipeline) (--resume-from-other resumes it anyway)")
         }
         var found = Resumable(run: earlier.id, pipeline: earlier.pipeline, reuse: try reader.reusable(from: earlier.id))
-        if id == nil { try goPastRunsThatStoppedEarly(earlier, &found, reader) }
-        if plan { found.earlierTasks = try reader.tasks(of: found.run).filter { $0.kind == "task" } }
+        var merged: [String] = []  // newest first
+        if id == nil { try goPastRunsThatStoppedEarly(earlier, &found, &merged, reader) }
+        if plan {
+            // The earlier run's tasks as the resume sees them: a later run
+            // merged in (see below) stands over them, task by task.
+            var tasks = try reader.tasks(of: found.run).filter { $0.kind == "task" }
+            for later in merged.reversed() {
+                var at: [String: Int] = [:]
+                for (i, t) in tasks.enumerated() { if let identity = t.identity { at[identity] = i } }
+                for t in try reader.tasks(of: later) where t.kind == "task" {
+                    if let identity = t.identity, let i = at[identity] { tasks[i] = t } else { tasks.append(t) }
+                }
+            }
+            found.earlierTasks = tasks
+        }
         return found
     }
 
-    /// The default resume from `latest` on: a resume that stopped early
-    /// (`stoppedEarly`) adds what it resumed from, under what it did itself
-    /// (it would have reused that had it got there); a run that is no
-    /// resume and stopped on a usage error before anything succeeded is
-    /// passed over for the one before it.
-    private func goPastRunsThatStoppedEarly(_ latest: JournalRun, _ found: inout Resumable,
+    /// The default resume from `latest` on. A resume that stopped early
+    /// (`stoppedEarly`) adds what it resumed from under what it did itself:
+    /// it would have reused that had it got there (`merged`). A run that is
+    /// no resume and stopped on exit 2 (a usage error: a mistyped parameter
+    /// or target) before any task of it started is passed over for the one
+    /// before it. Any other run is taken as it is: a fresh run whose tasks
+    /// failed is the user's latest word on them.
+    private func goPastRunsThatStoppedEarly(_ latest: JournalRun, _ found: inout Resumable, _ merged: inout [String],
                                             _ reader: JournalReader) throws {
         var run = latest
         var older: [JournalRun]?
+        var notes: [String] = []
         while Self.stoppedEarly(run), found.passedOver.count < Self.passedOverAtMost {
             let next: JournalRun
             if let from = run.resumedFrom, let earlier = try reader.run(from), earlier.pipeline == latest.pipeline {
                 next = earlier
-            } else if run.exitCode == 2, found.reuse.isEmpty {
+                merged.append(run.id)
+            } else if run.exitCode == 2, found.reuse.isEmpty, try !reader.tasks(of: run.id).contains(where: { $0.attempts > 0 }) {
                 older = try older ?? reader.runs(pipeline: latest.pipeline, limit: Self.passedOverAtMost + 2)
-                guard let i = older!.firstIndex(where: { $0.id == run.id }), i + 1 < older!.count else { return }
+                guard let i = older!.firstIndex(where: { $0.id == run.id }), i + 1 < older!.count else { break }
                 next = older![i + 1]
             } else {
-                return
+                break
             }
             found.passedOver.append(run.id)
+            notes.append("\(run.id) (\(Self.howItStopped(run)))")
             found.reuse = try reader.reusable(from: next.id).merging(found.reuse) { _, later in later }
             found.run = next.id
             found.pipeline = next.pipeline
             run = next
+        }
+        found.passedOverNotes = notes
+    }
+
+    /// What a run that stopped early ended with, in words.
+    static func howItStopped(_ run: JournalRun) -> String {
+        switch run.exitCode {
+        case .some(-1): "killed"
+        case .some(129): "hung up"
+        case .some(130): "interrupted"
+        case .some(143): "terminated"
+        case .some(let code): "exit \(code)"
+        case .none: "running"
         }
     }
 

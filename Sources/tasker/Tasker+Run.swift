@@ -151,10 +151,10 @@ extension Tasker {
                     }
                     options.reuse = found.reuse
                     if !found.passedOver.isEmpty {
-                        let later = found.passedOver.count == 1 ? "the later run \(found.passedOver[0])"
-                            : "the later runs \(found.passedOver.joined(separator: ", "))"
-                        StandardError.write("tasker: resuming run \(found.run) and what succeeded in \(later), "
-                                            + "which stopped early (a usage error, a signal or a kill)\n")
+                        let later = (found.passedOver.count == 1 ? "the later run " : "the later runs ")
+                            + found.passedOverNotes.joined(separator: ", ")
+                        StandardError.write("tasker: resuming run \(found.run), with what succeeded in \(later), "
+                                            + "which stopped before their end\n")
                     }
                     if plan {
                         let (text, code) = ResumePlan.evaluate(file, options: options, earlier: found)
