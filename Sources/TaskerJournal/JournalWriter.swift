@@ -282,7 +282,8 @@ private struct PendingRows {
             }
         } catch {
             if Self.isLock(error) {
-                reason = "the journal is locked by another process: \(error)"
+                // said once (an error from opening the journal says it already)
+                reason = "\(error)".contains("locked by another process") ? "\(error)" : "the journal is locked by another process: \(error)"
             } else {
                 reason = "\(error)"
                 nextTry = now + Self.retryDelay

@@ -22,6 +22,12 @@ struct DriverState {
     var finishedRun = false
     /// The code `tasker.exit` or `os.exit` asked for: the run is ending.
     var exitRequested: Int32?
+    /// The error `tasker.exit` raised to stop a handler's code (it cannot
+    /// yield there): its unwinding, not an error of the handler's. Only
+    /// compared, never dereferenced.
+    var exitUnwind: UnsafeRawPointer?
+    /// Whether the last `callForError` failed on `exitUnwind`.
+    var lastCallExited = false
     /// Names the non-yieldable code running now ("an event handler").
     var callContext: String?
     /// Set while a hook runs (an interceptor, a reactor's `when`) to the

@@ -74,7 +74,9 @@ extension LuaRuntime {
     /// The reactor whose reaction is running now, when task `id` waits for
     /// that reaction to end: awaiting it there would never finish.
     func reactionWaitedOnBy(_ id: TaskID) -> String? {
-        guard let f = driver.current, case .reaction(let r) = f.kind else { return nil }
+        // a task reactor's: an HTTP reactor's reaction waits on requests
+        guard let f = driver.current, case .reaction(let r) = f.kind,
+              (r.reactor as? LuaReactor)?.target == .task else { return nil }
         let work = workOf(id)
         return r.tasks.contains { workOf($0) == work } ? r.reactor.name : nil
     }
@@ -201,8 +203,15 @@ extension LuaRuntime {
     func callProtected(nargs: Int32, nresults: Int32, context: String) -> Bool {
         guard let error = callForError(nargs: nargs, nresults: nresults, context: context) else { return true }
         // tasker.exit or os.exit in it unwinds it: no error of its own
-        if driver.exitRequested == nil || !error.contains("tasker.exit(") { logger.error("error in \(context): \(error)") }
+        if !driver.lastCallExited { logger.error("error in \(context): \(error)") }
         return false
+    }
+
+    /// Whether the value at `i` is the error `tasker.exit` raised to stop a
+    /// handler's code (see `DriverState.exitUnwind`).
+    func isExitUnwind(_ L: OpaquePointer, _ i: Int32) -> Bool {
+        guard let unwind = driver.exitUnwind, lua_type(L, i) == LUA_TTABLE else { return false }
+        return lua_topointer(L, i) == unwind
     }
 
     /// Seconds a handler, predicate or interceptor may run before the hook
@@ -231,8 +240,10 @@ extension LuaRuntime {
             tasker_set_budget(crt, savedBudget)
         }
         let status = traceback ? tasker_pcall_traceback(L, nargs, nresults) : tasker_pcall(L, nargs, nresults)
+        driver.lastCallExited = false
         guard status != LUA_OK else { return nil }
         tasker_reset_hook(L)  // a stop made it check every instruction
+        driver.lastCallExited = isExitUnwind(L, -1)
         defer { tasker_pop(L, 1) }
         if lua_type(L, -1) == LUA_TSTRING {
             let message = LuaStack(L).describe(-1)

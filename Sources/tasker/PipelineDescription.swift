@@ -99,9 +99,15 @@ struct PipelineDescription {
         guard let said = stop.range(of: ": the main chunk"),
               let colon = stop[..<said.lowerBound].lastIndex(of: ":"),
               let line = Int(stop[stop.index(after: colon)..<said.lowerBound]),
+              // the line is the pipeline file's (not a module's it uses)
+              URL(fileURLWithPath: String(stop[..<colon])).lastPathComponent == URL(fileURLWithPath: file).lastPathComponent,
               let text = try? String(contentsOfFile: file, encoding: .utf8) else { return nil }
         let later = text.split(separator: "\n", omittingEmptySubsequences: false).dropFirst(line)
-        guard later.contains(where: { $0.contains("tasker.param") || $0.contains("tasker.target") }) else { return nil }
+        let declares = later.contains { line in
+            let code = line.drop { $0 == " " || $0 == "\t" }
+            return !code.hasPrefix("--") && (code.contains("tasker.param") || code.contains("tasker.target"))
+        }
+        guard declares else { return nil }
         return "\(stop), which a description does not run; what it declares after that is not shown"
     }
 

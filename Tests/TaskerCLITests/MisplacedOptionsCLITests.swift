@@ -50,9 +50,14 @@ import Testing
     @Test func wordsOfThreeDashesOrMoreAreTheScriptsToo() async throws {
         let s = try Scratch(["etl.lua": Self.pipeline])
         defer { s.cleanup() }
-        let r = try await tasker(["run", "--no-progress", "--no-journal", "etl.lua", "a", "---", "----x", "--", "---y"], in: s.dir)
+        let r = try await tasker(["run", "--no-progress", "--no-journal", "etl.lua", "a", "---", "----x", "--", "---y", "\u{1}z"], in: s.dir)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(ran(s) == "a|---|----x|---y")
+        #expect(ran(s) == "a|---|----x|---y|\u{1}z")
+        // before FILE, an option's value: refused as always, never taken marked
+        let value = try await tasker(["run", "--no-progress", "--no-journal", "--events", "---ev", "etl.lua"], in: s.dir)
+        #expect(value.status == 2, "\(value.stderr)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: s.dir.path).sorted()
+        #expect(left == ["etl.lua", "ran"], "\(left)")
     }
 
     @Test func everyOptionOfRunIsCaughtAfterTheFile() async throws {

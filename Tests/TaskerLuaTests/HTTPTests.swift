@@ -460,6 +460,23 @@ func uniqueKey() -> String { String(UUID().uuidString.prefix(12)) }
         ], "\(r.lines) \(r.diagnostics)")
     }
 
+    /// An HTTP reaction may await any task: its own tasks are requests,
+    /// whose ids are not tasks' (request #1 was taken for task #1, whose
+    /// await was refused as a reaction awaiting its own task).
+    @Test func anHTTPReactionMayAwaitATaskWhoseIdARequestShares() async throws {
+        let key = uniqueKey()
+        let r = try await runHTTP("""
+            local t1 = tasker.add{name = "t1", run = function() tasker.sleep(0.02); return "t1 done" end}
+            tasker.react{name = "r", on = "http", when = function(t, res) return res.status == 401 end,
+                         fn = function() print(t1:await()) end}
+            local t2 = tasker.add{name = "t2", run = function()
+              return http.get(base .. "/flaky?key=\(key)&fail=1&status=401").status
+            end}
+            print(t2:await())
+            """)
+        #expect(r.lines == ["t1 done", "401"], "\(r.lines) \(r.diagnostics)")
+    }
+
     @Test func heldRequestsGoOutAsABatch() async throws {
         let r = try await runHTTP("""
             local order = {}

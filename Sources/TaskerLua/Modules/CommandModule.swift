@@ -86,6 +86,12 @@ final class CommandModule: LuaModule {
                 .. " (one of " .. table.concat(listed, ", ") .. " expected)", 3)
         end
 
+        -- A word that reads as an option (`--x`; `---` and the like are
+        -- the script's words, not options).
+        local function is_option(w)
+          return w:sub(1, 2) == "--" and w:sub(3, 3) ~= "-"
+        end
+
         local function param(spec)
           if type(spec) ~= "table" then
             usage("bad argument #1 to 'tasker.param' (table expected, got " .. type(spec) .. ")", 2)
@@ -142,7 +148,7 @@ final class CommandModule: LuaModule {
                 consumed[i] = true
                 if p.type == "boolean" then
                   given[#given + 1] = "true"
-                elseif i < limit and not consumed[i + 1] and words[i + 1]:sub(1, 2) ~= "--" then
+                elseif i < limit and not consumed[i + 1] and not is_option(words[i + 1]) then
                   given[#given + 1] = words[i + 1]
                   consumed[i + 1] = true
                   i = i + 1
@@ -150,7 +156,7 @@ final class CommandModule: LuaModule {
                   -- An option next is not taken as the value: it could be a
                   -- parameter declared later, which would read it again.
                   local next_word = i < limit and words[i + 1] or nil
-                  if next_word and next_word:sub(1, 2) == "--" then
+                  if next_word and is_option(next_word) then
                     usage("parameter --" .. name .. " needs a value (" .. kinds[p.type] .. "), not the option "
                           .. next_word .. " (write --" .. name .. "=" .. next_word .. " if that is the value)", 2)
                   end

@@ -196,9 +196,8 @@ final class HandleModule: LuaModule {
                 }
                 if status != LUA_OK {
                     // tasker.exit or os.exit in it unwinds it: no error of its own
-                    let error = s.describe(-1)
-                    if rt.driver.exitRequested == nil || !error.contains("tasker.exit(") {
-                        rt.logger.error("error in the 'finish' handler of task '\(rt.engine.name(id))': \(error)")
+                    if !rt.isExitUnwind(L, -1) {
+                        rt.logger.error("error in the 'finish' handler of task '\(rt.engine.name(id))': \(s.describe(-1))")
                     }
                     s.pop()
                 }

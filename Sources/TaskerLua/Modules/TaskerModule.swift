@@ -262,6 +262,8 @@ final class TaskerModule: LuaModule {
         if rt.driver.current != nil, lua_isyieldable(L) != 0 { return rt.suspend(L, .exit) }
         // Outside a coroutine (a handler): stop this code with an error the
         // engine ignores, since the run is ending anyway.
-        return rt.raise(L, TaskFailure(.cancelled, "tasker.exit(\(code))"))
+        let status = rt.raise(L, TaskFailure(.cancelled, "tasker.exit(\(code))"))
+        rt.driver.exitUnwind = lua_topointer(L, -1)
+        return status
     }
 }
