@@ -113,6 +113,36 @@ public struct AddedIdentity: Sendable {
     }
 }
 
+/// Derived identities as added, in add order, in arrays of at most
+/// `chunk`: a loop of closures adds one a task, and one array grown to
+/// 100,000s was copied at each doubling on the run's thread, and again
+/// when it was handed over while the last was still queued (~60
+/// instructions a task). Chunks move by reference.
+public struct AddedIdentities: Sendable {
+    public static let chunk = 4096
+    public private(set) var chunks: [[AddedIdentity]] = []
+
+    public init() {}
+
+    public var isEmpty: Bool { chunks.isEmpty }
+
+    public mutating func append(_ a: AddedIdentity) {
+        if let last = chunks.indices.last, chunks[last].count < Self.chunk {
+            chunks[last].append(a)
+        } else {
+            var c: [AddedIdentity] = []
+            c.reserveCapacity(Self.chunk)
+            c.append(a)
+            chunks.append(c)
+        }
+    }
+
+    /// `other`'s chunks after these (no element copied).
+    public mutating func append(contentsOf other: AddedIdentities) { chunks.append(contentsOf: other.chunks) }
+
+    public mutating func removeAll() { chunks.removeAll(keepingCapacity: true) }
+}
+
 /// Occurrences counted from identities in add order (`AddedIdentity`): the
 /// n-th task with an identity is occurrence n, as the run's thread would
 /// have counted it.
@@ -122,6 +152,10 @@ public final class OccurrenceTable {
     private var byID: [Int32] = []
 
     public init() {}
+
+    public func count(_ added: AddedIdentities) {
+        for chunk in added.chunks { count(chunk) }
+    }
 
     public func count(_ added: [AddedIdentity]) {
         // Each new key is a miss in a table larger than the cache: ask for

@@ -54,7 +54,7 @@ public final class JournalWriter {
                 queue.recycle(&batch.plain)
                 batch.encoded.removeAll(keepingCapacity: true)
                 batch.entries.removeAll(keepingCapacity: true)
-                batch.identities.removeAll(keepingCapacity: true)
+                batch.identities.removeAll()
                 if let end { rows.end = end }
                 rows.write()
                 if !rows.rows.isEmpty || rows.dropped > 0 { queue.publish(unrecorded: rows.unrecorded()) }
@@ -105,7 +105,7 @@ public final class JournalWriter {
     /// entry with occurrence -1, an entry with occurrence 0); empties
     /// `identities`. Counting on this thread keeps the cache misses of a
     /// table of 200,000 random keys off the run's thread.
-    public func submit(identities: inout [AddedIdentity]) {
+    public func submit(identities: inout AddedIdentities) {
         guard !identities.isEmpty else { return }
         queue.append(identities: &identities)
     }
@@ -335,7 +335,7 @@ struct Batch {
     var plain: [PlainPart] = []
     var encoded: [UInt8] = []
     var entries: [JournalEntry] = []
-    var identities: [AddedIdentity] = []
+    var identities = AddedIdentities()
     var isEmpty: Bool { plain.isEmpty && encoded.isEmpty && entries.isEmpty }
 }
 
@@ -393,9 +393,14 @@ private final class WriteQueue: @unchecked Sendable {
         condition.unlock()
     }
 
-    func append(identities: inout [AddedIdentity]) {
+    func append(identities: inout AddedIdentities) {
         condition.lock()
-        Self.move(&identities, into: &state.pending.identities)
+        if state.pending.identities.isEmpty {
+            swap(&identities, &state.pending.identities)
+        } else {
+            state.pending.identities.append(contentsOf: identities)
+        }
+        identities.removeAll()
         condition.unlock()
     }
 

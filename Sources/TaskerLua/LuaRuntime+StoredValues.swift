@@ -148,7 +148,7 @@ extension LuaRuntime {
     }
 
     /// Derived identities added since the last call, in add order.
-    public func takeAddedIdentities(into out: inout [AddedIdentity]) { identities.takeAdded(into: &out) }
+    public func takeAddedIdentities(into out: inout AddedIdentities) { identities.takeAdded(into: &out) }
 
     /// Task `id`'s identity in parts (formatted by whoever stores it), or
     /// why it has none. `asCounted`: an occurrence counted elsewhere stays

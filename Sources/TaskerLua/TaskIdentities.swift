@@ -44,7 +44,7 @@ final class TaskIdentities {
     /// here, from the first task on, in add order, as the writer does.
     private var countingElsewhere = false
     /// Derived identities added since the last `takeAdded`, in add order.
-    private var added: [AddedIdentity] = []
+    private var added = AddedIdentities()
     private var explicitIDs: Set<String> = []
     /// Bytecode hashes by function prototype: every closure made from one
     /// function expression (a new one per task in a loop) shares it, so
@@ -95,10 +95,10 @@ final class TaskIdentities {
     }
 
     /// The derived identities added since the last call, in add order.
-    func takeAdded(into out: inout [AddedIdentity]) {
+    func takeAdded(into out: inout AddedIdentities) {
         closeAddedRun()
         swap(&added, &out)
-        added.removeAll(keepingCapacity: true)
+        added.removeAll()
     }
 
     /// The last identities added, one body again and again: a run, kept

@@ -10,6 +10,8 @@ import TaskerLua
 /// thread packs and commits them.
 final class JournalRecorder: FinishSink, EngineObserver {
     private let writer: JournalWriter
+    /// Read per task (a stored reference: the global's lazy check is not).
+    private let secrets = SecretMask.shared
     private let start = Monotonic.now()
     /// The run recorded (identities, values, tags). A strong `let`: the
     /// runtime's engine holds the recorder too (a cycle that lives as
@@ -55,7 +57,7 @@ final class JournalRecorder: FinishSink, EngineObserver {
     /// The writer thread counts derived identities' occurrences (unless the
     /// run is resumed): this thread hands it each identity as it is added.
     private let occurrencesOnWriter: Bool
-    private var added: [AddedIdentity] = []
+    private var added = AddedIdentities()
 
     private struct Extra {
         var heldSince: Double?
@@ -250,7 +252,10 @@ final class JournalRecorder: FinishSink, EngineObserver {
         case .none:  // the writer thread writes these two forms
             p.valueLength = PlainEntry.noValues
         case .integer(let n):
-            guard !LuaRuntime.holdsSecret(n) else { return nil }  // the full path says why it is not stored
+            // the full path says why it is not stored; with no secret
+            // registered, one load here (the call and the global's lazy
+            // check cost ~50 instructions a task)
+            guard secrets.isEmpty || !LuaRuntime.holdsSecret(n) else { return nil }
             p.valueLength = PlainEntry.loneInteger
             p.integer = n
         default:
