@@ -35,14 +35,29 @@ enum RemoteCommand {
         return "echo $$ > \(f); if [ -e \(s) ]; then rm -f \(f) \(s); exit 143; fi; "
     }
 
+    /// A watchdog beside the command, in its group: when the session that
+    /// started it goes away (sshd's process for the connection exits: the
+    /// client vanished in a partition, and a stop cannot reach the host),
+    /// it ends the group as a stop would (TERM, KILL after 2 s). It ignores
+    /// TERM itself so that the KILL follows, holds none of the session's
+    /// pipes, and is killed when the command ends. The session is gone
+    /// when the shell has gone or its parent is no longer the one it
+    /// started with (where /proc tells: a parent that died unreaped still
+    /// answers a signal), else when that parent cannot be signalled.
+    static let watchdog = "( trap '' TERM; while :; do if [ -d /proc/self ]; then [ -r /proc/$$/stat ] || break; "
+        + "read -r _ _ _ pp _ < /proc/$$/stat; [ \"$pp\" = \"$PPID\" ] || break; else kill -0 $PPID 2>/dev/null || break; fi; "
+        + "sleep 1; done; "
+        + "kill -s TERM -- -$$ 2>/dev/null; sleep 2; kill -s KILL -- -$$ 2>/dev/null ) </dev/null >/dev/null 2>&1 & tasker_watchdog_=$!; "
+
     /// `argv` run on the host in `cwd` with `env` added.
     static func line(argv: [String], cwd: String?, env: [String: String], token: String) -> String {
         let f = pidFile(token)
         var script = start(token: token)
         if let cwd { script += "cd \(quote(cwd)) || { rm -f \(f); exit 1; }; " }
         for (k, v) in env.sorted(by: { $0.key < $1.key }) { script += "export \(k)=\(quote(v)); " }
+        script += watchdog
         script += argv.map(quote).joined(separator: " ")
-        script += "; s=$?; rm -f \(f); exit $s"
+        script += "; s=$?; kill -s KILL $tasker_watchdog_ 2>/dev/null; rm -f \(f); exit $s"
         return "exec sh -c " + quote(script)
     }
 

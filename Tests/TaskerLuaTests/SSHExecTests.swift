@@ -142,6 +142,34 @@ struct SSHExecTests {
             """)
     }
 
+    /// A session that goes away on the host (sshd's process for the
+    /// connection ends: the client vanished in a partition, where no stop
+    /// reaches the host) takes its command with it: the command outlived
+    /// it for good, re-parented to init.
+    @Test func aCommandEndsWithTheSessionThatStartedIt() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let tag = String(Int.random(in: 1000...9999))
+        let r = try await runLua(Self.leftovers + """
+            tasker.configure{ssh_config = "\(fleet.configFile)"}
+            local h = tasker.add{name = "orphan", run = function() tasker.sh("sleep 61.\(tag)", {host = "h5"}) end}
+            local deadline = tasker.now() + 20
+            while leftovers("h5", "sleep 61.\(tag)") == 0 and tasker.now() < deadline do tasker.sleep(0.05) end
+            -- the sshd process above the command's shell, as a partition
+            -- ends it (the hosts share this machine's processes)
+            -- (the command's group is led by the shell sshd started)
+            local killed = tasker.sh("p=$(pgrep -f -x 'sleep 61.\(tag)' | head -1); g=$(ps -o pgid= -p $p | tr -d ' '); "
+              .. "sshd=$(ps -o ppid= -p $g | tr -d ' '); ps -o args= -p $sshd; kill -9 $sshd", {check = false})
+            print(killed.stdout:match("sshd") ~= nil or killed.stdout .. killed.stderr)
+            print((h:result()))
+            deadline = tasker.now() + 15
+            local left
+            repeat left = leftovers("h1", "sleep 61.\(tag)") until left == 0 or tasker.now() > deadline
+            print(left)
+            """)
+        #expect(r.lines == ["true", "false", "0"], "\(r.lines) \(r.diagnostics) \(r.result.mainError ?? "")")
+        _ = SSHTestHosts.run("/usr/bin/pkill", ["-f", "sleep 61.\(tag)"])
+    }
+
     /// A timeout or cancel that comes before the remote command has started
     /// (its session opens late: a loaded host, slow rc files) still stops
     /// it: the command, once it starts, exits at once (143). Sessions of
