@@ -62,6 +62,9 @@ public final class QueueCoordinator: RemoteQueue {
         /// worker ran another version), and when live workers were last
         /// looked up.
         var warnedUndefined: Set<String> = []
+        /// Names a look found undefined, and when: said only if a later look
+        /// still finds them so (see `checkUndefined`).
+        var suspectedUndefined: [String: UInt64] = [:]
         /// Names whose workers were said to fail their claims (apart: a
         /// name said undefined may later get a worker that cannot claim).
         var warnedTroubled: Set<String> = []
@@ -85,6 +88,10 @@ public final class QueueCoordinator: RemoteQueue {
 
     /// Seconds an attempt waits before the coordinator looks whether any
     /// live worker defines its task (tests shorten it).
+    /// How long a name found undefined must stay so to be said: a worker's
+    /// heartbeat interval (a sixth of the default lease) and a second.
+    static let confirmUndefinedAfter: UInt64 = 6_000_000_000
+
     static let undefinedAfter: Double = {
         if let s = ProcessInfo.processInfo.environment["TASKER_TEST_UNDEFINED_AFTER"], let v = Double(s), v >= 0 { return v }
         return 30
@@ -532,7 +539,19 @@ public final class QueueCoordinator: RemoteQueue {
             let troubled = (try? QueueStore.troubled(Array(names.keys), c)) ?? []
             let (fresh, freshTroubled) = state.withLock { s in
                 s.checking = false
-                let fresh = undefined.filter { s.warnedUndefined.insert($0).inserted }
+                // Said when a second look, a heartbeat later, agrees: after
+                // the server froze or a lock held it, every live worker's
+                // heartbeat is old until it beats again (helper-66 saw the
+                // warning with two workers up).
+                let now = Monotonic.now(), confirm = min(after, Self.confirmUndefinedAfter)
+                for name in names.keys where !undefined.contains(name) { s.suspectedUndefined[name] = nil }
+                let fresh = undefined.filter { name in
+                    guard let since = s.suspectedUndefined[name] else {
+                        s.suspectedUndefined[name] = now
+                        return false
+                    }
+                    return now &- since >= confirm && s.warnedUndefined.insert(name).inserted
+                }
                 let freshTroubled = Set(troubled.map(\.name)).filter { s.warnedTroubled.insert($0).inserted }
                 return (fresh, freshTroubled)
             }
