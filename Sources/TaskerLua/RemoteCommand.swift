@@ -49,11 +49,30 @@ enum RemoteCommand {
         + "sleep 1; done; "
         + "kill -s TERM -- -$$ 2>/dev/null; sleep 2; kill -s KILL -- -$$ 2>/dev/null ) </dev/null >/dev/null 2>&1 & tasker_watchdog_=$!; "
 
+    /// What the host writes last on stderr when the command's `cwd` is not
+    /// there: the command never ran (`cwdFailure`).
+    static let cwdMark = "tasker: cannot enter the cwd: "
+
+    /// The reason a command could not start in its `cwd` on the host, from
+    /// what it wrote (exit 1 and `cwdMark`), or nil.
+    static func cwdFailure(code: Int, stderr: [UInt8]) -> String? {
+        guard code == 1 else { return nil }
+        let text = String(decoding: stderr, as: UTF8.self)
+        guard let line = text.split(separator: "\n").last, line.hasPrefix(cwdMark) else { return nil }
+        return String(line.dropFirst(cwdMark.count))
+    }
+
     /// `argv` run on the host in `cwd` with `env` added.
     static func line(argv: [String], cwd: String?, env: [String: String], token: String) -> String {
         let f = pidFile(token)
         var script = start(token: token)
-        if let cwd { script += "cd \(quote(cwd)) || { rm -f \(f); exit 1; }; " }
+        if let cwd {
+            // said as locally: the reason, and a mark the client knows
+            let d = quote(cwd)
+            script += "cd \(d) 2>/dev/null || { rm -f \(f); if [ ! -e \(d) ]; then r='No such file or directory'; "
+                + "elif [ ! -d \(d) ]; then r='Not a directory'; else r='Permission denied'; fi; "
+                + "printf '%s%s\\n' \(quote(Self.cwdMark)) \"$r\" >&2; exit 1; }; "
+        }
         for (k, v) in env.sorted(by: { $0.key < $1.key }) { script += "export \(k)=\(quote(v)); " }
         script += watchdog
         script += argv.map(quote).joined(separator: " ")

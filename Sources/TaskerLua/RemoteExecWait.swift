@@ -159,6 +159,10 @@ final class RemoteExecWait: FiberWait {
         backstop?.cancel()
         if timedOut { return answer(.local(.timedOut)) }
         if finished.overflow { return answer(.local(.failed("output over \(ProcessReactor.outputLimit >> 20) MiB"))) }
+        if let cwd = request.cwd, let why = RemoteCommand.cwdFailure(code: finished.code, stderr: finished.stderr) {
+            // as locally: it could not run there, and trying again cannot help
+            return answer(.local(.failed("cwd '\(cwd)': \(why)", permanent: true)))
+        }
         let done = ExecOutcome.finished(code: finished.code, stdout: finished.stdout, stderr: finished.stderr)
         guard finished.code == 255, !answered, let runtime, let ssh else { return answer(.local(done)) }
         let dest = target.destination

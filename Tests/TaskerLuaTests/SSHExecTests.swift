@@ -142,6 +142,26 @@ struct SSHExecTests {
             """)
     }
 
+    /// A `cwd` that is not there is the same error on a host as locally:
+    /// kind `exec`, `permanent`, the reason (it was the shell's exit 1, which
+    /// a task's retry tried again).
+    @Test func aMissingCwdOnAHostIsTheLocalError() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let r = try await runLua("""
+            tasker.configure{ssh_config = "\(fleet.configFile)"}
+            for _, host in ipairs({false, "h2"}) do
+              local ok, e = pcall(tasker.sh, "echo hi", {cwd = "/no/such/dir", host = host or nil})
+              print(ok, e.kind, e.permanent, e.message)
+            end
+            print(tasker.sh("pwd", {cwd = "/tmp", host = "h2"}).stdout)
+            """)
+        #expect(r.lines == [
+            "false\texec\ttrue\tcannot run '/bin/sh -c echo hi': cwd '/no/such/dir': No such file or directory",
+            "false\texec\ttrue\tcannot run '/bin/sh -c echo hi': cwd '/no/such/dir': No such file or directory",
+            "/tmp", "",
+        ], "\(r.lines) \(r.diagnostics)")
+    }
+
     /// A session that goes away on the host (sshd's process for the
     /// connection ends: the client vanished in a partition, where no stop
     /// reaches the host) takes its command with it: the command outlived
