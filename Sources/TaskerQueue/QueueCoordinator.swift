@@ -541,8 +541,8 @@ public final class QueueCoordinator: RemoteQueue {
                 s.checking = false
                 // Said when a second look, a heartbeat later, agrees: after
                 // the server froze or a lock held it, every live worker's
-                // heartbeat is old until it beats again (helper-66 saw the
-                // warning with two workers up).
+                // heartbeat is old until it beats again (the warning named
+                // a task two live workers defined).
                 let now = Monotonic.now(), confirm = min(after, Self.confirmUndefinedAfter)
                 for name in names.keys where !undefined.contains(name) { s.suspectedUndefined[name] = nil }
                 let fresh = undefined.filter { name in
