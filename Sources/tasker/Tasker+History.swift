@@ -43,7 +43,17 @@ extension Tasker {
                 return
             }
             let pipeline = file.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path }
-            let runs = try reader.runs(pipeline: pipeline, limit: limit)
+            // A run still going has no counts yet (they are written at its
+            // end): they are counted from its tasks as recorded so far.
+            let runs = try reader.runs(pipeline: pipeline, limit: limit).map { r in
+                guard r.exitCode == nil, r.counts.isEmpty else { return r }
+                var live = r
+                for t in try reader.tasks(of: r.id) where t.kind == "task" {
+                    live.counts[t.state, default: 0] += 1
+                    if t.reused { live.counts["reused", default: 0] += 1 }
+                }
+                return live
+            }
             if json {
                 print(History.json(runs))
                 return
@@ -209,7 +219,7 @@ enum History {
     }
 
     static func counts(_ c: [String: Int]) -> String {
-        let order = ["succeeded", "reused", "failed", "cancelled", "skipped"]
+        let order = ["running", "succeeded", "reused", "failed", "cancelled", "skipped"]
         let parts = order.compactMap { k in c[k].flatMap { $0 > 0 ? "\($0) \(k)" : nil } }
         let text = parts.isEmpty ? "no tasks" : parts.joined(separator: ", ")
         // The run could not record everything (a locked journal, a full disk).

@@ -142,6 +142,30 @@ import Testing
         #expect(named.stdout.contains("plan: 0 to reuse"), "\(named.stdout)")
     }
 
+    /// A run still going is counted from its tasks as recorded so far (its
+    /// counts are written at its end: `runs` said "no tasks").
+    @Test func aRunStillGoingIsCountedFromItsTasksSoFar() async throws {
+        let s = try Scratch(["live.lua": """
+            tasker.add(function() return 1 end):await()
+            tasker.add{name = "waits", run = function() while not fs.exists("go") do tasker.sleep(0.02) end end}
+            """])
+        defer { s.cleanup() }
+        let run = try Background(["run", "--no-progress", "live.lua"], in: s.dir)
+        var seen = ""
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            seen = try await tasker(["runs"], in: s.dir).stdout
+            if seen.contains("1 running, 1 succeeded") { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(seen.contains("running") && seen.contains("1 running, 1 succeeded"), "\(seen)")
+        try Data("x".utf8).write(to: s.dir.appendingPathComponent("go"))
+        let done = await run.finish()
+        #expect(done.status == 0, "\(done.stderr)")
+        let after = try await tasker(["runs"], in: s.dir).stdout
+        #expect(after.contains("2 succeeded") && !after.contains("running"), "\(after)")
+    }
+
     /// A resume that stopped before its end (its main chunk raised) is
     /// merged over the run it resumed: the plan and the resume reuse what
     /// either did. A fresh run whose tasks ran and failed before it stopped
