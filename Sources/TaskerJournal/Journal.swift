@@ -75,6 +75,10 @@ public enum Journal {
         if stat(path, &st) == 0 && (st.st_mode & S_IFMT) != S_IFREG {
             throw SQLiteError(code: SQLITE_CANTOPEN, message: "cannot open \(path): not a regular file")
         }
+        // On read-only media (a mounted copy, an archive) a WAL journal cannot
+        // be opened for reading the usual way (its shared-memory file cannot
+        // be made there): it is read as it is, unchanged by anyone.
+        if !create && access(directory, W_OK) != 0 && errno == EROFS { return try openImmutable(path) }
         let db = try SQLiteDatabase(path: path, busyTimeout: busyTimeout)
         // Another run may be setting the file up at this moment: some of
         // these locks are refused at once rather than waited for, so retry
@@ -97,6 +101,30 @@ public enum Journal {
                 throw named(error, path)
             }
         }
+    }
+
+    /// The journal at `path` for reading only, as an unchanging file
+    /// (SQLite's `immutable`): no lock, no WAL index.
+    private static func openImmutable(_ path: String) throws(SQLiteError) -> SQLiteDatabase {
+        // '?', '#' and '%' mean something in a URI
+        var escaped = ""
+        for c in path.unicodeScalars {
+            switch c {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3F"
+            case "#": escaped += "%23"
+            default: escaped.unicodeScalars.append(c)
+            }
+        }
+        let db = try SQLiteDatabase(path: "file:" + escaped + "?immutable=1", readOnly: true, uri: true)
+        do throws(SQLiteError) {
+            guard try JournalSchema.checkedVersion(db, path: path) >= JournalSchema.usableFrom, try JournalSchema.hasTables(db) else {
+                throw SQLiteError(code: SQLITE_CANTOPEN, message: "\(path) on a read-only file system is not a journal this tasker reads")
+            }
+        } catch {
+            throw named(error, path)
+        }
+        return db
     }
 
     /// SQLite's own words (`file is not a database`, `database is locked`)

@@ -1,3 +1,4 @@
+import CSQLite
 import Foundation
 
 /// Reads the journal for history (`tasker runs`, `show`, `report`) and
@@ -129,9 +130,9 @@ public final class JournalReader {
         for run in try store.unendedRuns() where !Self.mayBeLive(run) {
             do {
                 try settle(run)
-            } catch where (error as? SQLiteError)?.isLock == true {
-                // Another process holds the journal: settling waits for a
-                // later read; reading does not.
+            } catch where (error as? SQLiteError).map({ $0.isLock || $0.code & 0xff == SQLITE_READONLY }) == true {
+                // Another process holds the journal, or it is on read-only
+                // media: settling waits for a later read; reading does not.
                 return
             }
         }

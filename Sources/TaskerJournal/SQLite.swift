@@ -20,9 +20,10 @@ final class SQLiteDatabase {
 
     /// Opens (creating if needed) the file at `path`, waiting up to
     /// `busyTimeout` ms for a lock another process holds.
-    init(path: String, busyTimeout: Int32 = 5000, readOnly: Bool = false) throws(SQLiteError) {
+    /// `uri`: `path` is a `file:` URI (SQLite's query parameters apply).
+    init(path: String, busyTimeout: Int32 = 5000, readOnly: Bool = false, uri: Bool = false) throws(SQLiteError) {
         var db: OpaquePointer?
-        let flags = readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | (uri ? SQLITE_OPEN_URI : 0)
         let rc = sqlite3_open_v2(path, &db, flags | SQLITE_OPEN_NOMUTEX, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"

@@ -338,6 +338,27 @@ import Testing
         #expect(dumped(third.stdout) == dumped(first.stdout))
     }
 
+    /// A journal on read-only media (a mounted copy, an archive) is read as
+    /// it is: `runs`, `show`, `report` and a resume's plan said "unable to
+    /// open database file" (the WAL's shared-memory file cannot be made).
+    @Test func aJournalOnReadOnlyMediaIsRead() async throws {
+        let s = try Scratch(["p.lua": "tasker.add{name = \"only\", run = function() return 7 end}"])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "--state", "st", "p.lua"], in: s.dir)
+        #expect(first.status == 0, "\(first.stderr)")
+        try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("ro"), withIntermediateDirectories: true)
+        // only where this may mount one
+        let mount = try await shell("mount --bind st ro 2>/dev/null && mount -o remount,bind,ro ro 2>/dev/null", in: s.dir)
+        defer { _ = umount2(s.dir.appendingPathComponent("ro").path, Int32(MNT_DETACH)) }
+        guard mount.status == 0 else { return }
+        let runs = try await tasker(["runs", "--state", "ro"], in: s.dir)
+        #expect(runs.status == 0 && runs.stdout.contains("1 succeeded"), "\(runs.stdout)\(runs.stderr)")
+        let show = try await tasker(["show", "last", "--state", "ro"], in: s.dir)
+        #expect(show.status == 0 && show.stdout.contains("only"), "\(show.stdout)\(show.stderr)")
+        let plan = try await tasker(["run", "--state", "ro", "--resume", "--plan", "p.lua"], in: s.dir)
+        #expect(plan.stdout.contains("reuse  only"), "\(plan.stdout)\(plan.stderr)")
+    }
+
     @Test func aFullDiskLeavesAnHonestlyIncompleteRunNotADeadOne() async throws {
         let s = try Scratch(["big.lua": """
             for i = 1, 300 do tasker.add{name = "t" .. i, run = function() return string.rep("v", 4000) .. i end} end
