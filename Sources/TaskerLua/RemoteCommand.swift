@@ -38,16 +38,19 @@ enum RemoteCommand {
     /// A watchdog beside the command, in its group: when the session that
     /// started it goes away (sshd's process for the connection exits: the
     /// client vanished in a partition, and a stop cannot reach the host),
-    /// it ends the group as a stop would (TERM, KILL after 2 s). It ignores
-    /// TERM itself so that the KILL follows, holds none of the session's
-    /// pipes, and is killed when the command ends. The session is gone
+    /// it ends the group as a stop would (TERM, KILL after 2 s). The TERM it
+    /// sends does not end it, so that the KILL follows; a stop's TERM does
+    /// at once (it ignored TERM at first, and every stop then waited for
+    /// it the whole 2 s). It holds none of the session's pipes, and is
+    /// killed when the command ends. The session is gone
     /// when the shell has gone or its parent is no longer the one it
     /// started with (where /proc tells: a parent that died unreaped still
     /// answers a signal), else when that parent cannot be signalled.
-    static let watchdog = "( trap '' TERM; while :; do if [ -d /proc/self ]; then [ -r /proc/$$/stat ] || break; "
+    static let watchdog = "( sending=; trap '[ -n \"$sending\" ] || exit 0' TERM; "
+        + "while :; do if [ -d /proc/self ]; then [ -r /proc/$$/stat ] || break; "
         + "read -r _ _ _ pp _ < /proc/$$/stat; [ \"$pp\" = \"$PPID\" ] || break; else kill -0 $PPID 2>/dev/null || break; fi; "
         + "sleep 1; done; "
-        + "kill -s TERM -- -$$ 2>/dev/null; sleep 2; kill -s KILL -- -$$ 2>/dev/null ) </dev/null >/dev/null 2>&1 & tasker_watchdog_=$!; "
+        + "sending=1; kill -s TERM -- -$$ 2>/dev/null; sleep 2; kill -s KILL -- -$$ 2>/dev/null ) </dev/null >/dev/null 2>&1 & tasker_watchdog_=$!; "
 
     /// What the host writes last on stderr when the command's `cwd` is not
     /// there: the command never ran (`cwdFailure`).

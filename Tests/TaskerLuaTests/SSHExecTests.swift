@@ -142,6 +142,26 @@ struct SSHExecTests {
             """)
     }
 
+    /// A stop's TERM ends the watchdog beside a remote command at once: it
+    /// ignored TERM, so every timeout and cancel waited for the group's
+    /// KILL, 2 s later. The timeout below is answered well before that.
+    @Test func aRemoteTimeoutIsAnsweredWithoutWaitingForTheKill() async throws {
+        let fleet = try await SSHTestHosts.get()
+        let r = try await runLua("""
+            tasker.configure{ssh_config = "\(fleet.configFile)"}
+            tasker.sh("true", {host = "h2"})  -- the connection, made beforehand
+            local t0 = tasker.now()
+            local ok, e = pcall(tasker.sh, "sleep 30", {host = "h2", timeout = 0.3})
+            print(ok, e.kind, tasker.now() - t0)
+            """)
+        let parts = (r.lines.first ?? "").split(separator: "\t")
+        #expect(parts.count == 3 && parts[0] == "false" && parts[1] == "timeout", "\(r.lines) \(r.diagnostics)")
+        let took = parts.count == 3 ? Double(parts[2]) ?? 99 : 99
+        // 2.3 s and more with the watchdog that ignored TERM; a loaded
+        // machine's ssh round trips stay far under the difference
+        #expect(took < 1.8, "answered after \(took) s")
+    }
+
     /// A `cwd` that is not there is the same error on a host as locally:
     /// kind `exec`, `permanent`, the reason (it was the shell's exit 1, which
     /// a task's retry tried again).
