@@ -116,7 +116,12 @@ public enum Journal {
             default: escaped.unicodeScalars.append(c)
             }
         }
-        let db = try SQLiteDatabase(path: "file:" + escaped + "?immutable=1", readOnly: true, uri: true)
+        // What a run left in its WAL (its process ended before the last
+        // connection closed) is read through the WAL's index, read-only;
+        // with neither file there, the database is all there is.
+        let walLeft = access(path + "-wal", F_OK) == 0 && access(path + "-shm", F_OK) == 0
+        let db = walLeft ? try SQLiteDatabase(path: path, readOnly: true)
+            : try SQLiteDatabase(path: "file:" + escaped + "?immutable=1", readOnly: true, uri: true)
         do throws(SQLiteError) {
             guard try JournalSchema.checkedVersion(db, path: path) >= JournalSchema.usableFrom, try JournalSchema.hasTables(db) else {
                 throw SQLiteError(code: SQLITE_CANTOPEN, message: "\(path) on a read-only file system is not a journal this tasker reads")

@@ -346,6 +346,9 @@ import Testing
         defer { s.cleanup() }
         let first = try await tasker(["run", "--no-progress", "--state", "st", "p.lua"], in: s.dir)
         #expect(first.status == 0, "\(first.stderr)")
+        // read both ways: with what the run left in its WAL (as a run that
+        // ends leaves it), and with everything in the database file
+        let wal = FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("st/journal.db-wal").path)
         try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("ro"), withIntermediateDirectories: true)
         // only where this may mount one
         let mount = try await shell("mount --bind st ro 2>/dev/null && mount -o remount,bind,ro ro 2>/dev/null", in: s.dir)
@@ -357,6 +360,16 @@ import Testing
         #expect(show.status == 0 && show.stdout.contains("only"), "\(show.stdout)\(show.stderr)")
         let plan = try await tasker(["run", "--state", "ro", "--resume", "--plan", "p.lua"], in: s.dir)
         #expect(plan.stdout.contains("reuse  only"), "\(plan.stdout)\(plan.stderr)")
+        guard wal else { return }
+        // a reader where it may write closes the journal last: the WAL is
+        // folded into the file and goes; then the file alone is read
+        _ = umount2(s.dir.appendingPathComponent("ro").path, Int32(MNT_DETACH))
+        _ = try await tasker(["runs", "--state", "st"], in: s.dir)
+        let folded = !FileManager.default.fileExists(atPath: s.dir.appendingPathComponent("st/journal.db-wal").path)
+        let again = try await shell("mount --bind st ro && mount -o remount,bind,ro ro", in: s.dir)
+        #expect(again.status == 0)
+        let alone = try await tasker(["show", "last", "--state", "ro"], in: s.dir)
+        #expect(alone.status == 0 && alone.stdout.contains("only"), "WAL folded: \(folded); \(alone.stdout)\(alone.stderr)")
     }
 
     @Test func aFullDiskLeavesAnHonestlyIncompleteRunNotADeadOne() async throws {
