@@ -150,18 +150,20 @@ import Testing
             tasker.add{name = "waits", run = function() while not fs.exists("go") do tasker.sleep(0.02) end end}
             """])
         defer { s.cleanup() }
-        let run = try Background(["run", "--no-progress", "live.lua"], in: s.dir)
+        let run = try Background(["run", "--no-progress", "--log-level", "debug", "live.lua"], in: s.dir)
         var seen = ""
-        let deadline = Date().addingTimeInterval(30)
+        let deadline = Date().addingTimeInterval(60)
         while Date() < deadline {
             seen = try await tasker(["runs"], in: s.dir).stdout
             if seen.contains("1 running, 1 succeeded") { break }
-            try await Task.sleep(for: .milliseconds(50))
+            try await Task.sleep(for: .milliseconds(200))  // a look now and then: not a process every few ms
         }
-        #expect(seen.contains("running") && seen.contains("1 running, 1 succeeded"), "\(seen)")
+        let shown = try await tasker(["show", "last"], in: s.dir).stdout
+        #expect(seen.contains("1 running, 1 succeeded"), "\(seen)\n\(shown)")
         try Data("x".utf8).write(to: s.dir.appendingPathComponent("go"))
         let done = await run.finish()
         #expect(done.status == 0, "\(done.stderr)")
+        if !seen.contains("1 running, 1 succeeded") { print("the live run said:\n\(done.stderr)") }
         let after = try await tasker(["runs"], in: s.dir).stdout
         #expect(after.contains("2 succeeded") && !after.contains("running"), "\(after)")
     }
