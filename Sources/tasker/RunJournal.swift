@@ -52,10 +52,9 @@ struct RunJournal {
         var reuse: [String: String] = [:]
         /// For `--plan`: the earlier run's tasks, to say why one runs again.
         var earlierTasks: [JournalTask] = []
-        /// Later runs the default went past (see `stoppedEarly`), and each
-        /// with how it stopped, for the note on stderr.
+        /// Later runs the default went past (see `stoppedEarly`), each as
+        /// "id (how it stopped)", for the note on stderr.
         var passedOver: [String] = []
-        var passedOverNotes: [String] = []
     }
 
     /// Whether a run stopped before its end: exit 2 (a usage error, or its
@@ -108,7 +107,6 @@ struct RunJournal {
                                             _ reader: JournalReader) throws {
         var run = latest
         var older: [JournalRun]?
-        var notes: [String] = []
         while Self.stoppedEarly(run), found.passedOver.count < Self.passedOverAtMost {
             let next: JournalRun
             if let from = run.resumedFrom, let earlier = try reader.run(from), earlier.pipeline == latest.pipeline {
@@ -121,14 +119,12 @@ struct RunJournal {
             } else {
                 break
             }
-            found.passedOver.append(run.id)
-            notes.append("\(run.id) (\(Self.howItStopped(run)))")
+            found.passedOver.append("\(run.id) (\(Self.howItStopped(run)))")
             found.reuse = try reader.reusable(from: next.id).merging(found.reuse) { _, later in later }
             found.run = next.id
             found.pipeline = next.pipeline
             run = next
         }
-        found.passedOverNotes = notes
     }
 
     /// What a run that stopped early ended with, in words.

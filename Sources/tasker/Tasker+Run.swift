@@ -152,7 +152,7 @@ extension Tasker {
                     options.reuse = found.reuse
                     if !found.passedOver.isEmpty {
                         let later = (found.passedOver.count == 1 ? "the later run " : "the later runs ")
-                            + found.passedOverNotes.joined(separator: ", ")
+                            + found.passedOver.joined(separator: ", ")
                         StandardError.write("tasker: resuming run \(found.run), with what succeeded in \(later), "
                                             + "which stopped before their end\n")
                     }
