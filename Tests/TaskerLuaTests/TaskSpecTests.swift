@@ -220,6 +220,8 @@ import TaskerCore
             try({run = function() end, ["a_field_name_longer_than_forty_bytes_is_no_field"] = 1})
             local ok, err = pcall(function() tasker.add({run = print, priority = 1.5}) end)
             print(tostring(err))
+            print(select(2, pcall(tasker.add, function() end, {timeout = 1})).message)
+            print(pcall(tasker.add, function() end, nil, nil))
             """)
         #expect(r.lines == [
             "usage\tunknown field 'timout' in 'tasker.add' spec (known: after, args, delay, id, key, name, priority, retry, run, start, tags, timeout, when)",
@@ -233,6 +235,8 @@ import TaskerCore
             "usage\tunknown field of type number in 'tasker.add' spec (known: after, args, delay, id, key, name, priority, retry, run, start, tags, timeout, when)",
             "usage\tunknown field 'a_field_name_longer_than_forty_bytes_is_no_field' in 'tasker.add' spec (known: after, args, delay, id, key, name, priority, retry, run, start, tags, timeout, when)",
             "pipeline.lua:15: usage: bad field 'priority' in 'tasker.add' spec (integer expected, got 1.5)",
+            "tasker.add takes one argument, the body or a spec table, and got table as argument #2; options go in the spec: tasker.add{run = fn, timeout = 5}",
+            "true\ttask 1 'task-1' (pending)",
         ])
     }
 

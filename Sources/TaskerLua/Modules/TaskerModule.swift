@@ -58,6 +58,13 @@ final class TaskerModule: LuaModule {
             if rt.chunk.describedAdds > LuaRuntime.describedAddsKept { return rt.describeStop(L) }
         }
         let top = lua_gettop(L)
+        // `tasker.add(fn, {timeout = 5})` reads naturally and would run
+        // without the timeout: options belong in the spec. Trailing nils
+        // (an unpacked list) are not a mistake.
+        if top > 1, let extra = (2...top).first(where: { lua_type(L, $0) != LUA_TNIL }) {
+            return rt.usage(L, "tasker.add takes one argument, the body or a spec table, and got \(LuaStack(L).typeName(extra)) "
+                            + "as argument #\(extra); options go in the spec: tasker.add{run = fn, timeout = 5}")
+        }
         let parsed: ParsedSpec
         do {
             parsed = try SpecReader(runtime: rt, L: L, function: "tasker.add").read(1, argument: 1)
