@@ -130,7 +130,7 @@ extension LuaRuntime {
         setPackagePath(chunk.scriptDirectory)
         setScriptDir(URL(fileURLWithPath: chunk.scriptDirectory).standardizedFileURL.path)
         guard let data = FileManager.default.contents(atPath: path) else {
-            chunk.mainError = PipelineRunner.unreadable(path: path) ?? "cannot open \(path)"
+            chunk.mainError = PipelineRunner.unreadable(path: path) ?? "cannot open '\(path)'"
             mainDone = true
             finish()
             return
@@ -213,7 +213,7 @@ extension LuaRuntime {
     /// Compiles `path` in a bare state; returns the error message, if any.
     static func compileOnly(path: String) -> String? {
         guard let data = FileManager.default.contents(atPath: path) else {
-            return PipelineRunner.unreadable(path: path) ?? "cannot open \(path)"
+            return PipelineRunner.unreadable(path: path) ?? "cannot open '\(path)'"
         }
         guard let L = luaL_newstate() else { return "\(path): out of memory" }
         defer { lua_close(L) }

@@ -52,15 +52,15 @@ public enum PipelineRunner {
         }
     }
 
-    /// Why the pipeline file cannot be read ("cannot open x.lua: No such
-    /// file or directory"), or nil.
+    /// Why the pipeline file cannot be read ("cannot open 'x.lua': No such
+    /// file or directory", quoted as `fs` errors are), or nil.
     public static func unreadable(path: String) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return "cannot open \(path): \(String(cString: strerror(errno)))" }
+        guard fd >= 0 else { return "cannot open '\(path)': \(String(cString: strerror(errno)))" }
         defer { close(fd) }
         var st = stat()
         if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
-            return "cannot open \(path): \(String(cString: strerror(EISDIR)))"
+            return "cannot open '\(path)': \(String(cString: strerror(EISDIR)))"
         }
         return nil
     }

@@ -76,11 +76,11 @@ import Testing
         // reason, no summary of a run that never was, nothing recorded.
         let missing = try await tasker(["run", "nope.lua"], in: s.dir)
         #expect(missing.status == 2)
-        #expect(missing.stderr == "tasker: error: cannot open nope.lua: No such file or directory\n", "\(missing.stderr)")
+        #expect(missing.stderr == "tasker: error: cannot open 'nope.lua': No such file or directory\n", "\(missing.stderr)")
         try FileManager.default.createDirectory(at: s.dir.appendingPathComponent("dir.lua"), withIntermediateDirectories: true)
         let dir = try await tasker(["run", "dir.lua"], in: s.dir)
         #expect(dir.status == 2)
-        #expect(dir.stderr == "tasker: error: cannot open dir.lua: Is a directory\n", "\(dir.stderr)")
+        #expect(dir.stderr == "tasker: error: cannot open 'dir.lua': Is a directory\n", "\(dir.stderr)")
         let runs = try await tasker(["runs"], in: s.dir)
         #expect(!runs.stdout.contains("nope.lua") && !runs.stdout.contains("dir.lua"), "\(runs.stdout)")
     }

@@ -166,7 +166,7 @@ import Testing
             print(rulesGlobal, type(tasker))
             """, files: ["rules.lua": Self.rule(1) + "rulesGlobal = 'set in its own environment'\n",
                          "broken.lua": "return +\n"])
-        #expect(r.lines == ["1", "false\tfs\tpipeline.lua:4\ttasker.use: cannot open missing.lua: No such file or directory",
+        #expect(r.lines == ["1", "false\tfs\tpipeline.lua:4\ttasker.use: cannot open 'missing.lua': No such file or directory",
                             "false\tbroken.lua:1: unexpected symbol near '+'",
                             "nil\ttable"])
     }

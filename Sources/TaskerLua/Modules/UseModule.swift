@@ -96,7 +96,7 @@ final class UseModule: LuaModule {
     /// the globals), collecting its registrations instead of installing them.
     private func runUsedFile(_ file: UsedFile, on S: OpaquePointer) -> Result<Registrations, LoadFailure> {
         guard let data = FileManager.default.contents(atPath: file.path) else {
-            return .failure(LoadFailure(message: "tasker.use: cannot open \(file.chunkName)"))
+            return .failure(LoadFailure(message: "tasker.use: cannot open '\(file.chunkName)'"))
         }
         let base = lua_gettop(S)
         defer { lua_settop(S, base) }
