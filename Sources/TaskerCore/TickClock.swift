@@ -93,10 +93,10 @@ public struct TickSource: Sendable {
 /// Turns `TickClock` readings into `Monotonic` nanoseconds, or seconds
 /// since `origin`: a multiply and a shift.
 public struct TickScale: Sendable {
-    let t0: UInt64
-    let m0: UInt64
+    @usableFromInline let t0: UInt64
+    @usableFromInline let m0: UInt64
     /// Nanoseconds per tick, times 2^32.
-    var mult: UInt64
+    @usableFromInline var mult: UInt64
     /// A `Monotonic` time that `seconds(_:)` counts from.
     public var origin: UInt64 = 0
 
@@ -106,7 +106,7 @@ public struct TickScale: Sendable {
     }
 
     /// A reading as `Monotonic` nanoseconds (0 stays 0).
-    @inline(__always)
+    @inlinable @inline(__always)
     public func monotonic(_ t: UInt64) -> UInt64 {
         guard t != 0 else { return 0 }
         guard t > t0 else { return m0 }  // read before the clock began
@@ -115,20 +115,20 @@ public struct TickScale: Sendable {
     }
 
     /// A number of ticks (a difference of readings) as nanoseconds.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func nanos(ticks: UInt64) -> UInt64 {
         let (hi, lo) = ticks.multipliedFullWidth(by: mult)
         return hi << 32 | lo >> 32
     }
 
     /// A reading as nanoseconds since `origin` (0 stays 0: none).
-    @inline(__always)
+    @inlinable @inline(__always)
     public func nanosSinceOrigin(_ t: UInt64) -> Int64 {
         t == 0 ? 0 : Int64(bitPattern: monotonic(t) &- origin)
     }
 
     /// A reading as seconds since `origin` (0 stays 0: none).
-    @inline(__always)
+    @inlinable @inline(__always)
     public func seconds(_ t: UInt64) -> Double {
         t == 0 ? 0 : Double(Int64(bitPattern: monotonic(t) &- origin)) / 1e9
     }

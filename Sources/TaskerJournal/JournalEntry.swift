@@ -319,10 +319,22 @@ public enum JournalCodec {
     /// it one occurrence later, and then it takes no bytes.
     static func encode(plain p: PlainEntry, scale: TickScale, values: UnsafeRawBufferPointer, previous: inout (UInt64, Int)?,
                        into out: inout [UInt8]) {
+        var row = RowBuilder(capacity: Self.plainScratch)
+        encode(plain: p, scale: scale, values: values, previous: &previous, masking: !SecretMask.shared.isEmpty, into: &row)
+        out.append(contentsOf: row.array)
+    }
+
+    /// The same, into the row the writer thread builds. `masking`: a secret
+    /// is registered (looked at once a row: a secret registered later is
+    /// masked from the next row on).
+    static func encode(plain p: PlainEntry, scale: TickScale, values: UnsafeRawBufferPointer, previous: inout (UInt64, Int)?,
+                       masking: Bool, into row: inout RowBuilder) {
         switch p.valueLength {
         case PlainEntry.noValues:
             var text: (UInt8, UInt8) = (UInt8(ascii: "["), UInt8(ascii: "]"))
-            withUnsafeBytes(of: &text) { encode(plain: p, value: $0, scale: scale, previous: &previous, values: values, into: &out) }
+            withUnsafeBytes(of: &text) {
+                encode(plain: p, value: $0, scale: scale, previous: &previous, values: values, masking: masking, into: &row)
+            }
         case PlainEntry.loneInteger:
             // `[digits]`, written backwards from the end of a buffer on the stack
             var text: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
@@ -332,17 +344,17 @@ public enum JournalCodec {
                 let digits = DecimalText.write(p.integer, endingAt: UnsafeMutableRawBufferPointer(rebasing: buf[..<(buf.count - 1)]))
                 buf[digits - 1] = UInt8(ascii: "[")
                 encode(plain: p, value: UnsafeRawBufferPointer(rebasing: buf[(digits - 1)...]), scale: scale,
-                       previous: &previous, values: values, into: &out)
+                       previous: &previous, values: values, masking: masking, into: &row)
             }
         default:
             let inside = p.valueLength >= 0 && Int(p.valueStart) + Int(p.valueLength) <= values.count
             encode(plain: p, value: inside ? UnsafeRawBufferPointer(rebasing: values[Int(p.valueStart)..<Int(p.valueStart + p.valueLength)]) : nil,
-                   scale: scale, previous: &previous, values: values, into: &out)
+                   scale: scale, previous: &previous, values: values, masking: masking, into: &row)
         }
     }
 
     private static func encode(plain p: PlainEntry, value: UnsafeRawBufferPointer?, scale: TickScale, previous: inout (UInt64, Int)?,
-                               values: UnsafeRawBufferPointer, into out: inout [UInt8]) {
+                               values: UnsafeRawBufferPointer, masking: Bool, into row: inout RowBuilder) {
         var flags = stateAndKind(p.state, .task)
         let name: UnsafeRawBufferPointer? = p.nameLength >= 0 && Int(p.nameStart) + Int(p.nameLength) <= values.count
             ? UnsafeRawBufferPointer(rebasing: values[Int(p.nameStart)..<Int(p.nameStart + p.nameLength)]) : nil
@@ -365,16 +377,19 @@ public enum JournalCodec {
         // a quarter of the writer's work on each plain entry.
         let added = scale.nanosSinceOrigin(p.added), started = scale.nanosSinceOrigin(p.started)
         let ended = scale.nanosSinceOrigin(p.ended)
-        // A value holding a registered secret is kept with it as *** (rare:
-        // the common case checks one atomic).
+        // A value or name holding a registered secret is kept with it as
+        // *** (rare: the common case checks one atomic), like every name.
         var masked: [UInt8]?
-        if let value, !SecretMask.shared.isEmpty {
-            masked = SecretMask.shared.maskJSON(Array(value))
+        var maskedName: [UInt8]?
+        if masking {
+            if let value { masked = SecretMask.shared.maskJSON(Array(value)) }
+            if let name { maskedName = Array(SecretMask.shared.mask(String(decoding: name, as: UTF8.self)).utf8) }
         }
-        // The fixed part goes through a scratch on the stack and into `out`
-        // at once: appending byte by byte checked `out`'s storage each time.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Self.plainScratch) { buf in
-            var w = ScratchWriter(buf)
+        let valueCount = masked?.count ?? value?.count ?? 0
+        let nameCount = maskedName?.count ?? name?.count ?? 0
+        // One check of the row's room; every part below is written in place.
+        row.reserve(Self.plainScratch + nameCount + valueCount)
+        row.write { w in
             w.varint(UInt64(p.id))
             w.byte(flags)
             w.byte(fields)
@@ -383,28 +398,18 @@ public enum JournalCodec {
                 w.varint(UInt64(p.occurrence))
             }
             if let name {
-                // the fixed part so far, the name (masked like every name), the rest
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[..<w.count]))
-                w.count = 0
-                if SecretMask.shared.isEmpty {
-                    varint(UInt64(name.count), &out)
-                    out.append(contentsOf: name)
-                } else {
-                    string(String(decoding: name, as: UTF8.self), &out)
-                }
+                w.varint(UInt64(nameCount))
+                if let maskedName { maskedName.withUnsafeBytes { w.bytes($0) } } else { w.bytes(name) }
             }
             w.varint(UInt64(p.attempts))
             w.nanos(added)
             w.byte(0)  // held
             if p.started > 0 { w.nanos(started &- added) }
             if p.ended > 0 { w.nanos(ended &- (p.started > 0 ? started : added)) }
-            if let value { w.varint(UInt64(masked?.count ?? value.count)) }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: buf[..<w.count]))
-        }
-        if let masked {
-            out.append(contentsOf: masked)
-        } else if let value {
-            out.append(contentsOf: value)
+            if let value {
+                w.varint(UInt64(valueCount))
+                if let masked { masked.withUnsafeBytes { w.bytes($0) } } else { w.bytes(value) }
+            }
         }
     }
 
@@ -541,35 +546,4 @@ public enum JournalCodec {
             return s
         }
     }
-}
-
-/// Writes the codec's varints into a buffer known to be big enough.
-private struct ScratchWriter {
-    let buf: UnsafeMutableBufferPointer<UInt8>
-    var count = 0
-
-    init(_ buf: UnsafeMutableBufferPointer<UInt8>) { self.buf = buf }
-
-    mutating func byte(_ b: UInt8) {
-        buf[count] = b
-        count += 1
-    }
-
-    mutating func varint(_ v: UInt64) {
-        var v = v
-        while v >= 0x80 {
-            byte(UInt8(v & 0x7f) | 0x80)
-            v >>= 7
-        }
-        byte(UInt8(v))
-    }
-
-    /// Little-endian, as the codec writes a derived identity.
-    mutating func word(_ h: UInt64) {
-        for k in 0..<8 { byte(UInt8(truncatingIfNeeded: h >> (8 * UInt64(k)))) }
-    }
-
-    /// A time in nanoseconds, written as `time` writes seconds: whole
-    /// microseconds, none below zero.
-    mutating func nanos(_ ns: Int64) { varint(ns > 0 ? UInt64(ns) / 1000 : 0) }
 }

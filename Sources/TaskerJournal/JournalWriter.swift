@@ -223,21 +223,32 @@ private struct PendingRows {
     /// A row of `batch`'s entries, with occurrences left to this thread
     /// filled in from `occurrences`.
     mutating func add(_ batch: Batch, _ occurrences: OccurrenceTable) {
-        var blob: [UInt8] = [JournalCodec.version]
+        // About the row's size: it grows at most once or twice.
+        var size = 1 + batch.encoded.count + batch.entries.count * 64
+        for part in batch.plain { size += part.entries.count * 24 + part.values.count }
+        var row = RowBuilder(capacity: size)
+        row.reserve(1)
+        row.byte(JournalCodec.version)
         var previous: (UInt64, Int)?
+        let masking = !SecretMask.shared.isEmpty
         for part in batch.plain {
             part.values.withUnsafeBytes { values in
                 for var p in part.entries {
                     if p.occurrence < 0 { p.occurrence = occurrences[p.id] }
-                    JournalCodec.encode(plain: p, scale: part.scale, values: values, previous: &previous, into: &blob)
+                    JournalCodec.encode(plain: p, scale: part.scale, values: values, previous: &previous, masking: masking,
+                                        into: &row)
                 }
             }
         }
-        blob.append(contentsOf: batch.encoded)
+        row.append(batch.encoded)
+        var scratch: [UInt8] = []
         for var e in batch.entries {
             if case .derived(let h, occurrence: 0) = e.identity { e.identity = .derived(h, occurrence: occurrences[e.id]) }
-            JournalCodec.encode(e, into: &blob)
+            scratch.removeAll(keepingCapacity: true)
+            JournalCodec.encode(e, into: &scratch)
+            row.append(scratch)
         }
+        let blob = row.array
         if hopeless {
             dropped += Self.count(blob)
             return

@@ -105,6 +105,40 @@ import Testing
         #expect(d[100].error == "boom" && d[100].identity == .none)
     }
 
+    /// The writer builds a row of thousands of entries in one buffer that
+    /// grows as it goes: the bytes are those of each entry encoded alone,
+    /// values short and long (past the inline copy's 16 bytes), names too.
+    @Test func aRowOfManyPlainEntriesGrowsAndReadsBack() throws {
+        var text = ""
+        var spans: [(Int32, Int32)] = []
+        for k in 0..<40 {
+            let v = "[\"" + String(repeating: "v", count: k) + "\"]"
+            spans.append((Int32(text.utf8.count), Int32(v.utf8.count)))
+            text += v
+        }
+        let values = Array(text.utf8)
+        var row = RowBuilder(capacity: 1)
+        var alone: [UInt8] = []
+        var previousInRow: (UInt64, Int)?
+        var previousAlone: (UInt64, Int)?
+        for i in 1...5_000 {
+            var p = PlainEntry(id: i, state: .succeeded, attempts: 1 + i % 3, identityHash: UInt64(i / 7), occurrence: i % 7 + 1,
+                               added: UInt64(i) * 1_000, started: UInt64(i) * 2_000, ended: UInt64(i) * 3_000 + 17)
+            (p.valueStart, p.valueLength) = spans[i % spans.count]
+            if i % 5 == 0 { (p.nameStart, p.nameLength) = spans[(i / 5) % spans.count] }
+            values.withUnsafeBytes { v in
+                JournalCodec.encode(plain: p, scale: .nanoseconds(), values: v, previous: &previousInRow, masking: false, into: &row)
+                JournalCodec.encode(plain: p, scale: .nanoseconds(), values: v, previous: &previousAlone, into: &alone)
+            }
+        }
+        let built = row.array
+        #expect(built == alone)
+        let d = try #require(([JournalCodec.version] + built).withUnsafeBytes { JournalCodec.decode($0) })
+        #expect(d.count == 5_000)
+        #expect(d[38].value == "[\"" + String(repeating: "v", count: 39) + "\"]" && d[38].name == nil)
+        #expect(d[4].name == "[\"v\"]" && d[4].attempts == 3)
+    }
+
     /// A task named by its spec is a plain entry too: its name (in the
     /// values buffer) reads back, whether its identity is written or is the
     /// one before it one occurrence later.
