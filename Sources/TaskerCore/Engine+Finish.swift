@@ -91,7 +91,10 @@ extension Engine {
         unfinishedCount -= 1
         if startLog != nil { startLog!.finished(r.id) }
         for o in finishObservers { o.taskFinished(r.id, outcome: outcome, engine: self) }
-        if let sink = finishSink { sink._withUnsafeGuaranteedRef { $0.taskFinished(r.id, outcome: outcome, engine: self) } }
+        if let sink = finishSink {
+            let f = facts(of: r)
+            sink._withUnsafeGuaranteedRef { $0.taskFinished(r.id, outcome: outcome, facts: f, engine: self) }
+        }
         let first = r.waiter
         let more = r.moreWaiters
         r.waiter = nil

@@ -450,6 +450,11 @@ public struct TaskFacts: Sendable {
 extension Engine {
     public func facts(_ id: TaskID) -> TaskFacts {
         guard let r = record(id) else { return TaskFacts() }
+        return facts(of: r)
+    }
+
+    @inline(__always)
+    func facts(of r: TaskRecord) -> TaskFacts {
         var f = TaskFacts()
         f.added = r.addedAt
         f.started = r.startedAt

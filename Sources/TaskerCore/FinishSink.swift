@@ -7,8 +7,10 @@
 open class FinishSink {
     public init() {}
 
-    /// Task `id` ended with `outcome` (after the observers were told).
-    open func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {}
+    /// Task `id` ended with `outcome` (after the observers were told);
+    /// `facts` are the engine's (`Engine.facts`), read from the record the
+    /// finish holds instead of looked up again.
+    open func taskFinished(_ id: TaskID, outcome: TaskOutcome, facts: TaskFacts, engine: Engine) {}
 }
 
 extension Engine {

@@ -61,6 +61,19 @@ struct DerivedRuns: ~Copyable {
         tail = Run(first: id, count: 1, occurrence: occurrence, hash: hash)
     }
 
+    /// `store` of an uncounted identity, whose commonest case (a loop
+    /// adding one body: the tail grows by one) is checked first, inline.
+    /// An uncounted tail is not a dense one (`dense` is another value).
+    @inline(__always)
+    mutating func storeUncounted(_ id: Int, hash: UInt64) {
+        if tail.occurrence == Self.uncounted, tail.hash == hash, tail.count > 0, tail.count < Int32.max,
+           id == tail.first &+ Int(tail.count) {
+            tail.count += 1
+            return
+        }
+        store(id, hash: hash, occurrence: Self.uncounted)
+    }
+
     /// `hash` for the id after the tail's, uncounted, when the tail is a
     /// dense run (or a lone uncounted task that becomes one) and `hash` is
     /// not the tail's last (one body again: a run of its own).

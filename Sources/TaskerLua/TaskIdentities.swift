@@ -217,7 +217,7 @@ final class TaskIdentities {
     /// run of the tasks before it when they had it too.
     @inline(__always)
     private func keepForCounting(_ h: UInt64, _ id: TaskID) {
-        storeDerived(h, occurrence: Int(Self.uncounted), for: id)
+        derivedByID.storeUncounted(id, hash: h)
         if addedRun.count > 0, addedRun.hash == h, addedRun.id + addedRun.count == id {
             addedRun.count += 1
         } else {

@@ -303,7 +303,7 @@ final class JournalRecorder: FinishSink, EngineObserver {
     }
 
     /// As the engine's finish sink (not an observer of finishes).
-    override func taskFinished(_ id: TaskID, outcome: TaskOutcome, engine: Engine) {
+    override func taskFinished(_ id: TaskID, outcome: TaskOutcome, facts f: TaskFacts, engine: Engine) {
         let end = source.now()
         recordOutput(id, failed: outcome.state == .failed)
         let state: JournalEntry.State = switch outcome.state {
@@ -312,7 +312,6 @@ final class JournalRecorder: FinishSink, EngineObserver {
         case .skipped: .skipped
         default: .cancelled
         }
-        let f = engine.facts(id)
         if f.started > 0 { noteDuration(id, ticks: end &- f.started, f, engine) }
         if let p = plainEntry(id, outcome, f, ended: end, engine) {
             plain.append(p)
