@@ -225,7 +225,7 @@ private struct PendingRows {
     mutating func add(_ batch: Batch, _ occurrences: OccurrenceTable) {
         // About the row's size: it grows at most once or twice.
         var size = 1 + batch.encoded.count + batch.entries.count * 64
-        for part in batch.plain { size += part.entries.count * 24 + part.values.count }
+        for part in batch.plain { size += part.entries.count * 32 + part.values.count }
         var row = RowBuilder(capacity: size)
         row.reserve(1)
         row.byte(JournalCodec.version)
