@@ -71,6 +71,13 @@ struct DerivedRuns: ~Copyable {
             tail.count += 1
             return
         }
+        // A loop of closures: the dense tail takes one more hash (its
+        // hashes end `denseHashes`); the same hash again starts a run.
+        if tail.isDense, tail.count < Int32.max, id == tail.first &+ Int(tail.count), denseHashes[denseHashes.count - 1] != hash {
+            denseHashes.append(hash)
+            tail.count += 1
+            return
+        }
         store(id, hash: hash, occurrence: Self.uncounted)
     }
 
