@@ -2,7 +2,9 @@
 /// `tasker.param{… name = "x" …}` (with `secret = true` for the secret
 /// ones) and `tasker.secret(…, {param = "x"})`. A scan of bytes, not a
 /// regular expression: compiling one loads ICU's Unicode sets, about a
-/// millisecond and a half of every `tasker run`.
+/// millisecond and a half of every `tasker run`. Declarations' tables are
+/// found as Lua reads the file (strings and comments skipped, nested
+/// tables matched), in one pass.
 ///
 /// It errs towards finding more: every `name = "…"` of a declaration
 /// counts (not only the first, which text in a help string could be), a
@@ -19,16 +21,7 @@ struct DeclaredParameters {
     /// the plain parameters a `tasker.secret` is taken from.
     func names(secretOnly: Bool) -> Set<String> {
         var names = Set<String>()
-        var i = 0
-        let param = Array("tasker.param".utf8)
-        while let at = find(param, from: i) {
-            i = at + param.count
-            let open = skipSpaces(i)
-            guard open < s.count, s[open] == UInt8(ascii: "{") else { continue }
-            // `}` ends it (a declaration never closed: none from here on)
-            guard let close = s[(open + 1)...].firstIndex(of: UInt8(ascii: "}")) else { break }
-            let body = (open + 1)..<close
-            i = close + 1
+        for body in paramBodies() {
             if secretOnly && !has("secret", valued: "true", in: body) { continue }
             names.formUnion(quotedNames(of: "name", in: body))
         }
@@ -37,7 +30,7 @@ struct DeclaredParameters {
         // what one call's span covered is not read again for the next
         let secret = Array("tasker.secret".utf8)
         var read = 0
-        i = 0
+        var i = 0
         while let at = find(secret, from: i) {
             i = at + secret.count
             let open = skipSpaces(i)
@@ -80,7 +73,8 @@ struct DeclaredParameters {
             // a call is short: what lies further is not one (and a file of
             // unclosed calls costs a bounded look at each)
             let end = min(close, open + 1 + Self.longestSecretCall)
-            guard let name = literal(at: skipSpaces(open + 1, before: end), before: end) else { continue }
+            let first = skipSpaces(open + 1, before: end)
+            guard let name = literal(at: first, before: end) ?? longLiteral(at: first) else { continue }
             let options = s[(open + 1)..<end].contains(UInt8(ascii: "{"))
             var env = options ? nil : name, file: String?
             forEachValue(of: "env", in: (open + 1)..<end) { j in env = literal(at: j, before: end) ?? env }
@@ -92,6 +86,66 @@ struct DeclaredParameters {
     }
 
     static let longestSecretCall = 512
+
+    /// The table of each `tasker.param{…}` (or `tasker.param({…})`), as
+    /// Lua reads the file, in one pass: braces, and declarations, in
+    /// strings, long strings and comments do not count, so a `}` in a help
+    /// text or a nested `choices = {…}` does not end a declaration early.
+    /// One never closed runs to the end of the file.
+    private func paramBodies() -> [Range<Int>] {
+        let word = Array("tasker.param".utf8)
+        var bodies: [Range<Int>] = []
+        var open: [(at: Int, isParam: Bool)] = []
+        var paramBrace = -1  // where the `{` of the declaration just read is
+        var i = 0
+        while i < s.count {
+            switch s[i] {
+            case UInt8(ascii: "{"):
+                open.append((i, i == paramBrace))
+            case UInt8(ascii: "}"):
+                if let top = open.popLast(), top.isParam { bodies.append((top.at + 1)..<i) }
+            case UInt8(ascii: "\""), UInt8(ascii: "'"):
+                let quote = s[i]
+                i += 1
+                while i < s.count, s[i] != quote, s[i] != UInt8(ascii: "\n") {
+                    if s[i] == UInt8(ascii: "\\") { i += 1 }
+                    i += 1
+                }
+            case UInt8(ascii: "["):
+                if let end = longBracketEnd(at: i) { i = end - 1 }
+            case UInt8(ascii: "-") where i + 1 < s.count && s[i + 1] == UInt8(ascii: "-"):
+                if let end = longBracketEnd(at: i + 2) {
+                    i = end - 1
+                } else {
+                    while i + 1 < s.count, s[i + 1] != UInt8(ascii: "\n") { i += 1 }
+                }
+            case UInt8(ascii: "t") where i + word.count <= s.count && s[i..<(i + word.count)].elementsEqual(word)
+                                          && (i == 0 || !(isNameStart(s[i - 1]) || isDigit(s[i - 1]))):
+                var j = skipSpaces(i + word.count)
+                if j < s.count, s[j] == UInt8(ascii: "(") { j = skipSpaces(j + 1) }
+                if j < s.count, s[j] == UInt8(ascii: "{") { paramBrace = j }
+                i += word.count - 1
+            default:
+                break
+            }
+            i += 1
+        }
+        for top in open where top.isParam { bodies.append((top.at + 1)..<s.count) }
+        return bodies
+    }
+
+    /// One past the end of the long bracket (`[[…]]`, `[==[…]==]`) that
+    /// opens at `j`; nil if none opens there. Unclosed: the end of the file.
+    private func longBracketEnd(at j: Int) -> Int? {
+        guard j < s.count, s[j] == UInt8(ascii: "[") else { return nil }
+        var k = j + 1
+        while k < s.count, s[k] == UInt8(ascii: "=") { k += 1 }
+        guard k < s.count, s[k] == UInt8(ascii: "[") else { return nil }
+        let level = k - j - 1
+        var close = [UInt8(ascii: "]")] + Array(repeating: UInt8(ascii: "="), count: level)
+        close.append(UInt8(ascii: "]"))
+        return find(close, from: k + 1).map { $0 + close.count } ?? s.count
+    }
 
     /// `[[…]]` (no `=` levels) at `j`, short and on one line.
     private func longLiteral(at j: Int) -> String? {

@@ -83,6 +83,55 @@ import Testing
         #expect(recorded?.first?["args"] as? [String] == ["--pin", "***", "--pw", "***"], "\(runs)")
     }
 
+    /// Declarations are read as Lua reads them: a `}` in a help text, a
+    /// nested `choices = {…}` or a comment does not end one before its
+    /// `secret = true`; `tasker.param({…})` and a long-bracket secret name
+    /// count too. A commented-out declaration declares nothing.
+    @Test func secretParametersAreFoundPastNestedTablesStringsAndComments() async throws {
+        let s = try Scratch(["p.lua": """
+            local c = tasker.param{name="env", choices={"alpha-key-1","beta-key-2"}, secret=true}
+            local d = tasker.param{name="tok", help="the {token}", secret=true}
+            local f = tasker.param({name="tok3", secret=true})
+            local g = tasker.param {
+              name = "tok4",  -- a comment }
+              secret = true,
+            }
+            local k = tasker.secret([[TOKD]])
+            -- tasker.param{name="plain", secret=true}
+            local l = tasker.param{name="plain"}
+            tasker.add{name = "t", run = function() end}
+            """])
+        defer { s.cleanup() }
+        var env = ProcessInfo.processInfo.environment
+        env["TOKD"] = "dddd-4444"
+        let r = try await collect(launch(["run", "--no-progress", "--state", "state", "--events", "ev.jsonl", "p.lua", "--env", "beta-key-2",
+                                          "--tok", "hunter3a", "--tok3", "hunter3b", "--tok4", "hunter3c", "--plain", "shown", "dddd-4444"],
+                                         in: s.dir, environment: env))
+        #expect(r.status == 0, "\(r.stderr)")
+        let events = try String(contentsOfFile: s.dir.appendingPathComponent("ev.jsonl").path, encoding: .utf8)
+        let runLine = events.split(separator: "\n").first.map(String.init) ?? ""
+        #expect(runLine.contains(#""args":["--env","***","--tok","***","--tok3","***","--tok4","***","--plain","shown","***"]"#),
+                "\(runLine)")
+    }
+
+    /// A value refused for a secret parameter (not a number, not one of its
+    /// choices) is masked all the same: the run's record keeps `***`, even
+    /// when the declaration's name is computed (not found before the run).
+    @Test func aValueRefusedForASecretParameterIsNotRecorded() async throws {
+        let s = try Scratch(["p.lua": """
+            local n = "p" .. "in"
+            tasker.param{name = n, type = "number", secret = true}
+            tasker.add{name = "t", run = function() end}
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "--state", "state", "p.lua", "--pin", "notanumber-hunter4"], in: s.dir)
+        #expect(r.status == 2, "\(r.stderr)")
+        #expect(r.stderr.contains("bad value for parameter --pin: '***'"), "\(r.stderr)")
+        let show = try await tasker(["show", "last", "--json", "--state", "state"], in: s.dir).stdout
+        #expect(show.contains(#""args" : ["--pin","***"]"#), "\(show)")
+        #expect(!show.contains("hunter4"), "\(show)")
+    }
+
     /// A file of declarations never closed is read in one pass: 60,000
     /// calls each searched to the end of the file took minutes.
     @Test func unclosedDeclarationsByTheThousandDoNotHoldUpTheRun() async throws {

@@ -180,6 +180,9 @@ final class CommandModule: LuaModule {
             local e = getenv(env_name(name))
             if e ~= nil then given, from = {e}, env_name(name) end
           end
+          -- What was given for a secret is masked before it is checked: a
+          -- value refused (not a number, not a choice) is still a secret.
+          if p.secret then for _, g in ipairs(given) do register(g) end end
           if #given > 0 then
             if p.type == "list" then
               value = {}
