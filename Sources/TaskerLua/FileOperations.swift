@@ -70,8 +70,14 @@ enum FileOperation: Sendable {
         switch self {
         case .read(let path): return .bytes(try Files.read(path, cancel))
         case .write(let path, let data, let mode, let atomic):
-            if atomic { return .staged(try Files.stageAtomically(path, data, mode: mode, cancel)) }
-            try Files.write(path, data, mode: mode, cancel)
+            // Through a symlink to the file it leads to (a rename over the
+            // link would put a file in its place); a FIFO, a device or a
+            // socket written as data comes (a rename would replace the node).
+            let target = Files.followingLinks(path)
+            if atomic && !Files.isSpecial(target) {
+                return .staged(try Files.stageAtomically(target, data, mode: mode, cancel))
+            }
+            try Files.write(target, data, mode: mode, cancel)
             return .nothing
         case .append(let path, let data):
             try Files.append(path, data, cancel)
@@ -276,6 +282,36 @@ enum Files {
         if let mode, fchmod(fd, mode) != 0 { throw FSFailure("cannot set the mode of", path, errno) }
     }
 
+    /// `path`, or where the symlink at `path` leads, through every link in a
+    /// row (one that leads nowhere: where it would be created).
+    static func followingLinks(_ path: String) -> String {
+        var p = path
+        for _ in 0..<40 {  // the kernel's own limit on links in a row
+            var st = Glibc.stat()
+            guard lstat(p, &st) == 0, st.st_mode & S_IFMT == S_IFLNK else { return p }
+            var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let n = readlink(p, &buf, buf.count - 1)
+            guard n > 0 else { return p }
+            let link = String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if link.hasPrefix("/") {
+                p = link
+            } else if let slash = p.lastIndex(of: "/") {
+                p = String(p[...slash]) + link
+            } else {
+                p = link
+            }
+        }
+        return p
+    }
+
+    /// Whether `path` is a FIFO, a device or a socket.
+    static func isSpecial(_ path: String) -> Bool {
+        var st = Glibc.stat()
+        guard statPath(path, &st) == 0 else { return false }
+        let kind = st.st_mode & S_IFMT
+        return kind == S_IFIFO || kind == S_IFCHR || kind == S_IFBLK || kind == S_IFSOCK
+    }
+
     /// Writes a temp file in the same directory and syncs it: renamed over
     /// `path` by `StagedWrite.commit`, readers see the old file or the new
     /// one, never half.
@@ -283,7 +319,11 @@ enum Files {
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { String(path[..<$0]) } ?? "."
         let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
-        var template = Array("\(dir.isEmpty ? "/" : dir)/.\(base).tmp-\(Files.sixXs)".utf8CString)
+        // A name up to 255 bytes is valid; its temp file's adds 12: cut
+        // (at a character) so the temp file's fits too.
+        var short = Substring(base)
+        while short.utf8.count > 240 { short = short.dropLast() }
+        var template = Array("\(dir.isEmpty ? "/" : dir)/.\(short).tmp-\(Files.sixXs)".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard fd >= 0 else { throw FSFailure("cannot write", path, errno) }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
@@ -296,7 +336,10 @@ enum Files {
             defer { close(fd) }
             try writeAll(fd, data[...], path, cancel)
             var st = Glibc.stat()
-            let keep: mode_t? = statPath(path, &st) == 0 ? st.st_mode & 0o7777 : nil
+            let exists = statPath(path, &st) == 0
+            let keep: mode_t? = exists ? st.st_mode & 0o7777 : nil
+            // root replacing another user's file keeps it theirs
+            if exists, geteuid() == 0, st.st_uid != 0 || st.st_gid != 0 { _ = fchown(fd, st.st_uid, st.st_gid) }
             guard fchmod(fd, mode ?? keep ?? defaultMode) == 0 else { throw FSFailure("cannot set the mode of", path, errno) }
             try cancel.check(path)
             guard fsync(fd) == 0 else { throw FSFailure("cannot sync", path, errno) }

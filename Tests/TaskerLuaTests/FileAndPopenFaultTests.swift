@@ -52,6 +52,36 @@ import Testing
         ], "\(r.output)\(r.diagnostics)")
     }
 
+    /// An atomic write goes where a symlink leads (the link stays a link),
+    /// writes into a FIFO or a device as data comes (a rename would put a
+    /// plain file in the node's place), and takes a name of 255 bytes.
+    @Test func anAtomicWriteFollowsLinksAndLeavesSpecialFilesInPlace() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        try "real".write(toFile: d + "/real.txt", atomically: false, encoding: .utf8)
+        let fm = FileManager.default
+        try fm.createSymbolicLink(atPath: d + "/link", withDestinationPath: "real.txt")
+        try fm.createSymbolicLink(atPath: d + "/link2", withDestinationPath: "link")
+        try fm.createDirectory(atPath: d + "/sub", withIntermediateDirectories: false)
+        try fm.createSymbolicLink(atPath: d + "/dangling", withDestinationPath: "sub/new.txt")
+        #expect(mkfifo(d + "/fifo", 0o644) == 0)
+        let long = String(repeating: "n", count: 255)
+        let r = try await runLua("""
+            local d = "\(d)"
+            -- bounded: were the FIFO replaced, its reader would wait for ever
+            local reader = tasker.add{timeout = 10, run = function() return fs.read(d .. "/fifo") end}
+            fs.write(d .. "/fifo", "through the fifo")
+            print(reader:result())
+            fs.write(d .. "/link2", "via the links")
+            fs.write(d .. "/dangling", "made")
+            fs.write(d .. "/\(long)", "long")
+            print(fs.read(d .. "/real.txt"), fs.read(d .. "/sub/new.txt"), fs.read(d .. "/\(long)"))
+            print(fs.stat(d .. "/link").type, fs.stat(d .. "/link2").type, fs.stat(d .. "/dangling").type, fs.stat(d .. "/fifo").type)
+            """)
+        #expect(r.lines == ["true\tthrough the fifo", "via the links\tmade\tlong", "link\tlink\tlink\tother"], "\(r.output)\(r.diagnostics)")
+        #expect(Set(try fm.contentsOfDirectory(atPath: d)) == ["real.txt", "link", "link2", "sub", "dangling", "fifo", long])
+    }
+
     @Test func anAtomicWriteWhoseTaskTimedOutLeavesTheOldContentAndNoTempFile() async throws {
         let d = try scratch()
         defer { try? FileManager.default.removeItem(atPath: d) }
