@@ -136,8 +136,20 @@ static int loaded_newindex(lua_State *L) {
     return 0;
 }
 
+// debug.sethook would replace or remove the count hook that stops runaway
+// code (timeouts, time slices, cancel, signals): a task that removed it
+// could spin for ever. Refused, at the caller's line.
+static int sethook_refused(lua_State *L) {
+    return luaL_error(L, "debug.sethook is not available in tasker: its hook is what stops runaway code "
+                         "(timeouts, cancel, Ctrl-C)");
+}
+
 static int open_all(lua_State *L) {
     luaL_openlibs(L);
+    lua_getglobal(L, "debug");
+    lua_pushcfunction(L, sethook_refused);
+    lua_setfield(L, -2, "sethook");
+    lua_pop(L, 1);
     tasker_check_identity_layout(L);
     lua_pushcfunction(L, tasker_open_coroutine);
     lua_call(L, 0, 0);

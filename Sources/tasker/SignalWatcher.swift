@@ -36,10 +36,36 @@ final class SignalWatcher {
                     late(sig)
                     return
                 }
-                target.loop.execute { target.value.interrupt(signal: sig) }
+                let answered = SetOnce()
+                target.loop.execute {
+                    answered.set()
+                    target.value.interrupt(signal: sig)
+                }
+                Self.exitUnlessAnswered(answered, code: 128 + first, groups: groups)
             }
         }
         watchPause(runtime)
+    }
+
+    /// How long the run's thread has to take up a stopping signal.
+    static let answerWait = 3.0
+
+    /// A loop that does not take up the signal within `answerWait` is stuck
+    /// where the hook cannot reach (a `__gc` finalizer that loops: Lua runs
+    /// finalizers with hooks off; a C call that blocks): the signal then
+    /// ends the run as a second one would, instead of being ignored.
+    private static func exitUnlessAnswered(_ answered: SetOnce, code: Int32, groups: ProcessGroups) {
+        let t = Thread {
+            let until = Date(timeIntervalSinceNow: answerWait)
+            while Date() < until {
+                if answered.isSet { return }
+                usleep(20_000)
+            }
+            if answered.isSet { return }
+            exitNow(code, groups: groups, saying: "tasker: the run does not answer the signal (stuck in code the hook cannot "
+                    + "stop, such as a __gc finalizer that loops); exiting now")
+        }
+        t.start()
     }
 
     /// SIGUSR1 pauses starts (running tasks go on), SIGUSR2 resumes them:
@@ -104,10 +130,10 @@ final class SignalWatcher {
     /// not exit(), whose handlers and destructors would run while the loop
     /// thread may be inside Lua. Nothing here may block: a stalled terminal
     /// or pipe must not keep the process alive.
-    static func exitNow(_ code: Int32, groups: ProcessGroups) -> Never {
+    static func exitNow(_ code: Int32, groups: ProcessGroups, saying message: String = "tasker: interrupted again, exiting now") -> Never {
         groups.killAllForExit()
         if writable(STDERR_FILENO) {
-            let text = Array("\ntasker: interrupted again, exiting now\n".utf8)
+            let text = Array("\n\(message)\n".utf8)
             _ = text.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
         }
         if writable(STDOUT_FILENO) { fflush(nil) }
@@ -126,6 +152,13 @@ final class SignalCount: Sendable {
     /// The first signal (0: none yet), and what a signal does once the run
     /// has ended: under one lock.
     let state = Mutex<(first: Int32, late: (@Sendable (Int32) -> Void)?)>((0, nil))
+}
+
+/// Set once, read from another thread.
+final class SetOnce: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .relaxed) }
+    var isSet: Bool { value.load(ordering: .relaxed) }
 }
 
 /// The signal that arrived after the run ended (0: none).

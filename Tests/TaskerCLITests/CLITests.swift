@@ -182,6 +182,38 @@ import Testing
         #expect(r.status == 130)
         #expect(r.stderr.contains("interrupted again"))
     }
+
+    /// Lua runs `__gc` finalizers with hooks off, so a finalizer that loops
+    /// cannot be stopped: a first signal the run does not take up within
+    /// 3 s ends it as a second would (it was ignored, the run spinning on).
+    @Test func aSignalTheRunCannotAnswerStillEndsIt() async throws {
+        let s = try Scratch(["gc.lua": """
+            tasker.add{timeout = 1, run = function()
+              setmetatable({}, {__gc = function() print("spinning"); io.stdout:flush(); while true do end end})
+              collectgarbage()
+            end}
+            """])
+        defer { s.cleanup() }
+        let started = Date()
+        let r = try await taskerInterrupted(["run", "--no-progress", "gc.lua"], in: s.dir, markers: ["spinning"])
+        #expect(r.status == 130, "\(r.stderr)")
+        #expect(r.stderr.contains("the run does not answer the signal"), "\(r.stderr)")
+        #expect(Date().timeIntervalSince(started) < 30, "a generous bound: it waits 3 s for the run")
+    }
+
+    /// `debug.sethook` would remove the hook that stops runaway code: a
+    /// task that called it spun past its timeout and every signal but a
+    /// second. It is refused at the caller's line.
+    @Test func debugSethookIsRefused() async throws {
+        let s = try Scratch(["hook.lua": """
+            local h = tasker.add{timeout = 1, run = function() debug.sethook(); while true do end end}
+            print(h:result())
+            """])
+        defer { s.cleanup() }
+        let r = try await tasker(["run", "--no-progress", "hook.lua"], in: s.dir)
+        #expect(r.stdout.hasPrefix("false\thook.lua:1: debug.sethook is not available in tasker"), "\(r.stdout)")
+        #expect(r.status == 1, "\(r.stderr)")
+    }
 }
 
 @Suite struct EventsAndExamplesTests {
