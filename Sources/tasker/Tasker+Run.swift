@@ -85,6 +85,12 @@ extension Tasker {
             }
         }
 
+        /// Whether two paths name one existing file.
+        static func isSameFile(_ a: String, _ b: String) -> Bool {
+            var sa = stat(), sb = stat()
+            return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
+        }
+
         /// The words typed between `run` and FILE.
         static func wordsBeforeFile(scriptArgs: [String]) -> [String] {
             let argv = Array(CommandLine.arguments.dropFirst())
@@ -98,6 +104,12 @@ extension Tasker {
             let given = Array(words.checked + words.passed)
             let (resumeRun, file, scriptArgs) = resume ? RunJournal.splitResume(file: file, args: given)
                                                        : (nil, file, given)
+            // `--events p.lua p.lua`: truncated before it was read
+            for (flag, path) in [("--events", events), ("--report", report)] {
+                guard let path, path != "-", Self.isSameFile(path, file) else { continue }
+                StandardError.write("tasker: error: \(flag) '\(TerminalText.escape(path))' is the pipeline file itself (it would be overwritten)\n")
+                throw ExitCode(2)
+            }
             // One line with the system's reason, before anything is
             // started or recorded (no summary of a run that never was).
             if let why = PipelineRunner.unreadable(path: file) {

@@ -201,6 +201,19 @@ import Testing
         #expect(Date().timeIntervalSince(started) < 30, "a generous bound: it waits 3 s for the run")
     }
 
+    /// `--events` or `--report` naming the pipeline file itself would
+    /// truncate it (the report at the end, the events file before it ran).
+    @Test func anOutputThatIsThePipelineFileIsRefused() async throws {
+        let s = try Scratch(["p.lua": "print('ran')\n"])
+        defer { s.cleanup() }
+        for (flag, path) in [("--events", "p.lua"), ("--report", "./p.lua")] {
+            let r = try await tasker(["run", flag, path, "p.lua"], in: s.dir)
+            #expect(r.status == 2 && r.stdout.isEmpty, "\(r.stdout)\(r.stderr)")
+            #expect(r.stderr == "tasker: error: \(flag) '\(path)' is the pipeline file itself (it would be overwritten)\n", "\(r.stderr)")
+        }
+        #expect(try String(contentsOf: s.dir.appendingPathComponent("p.lua"), encoding: .utf8) == "print('ran')\n")
+    }
+
     /// `debug.sethook` would remove the hook that stops runaway code: a
     /// task that called it spun past its timeout and every signal but a
     /// second. It is refused at the caller's line.
