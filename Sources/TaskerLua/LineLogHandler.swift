@@ -44,14 +44,19 @@ public struct LineLogHandler: LogHandler {
     static let secretEndings = ["apikey", "privatekey", "sshkey", "accesskey", "secretkey", "signingkey", "passphrase"]
 
     private let sink: @Sendable (String) -> Void
+    private let jsonSink: @Sendable (String) -> Void
     private let format: Format
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
 
-    public init(level: Logger.Level, format: Format = .logfmt, sink: @escaping @Sendable (String) -> Void) {
+    /// `sink` takes logfmt lines; `jsonSink` JSON ones, which it masks so
+    /// that they stay JSON (by default the same sink).
+    public init(level: Logger.Level, format: Format = .logfmt, sink: @escaping @Sendable (String) -> Void,
+                jsonSink: (@Sendable (String) -> Void)? = nil) {
         self.logLevel = level
         self.format = format
         self.sink = sink
+        self.jsonSink = jsonSink ?? sink
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -65,8 +70,10 @@ public struct LineLogHandler: LogHandler {
         let task = fields.removeValue(forKey: "task").map { "\($0)" }
         switch format {
         case .logfmt: sink(logfmtLine(event, task: task, fields: fields))
-        // masked as JSON here (a secret in a number would break the line); the sink's own mask finds nothing left
-        case .json: sink(SecretMask.shared.maskJSON(jsonLine(event, task: task, fields: fields)))
+        // masked as JSON here (a secret in a number would break the line),
+        // and by a sink that masks as JSON too (the plain mask, finding a
+        // secret across a quote, broke the line)
+        case .json: jsonSink(SecretMask.shared.maskJSON(jsonLine(event, task: task, fields: fields)))
         }
     }
 

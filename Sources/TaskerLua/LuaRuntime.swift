@@ -59,6 +59,9 @@ public final class LuaRuntime {
         /// nil runs them in this process.
         public var remote: RemoteQueue?
         public var diagnostics: @Sendable (String) -> Void = { StandardError.write(($0 + "\n")) }
+        /// Where JSON log lines go (`--log-format json`): masked so that
+        /// they stay JSON.
+        public var jsonDiagnostics: @Sendable (String) -> Void = { StandardError.write($0 + "\n", json: true) }
 
         public init() {}
     }
@@ -144,8 +147,8 @@ public final class LuaRuntime {
         self.httpEngine = Engine(loop: loop, concurrency: HTTPSettings().concurrency)
         engine.peer = httpEngine
         httpEngine.peer = engine
-        let level = options.logLevel, format = options.logFormat, sink = options.diagnostics
-        self.logger = Logger(label: "tasker") { _ in LineLogHandler(level: level, format: format, sink: sink) }
+        let level = options.logLevel, format = options.logFormat, sink = options.diagnostics, jsonSink = options.jsonDiagnostics
+        self.logger = Logger(label: "tasker") { _ in LineLogHandler(level: level, format: format, sink: sink, jsonSink: jsonSink) }
         let crt: OpaquePointer = tasker_runtime_new()
         var err = [CChar](repeating: 0, count: 512)
         guard let L = tasker_newstate(crt, &err, err.count) else {

@@ -5,9 +5,12 @@ import Foundation
 /// write fails (a closed pipe); a message that cannot be shown must not stop
 /// the run.
 public enum StandardError {
-    public static func write(_ text: String) {
+    /// `json`: `text` is JSON lines, masked so that they stay JSON (the
+    /// plain mask, finding a secret across a quote, broke them).
+    public static func write(_ text: String, json: Bool = false) {
         // every registered secret as *** (tasker's own output)
-        _ = writeAll(STDERR_FILENO, Array(SecretMask.shared.mask(text).utf8))
+        let masked = json ? SecretMask.shared.maskJSON(text) : SecretMask.shared.mask(text)
+        _ = writeAll(STDERR_FILENO, Array(masked.utf8))
     }
 }
 

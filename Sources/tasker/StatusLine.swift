@@ -88,10 +88,10 @@ final class StatusLine: EngineObserver, Sendable {
 
     /// A line for stderr (a log line, a warning): the status line is erased
     /// first, so the two never mix; it is drawn again at the next tick.
-    func writeError(_ text: String) {
+    func writeError(_ text: String, json: Bool = false) {
         state.withLock { s in
             erase(&s)
-            StandardError.write(text)
+            StandardError.write(text, json: json)
         }
     }
 

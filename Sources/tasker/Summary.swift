@@ -129,7 +129,7 @@ struct Summary {
     }
 
     func print() {
-        StandardError.write(json ? SecretMask.shared.maskJSON(jsonText) : text)
+        StandardError.write(json ? jsonText : text, json: json)
     }
 
     /// The summary as one JSON object on a line, as `--log-format json`

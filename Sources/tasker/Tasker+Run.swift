@@ -142,6 +142,7 @@ extension Tasker {
             if let status {
                 options.output = { status.write($0) }
                 options.diagnostics = { status.writeError($0 + "\n") }
+                options.jsonDiagnostics = { status.writeError($0 + "\n", json: true) }
             }
             let signals = SignalWatcher()
             let events: EventsWriter?

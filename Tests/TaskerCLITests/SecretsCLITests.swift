@@ -442,6 +442,31 @@ import Testing
         #expect(!r.stderr.contains("7319"), "\(r.stderr)")
     }
 
+    /// A secret that matches JSON's own punctuation (a quote and what is
+    /// around it) was masked again by the plain mask on its way to stderr,
+    /// across the line's quotes: `{"level":"er***,…`. Log lines and the
+    /// summary stay JSON.
+    @Test func jsonLinesStayJSONWhenASecretMatchesTheirPunctuation() async throws {
+        let s = try Scratch(["p.lua": """
+            local s = tasker.secret("MYTOK")
+            log.error("boom", {k = "v"})
+            tasker.add{name = "na", run = function() end}
+            """])
+        defer { s.cleanup() }
+        for secret in [#"ror""#, #""k":"#, #"","na"#] {
+            var env = ProcessInfo.processInfo.environment
+            env["MYTOK"] = secret
+            let r = try await collect(launch(["run", "--no-progress", "--no-journal", "--log-format", "json", "p.lua"], in: s.dir,
+                                             environment: env))
+            #expect(r.status == 0, "\(r.stderr)")
+            let lines = r.stderr.split(separator: "\n")
+            #expect(lines.count >= 2, "\(r.stderr)")
+            for line in lines {
+                #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "not JSON with \(secret): \(line)")
+            }
+        }
+    }
+
     @Test func aMissingSecretSaysWhereItWasLookedFor() async throws {
         let s = try Scratch(["p.lua": """
             local t = tasker.secret("deploy", {env = "DEPLOY_TOKEN", file = "missing.token"})
