@@ -7,8 +7,8 @@ import Glibc
 /// system's reason. Safe to run on any thread.
 enum FileOperation: Sendable {
     case read(String)
-    case write(String, [UInt8], mode: mode_t?, atomic: Bool)
-    case append(String, [UInt8])
+    case write(String, FileData, mode: mode_t?, atomic: Bool)
+    case append(String, FileData)
     case list(String)
     case glob(String)
     case stat(String)
@@ -248,14 +248,13 @@ enum Files {
 
     /// Writes all of `data`, a megabyte at a time so a cancel stops it soon;
     /// a full FIFO is waited for through `cancel`.
-    private static func writeAll(_ fd: Int32, _ data: ArraySlice<UInt8>, _ path: String, _ cancel: FileCancel) throws(FSFailure) {
-        var offset = data.startIndex
-        while offset < data.endIndex {
+    private static func writeAll(_ fd: Int32, _ data: FileData, _ path: String, _ cancel: FileCancel) throws(FSFailure) {
+        let raw = data.bytes
+        var offset = 0
+        while offset < raw.count {
             try cancel.check(path)
-            let end = min(data.endIndex, offset + (1 << 20))
-            let n = data.withUnsafeBytes { raw in
-                Glibc.write(fd, raw.baseAddress! + (offset - data.startIndex), end - offset)
-            }
+            let end = min(raw.count, offset + (1 << 20))
+            let n = Glibc.write(fd, raw.baseAddress! + offset, end - offset)
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN {
@@ -275,10 +274,10 @@ enum Files {
         return 0o666 & ~mask
     }
 
-    static func write(_ path: String, _ data: [UInt8], mode: mode_t?, _ cancel: FileCancel) throws(FSFailure) {
+    static func write(_ path: String, _ data: FileData, mode: mode_t?, _ cancel: FileCancel) throws(FSFailure) {
         let (fd, _, _) = try open(path, O_WRONLY | O_CREAT | O_TRUNC, mode ?? 0o666, cancel)
         defer { close(fd) }
-        try writeAll(fd, data[...], path, cancel)
+        try writeAll(fd, data, path, cancel)
         if let mode, fchmod(fd, mode) != 0 { throw FSFailure("cannot set the mode of", path, errno) }
     }
 
@@ -315,7 +314,7 @@ enum Files {
     /// Writes a temp file in the same directory and syncs it: renamed over
     /// `path` by `StagedWrite.commit`, readers see the old file or the new
     /// one, never half.
-    static func stageAtomically(_ path: String, _ data: [UInt8], mode: mode_t?, _ cancel: FileCancel) throws(FSFailure) -> StagedWrite {
+    static func stageAtomically(_ path: String, _ data: FileData, mode: mode_t?, _ cancel: FileCancel) throws(FSFailure) -> StagedWrite {
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { String(path[..<$0]) } ?? "."
         let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
@@ -334,7 +333,7 @@ enum Files {
         }
         do {
             defer { close(fd) }
-            try writeAll(fd, data[...], path, cancel)
+            try writeAll(fd, data, path, cancel)
             var st = Glibc.stat()
             let exists = statPath(path, &st) == 0
             let keep: mode_t? = exists ? st.st_mode & 0o7777 : nil
@@ -348,10 +347,10 @@ enum Files {
         return StagedWrite(temp: temp, path: path)
     }
 
-    static func append(_ path: String, _ data: [UInt8], _ cancel: FileCancel) throws(FSFailure) {
+    static func append(_ path: String, _ data: FileData, _ cancel: FileCancel) throws(FSFailure) {
         let (fd, _, _) = try open(path, O_WRONLY | O_CREAT | O_APPEND, 0o666, cancel)
         defer { close(fd) }
-        try writeAll(fd, data[...], path, cancel)
+        try writeAll(fd, data, path, cancel)
     }
 
     static func list(_ dir: String) throws(FSFailure) -> [String] {
@@ -438,7 +437,11 @@ enum Files {
         }
         if !toStream, ftruncate(dst, 0) != 0 { throw FSFailure("cannot truncate", to, errno) }
         try readChunks(src, streaming, from, cancel) { (chunk) throws(FSFailure) in
-            try writeAll(dst, chunk, to, cancel)
+            var failure: FSFailure?
+            chunk.withUnsafeBytes { b in
+                do throws(FSFailure) { try writeAll(dst, FileData(b), to, cancel) } catch { failure = error }
+            }
+            if let failure { throw failure }
         }
         if !toStream { _ = fchmod(dst, st.st_mode & 0o7777) }
     }

@@ -76,12 +76,12 @@ final class FSModule: LuaModule {
         } else if !LuaStack(L).isNoneOrNil(3) {
             return host.argError(L, "fs.write", 3, "table")
         }
-        return run(L, .write(path, data, mode: mode, atomic: atomic))
+        return run(L, .write(path, data, mode: mode, atomic: atomic), data: 2)
     }
 
     func append(_ L: OpaquePointer) -> Int32 {
         guard let path = path(L, 1, "fs.append"), let data = bytes(L, 2, "fs.append") else { return TASKER_RAISE }
-        return run(L, .append(path, data))
+        return run(L, .append(path, data), data: 2)
     }
 
     func list(_ L: OpaquePointer) -> Int32 {
@@ -147,14 +147,16 @@ final class FSModule: LuaModule {
     }
 
     /// The bytes of a string argument, or nil with a usage error pushed.
-    private func bytes(_ L: OpaquePointer, _ i: Int32, _ fn: String) -> [UInt8]? {
+    /// The string at `i` (a number made one, in place), borrowed: valid
+    /// while it stays on the stack or anchored (`run(_:_:keep:data:)`).
+    private func bytes(_ L: OpaquePointer, _ i: Int32, _ fn: String) -> FileData? {
         guard lua_type(L, i) == LUA_TSTRING || lua_type(L, i) == LUA_TNUMBER else {
             _ = host.argError(L, fn, i, "string")
             return nil
         }
         var len = 0
         let p = tasker_tostring(L, i, &len)!
-        return Array(UnsafeRawBufferPointer(start: p, count: len))
+        return FileData(UnsafeRawBufferPointer(start: p, count: len))
     }
 
     /// One boolean option of an options table at `i`, or nil with a usage error pushed.
@@ -182,11 +184,18 @@ final class FSModule: LuaModule {
 
     /// Runs `op` on the fs thread while the caller waits, or here when it
     /// is quick or the caller cannot wait.
-    private func run(_ L: OpaquePointer, _ op: FileOperation, keep: Bool = false) -> Int32 {
+    /// `data`: the stack index of the string the operation's bytes are
+    /// borrowed from, anchored while the fs thread writes them.
+    private func run(_ L: OpaquePointer, _ op: FileOperation, keep: Bool = false, data: Int32? = nil) -> Int32 {
         if op.changesFiles, let status = host.planStops(L, op.function) { return status }
         let position = LuaStack(L).whereString(level: 1)
         if op.mayBlock, host.inFiber, lua_isyieldable(L) != 0 {
-            return host.suspend(L, .wait(FileWait(op, keep: keep, position: position)))
+            var anchor = LUA_NOREF
+            if let data {
+                lua_pushvalue(L, data)
+                anchor = luaL_ref(L, tasker_registryindex())
+            }
+            return host.suspend(L, .wait(FileWait(op, keep: keep, position: position, anchor: anchor)))
         }
         var result = op.perform()
         if case .success(.staged(let staged)) = result { result = staged.commit() }
@@ -258,13 +267,17 @@ final class FileWait: FiberWait {
     let op: FileOperation
     let keep: Bool
     let position: String
+    /// Registry ref of the string whose bytes `op` writes (borrowed, see
+    /// `FileData`): released in `finish`, once the fs thread has let go.
+    let anchor: Int32
     private let token = FileCancel()
     private var cancelled = false
 
-    init(_ op: FileOperation, keep: Bool, position: String) {
+    init(_ op: FileOperation, keep: Bool, position: String, anchor: Int32 = LUA_NOREF) {
         self.op = op
         self.keep = keep
         self.position = position
+        self.anchor = anchor
     }
 
     func start(_ fiber: Fiber, in runtime: LuaRuntime) {
@@ -284,6 +297,7 @@ final class FileWait: FiberWait {
     }
 
     private func finish(_ outcome: Result<FileResult, FSFailure>, _ fiber: Fiber, _ runtime: LuaRuntime) {
+        if anchor != LUA_NOREF { luaL_unref(runtime.L, tasker_registryindex(), anchor) }
         var result = outcome
         let module = runtime.module(FSModule.self)
         if cancelled || fiber.finished {
