@@ -107,8 +107,13 @@ enum FileOperation: Sendable {
             guard Glibc.rename(from, to) == 0 else { throw FSFailure("cannot rename", from, errno, to: to) }
             return .nothing
         case .copy(let from, let to):
-            try Files.copy(from, to, cancel)
-            return .nothing
+            // as `write`: where a symlink leads; a FIFO or a device in place
+            let target = Files.followingLinks(to)
+            if Files.isSpecial(target) {
+                try Files.copy(from, target, cancel)
+                return .nothing
+            }
+            return .staged(try Files.stageCopy(from, target, cancel))
         case .tempdir:
             return .path(try Files.makeTempDir())
         }
@@ -315,6 +320,35 @@ enum Files {
     /// `path` by `StagedWrite.commit`, readers see the old file or the new
     /// one, never half.
     static func stageAtomically(_ path: String, _ data: FileData, mode: mode_t?, _ cancel: FileCancel) throws(FSFailure) -> StagedWrite {
+        try stage(path, mode: mode, what: "cannot write", cancel) { (fd) throws(FSFailure) in try writeAll(fd, data, path, cancel) }
+    }
+
+    /// A copy staged as a write is: a cancel, a timeout or a full disk
+    /// leaves the target as it was (copied in place, it was left cut).
+    /// The copy has the source's mode.
+    static func stageCopy(_ from: String, _ to: String, _ cancel: FileCancel) throws(FSFailure) -> StagedWrite {
+        let (src, st, streaming) = try open(from, O_RDONLY, 0, cancel)
+        defer { close(src) }
+        if st.st_mode & S_IFMT == S_IFDIR { throw FSFailure("cannot copy", from, EISDIR) }
+        var target = Glibc.stat()
+        if statPath(to, &target) == 0, target.st_dev == st.st_dev, target.st_ino == st.st_ino {
+            throw FSFailure(message: "cannot copy '\(from)' to '\(to)': they are the same file", path: from)
+        }
+        return try stage(to, mode: st.st_mode & 0o7777, what: "cannot copy to", cancel) { (fd) throws(FSFailure) in
+            try readChunks(src, streaming, from, cancel) { (chunk) throws(FSFailure) in
+                var failure: FSFailure?
+                chunk.withUnsafeBytes { b in
+                    do throws(FSFailure) { try writeAll(fd, FileData(b), to, cancel) } catch { failure = error }
+                }
+                if let failure { throw failure }
+            }
+        }
+    }
+
+    /// A temp file beside `path`, filled by `fill`, given `mode` (else the
+    /// target's, else the default) and synced.
+    private static func stage(_ path: String, mode: mode_t?, what: String, _ cancel: FileCancel,
+                              fill: (Int32) throws(FSFailure) -> Void) throws(FSFailure) -> StagedWrite {
         let slash = path.lastIndex(of: "/")
         let dir = slash.map { String(path[..<$0]) } ?? "."
         let base = slash.map { String(path[path.index(after: $0)...]) } ?? path
@@ -324,7 +358,7 @@ enum Files {
         while short.utf8.count > 240 { short = short.dropLast() }
         var template = Array("\(dir.isEmpty ? "/" : dir)/.\(short).tmp-\(Files.sixXs)".utf8CString)
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { throw FSFailure("cannot write", path, errno) }
+        guard fd >= 0 else { throw FSFailure(what, path, errno) }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let temp = cString(template)
         var ok = false
@@ -333,7 +367,7 @@ enum Files {
         }
         do {
             defer { close(fd) }
-            try writeAll(fd, data, path, cancel)
+            try fill(fd)
             var st = Glibc.stat()
             let exists = statPath(path, &st) == 0
             let keep: mode_t? = exists ? st.st_mode & 0o7777 : nil

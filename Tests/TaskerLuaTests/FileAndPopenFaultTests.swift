@@ -52,6 +52,26 @@ import Testing
         ], "\(r.output)\(r.diagnostics)")
     }
 
+    /// A copy is staged as a write is: one whose task timed out leaves the
+    /// target as it was (it was left cut) and no temp file.
+    @Test func aCopyWhoseTaskTimedOutLeavesTheOldTarget() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        try "old".write(toFile: d + "/target.txt", atomically: false, encoding: .utf8)
+        let r = try await runLua("""
+            local d = "\(d)"
+            fs.write(d .. "/big", string.rep("x", 64 << 20))
+            local h = tasker.add{name = "c", timeout = 0.02, run = function() fs.copy(d .. "/big", d .. "/target.txt") end}
+            print(h:result())
+            fs.copy(d .. "/big", d .. "/copy")
+            print(fs.stat(d .. "/copy").size)
+            """)
+        #expect(r.lines.first?.hasPrefix("false\ttimeout") == true, "\(r.output)\(r.diagnostics)")
+        #expect(r.lines.dropFirst().first == "\(64 << 20)", "\(r.output)\(r.diagnostics)")
+        #expect(try String(contentsOfFile: d + "/target.txt", encoding: .utf8) == "old")
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: d)) == ["big", "copy", "target.txt"])
+    }
+
     /// An atomic write goes where a symlink leads (the link stays a link),
     /// writes into a FIFO or a device as data comes (a rename would put a
     /// plain file in the node's place), and takes a name of 255 bytes.
