@@ -171,6 +171,16 @@ import Testing
                             "nil\ttable"])
     }
 
+    /// A used file that uses itself, directly or through another, is a
+    /// usage error naming the chain (it was Lua's C stack overflowing, in
+    /// 2 KB of nested tracebacks).
+    @Test func aUsedFileThatUsesItselfIsAUsageError() async throws {
+        let r = try await runLua("""
+            print(pcall(tasker.use, "a.lua"))
+            """, files: ["a.lua": "tasker.use('b.lua')\n", "b.lua": "tasker.use('a.lua')\n"])
+        #expect(r.lines == ["false\tb.lua:1: usage: tasker.use: 'a.lua' uses itself (a.lua -> b.lua -> a.lua)"], "\(r.output)\(r.diagnostics)")
+    }
+
     @Test func aBurstOfWritesAndAHalfWrittenFileNeverLeaveTasksUnintercepted() async throws {
         // 200 quick in-place writes while jobs run: every job sees some
         // version of the rule; an empty (truncated) file keeps the old one.

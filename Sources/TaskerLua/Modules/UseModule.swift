@@ -36,6 +36,9 @@ final class UseModule: LuaModule {
     unowned let runtime: LuaRuntime
     /// Files loaded with `tasker.use`, by absolute path.
     var usedFiles: [String: UsedFile] = [:]
+    /// The used files being loaded, outermost first (one that uses itself
+    /// is found here).
+    var loading: [UsedFile] = []
     /// While a used file runs: what it registers (not installed yet).
     var staging: Registrations?
     var watcher: FileWatcher?
@@ -73,14 +76,24 @@ final class UseModule: LuaModule {
         let chunkName = relative.hasPrefix("/") ? relative : (runtime.chunk.scriptDirectory == "." ? relative : runtime.chunk.scriptDirectory + "/" + relative)
         let path = URL(fileURLWithPath: chunkName).standardizedFileURL.path
         if usedFiles[path] != nil { return 0 }
+        // a file that uses itself, or one that uses it: a usage error, not
+        // Lua's C stack overflowing through nested loads
+        if loading.contains(where: { $0.path == path }) {
+            let chain = (loading.map(\.chunkName) + [chunkName]).joined(separator: " -> ")
+            return runtime.usage(L, "tasker.use: '\(chunkName)' uses itself (\(chain))")
+        }
         let file = UsedFile(path: path, chunkName: chunkName)
         if let why = PipelineRunner.unreadable(path: chunkName) {
             // an engine error like fs.read's, at the caller's line
             return runtime.raise(L, TaskFailure(.fs, "tasker.use: \(why)", position: LuaStack(L).whereString(level: 1)))
         }
-        switch runUsedFile(file, on: L) {
+        loading.append(file)
+        let outcome = runUsedFile(file, on: L)
+        loading.removeLast()
+        switch outcome {
         case .failure(let failure):
-            LuaStack(L).push(failure.message)
+            // the message at its file:line; the traceback is the caller's
+            LuaStack(L).push(failure.message.components(separatedBy: "\nstack traceback:")[0])
             return TASKER_RAISE
         case .success(let registrations):
             file.registrations = registrations
