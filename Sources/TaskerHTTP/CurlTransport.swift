@@ -172,7 +172,10 @@ final class CurlDriver: Sendable {
                 }
             }
             // libcurl returns sooner when one of its own timeouts is due.
-            _ = tasker_curl_multi_poll(m, active.isEmpty ? 60_000 : 1000)
+            // Idle too, a second at most: a multi handle made while the
+            // process was out of descriptors has no wake-up pipe, and its
+            // new requests and the run's stop then waited a minute here.
+            _ = tasker_curl_multi_poll(m, 1000)
         }
     }
 }

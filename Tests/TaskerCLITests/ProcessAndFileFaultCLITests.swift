@@ -145,6 +145,34 @@ private final class ExitFlag: Sendable {
         #expect(!r.stderr.contains("crashed") && !r.stderr.contains("Fatal error"))
     }
 
+    /// HTTP's transfer thread made with one descriptor free (libcurl loads
+    /// one file at a time; its wake-up pair needs two) was never woken: the
+    /// next request waited out its timeout before it started, and the run's
+    /// end a minute. It now looks every second.
+    @Test func runningOutOfDescriptorsDoesNotLeaveHTTPAsleep() async throws {
+        let s = try Scratch(["p.lua": """
+            local held = {}
+            while true do
+              local f = io.open("/dev/null")
+              if not f then break end
+              held[#held + 1] = f
+            end
+            table.remove(held):close()
+            print("first", select(2, pcall(http.get, "http://127.0.0.1:9/", {retry = false})).kind)
+            for _, f in ipairs(held) do f:close() end
+            print("second", select(2, pcall(http.get, "http://127.0.0.1:9/", {retry = false})).code)
+            """])
+        defer { s.cleanup() }
+        let script = "ulimit -n 64; exec \"$TASKER\" run --no-journal --no-progress p.lua"
+        var env = ProcessInfo.processInfo.environment
+        env["TASKER"] = taskerBinary().path
+        let started = Date()
+        let r = await collect(try launch(["-c", script], in: s.dir, executable: URL(fileURLWithPath: "/bin/sh"), environment: env))
+        let took = Date().timeIntervalSince(started)
+        #expect(r.stdout == "first\thttp\nsecond\tconnect\n", "\(r.stdout)\(r.stderr)")
+        #expect(took < 20, "a generous bound: 60 s before, about 1 s now (\(took) s)")
+    }
+
     @Test func aFIFOWithoutAPeerDoesNotHoldUpATimeout() async throws {
         // A FIFO each: two calls on one FIFO would be each other's peer.
         let s = try Scratch(["p.lua": """
