@@ -21,7 +21,14 @@ struct DeclaredParameters {
     /// the plain parameters a `tasker.secret` is taken from.
     func names(secretOnly: Bool) -> Set<String> {
         var names = Set<String>()
-        for body in paramBodies() {
+        // Outermost first, and a body inside one already read is not read
+        // again (its names and `secret` were seen in the outer one, which
+        // errs towards more): the reads stay within the file's length, where
+        // 200,000 nested or unclosed declarations each read to the end of
+        // the file took minutes.
+        var readTo = 0
+        for body in paramBodies().sorted(by: { $0.lowerBound < $1.lowerBound }) where body.lowerBound >= readTo {
+            readTo = body.upperBound
             if secretOnly && !has("secret", valued: "true", in: body) { continue }
             names.formUnion(quotedNames(of: "name", in: body))
         }
@@ -77,8 +84,8 @@ struct DeclaredParameters {
             guard let name = literal(at: first, before: end) ?? longLiteral(at: first) else { continue }
             let options = s[(open + 1)..<end].contains(UInt8(ascii: "{"))
             var env = options ? nil : name, file: String?
-            forEachValue(of: "env", in: (open + 1)..<end) { j in env = literal(at: j, before: end) ?? env }
-            forEachValue(of: "file", in: (open + 1)..<end) { j in file = literal(at: j, before: end) }
+            forEachValue(of: "env", in: (open + 1)..<end) { j in env = literal(at: j, before: end) ?? longLiteral(at: j) ?? env }
+            forEachValue(of: "file", in: (open + 1)..<end) { j in file = literal(at: j, before: end) ?? longLiteral(at: j) }
             out.append((env, file))
             i = close
         }
@@ -98,6 +105,8 @@ struct DeclaredParameters {
         var open: [(at: Int, isParam: Bool)] = []
         var paramBrace = -1  // where the `{` of the declaration just read is
         var i = 0
+        // a first line starting with `#` (`#!/usr/bin/env tasker`) is not Lua
+        if s.first == UInt8(ascii: "#") { while i < s.count, !isLineBreak(s[i]) { i += 1 } }
         while i < s.count {
             switch s[i] {
             case UInt8(ascii: "{"):
@@ -107,8 +116,16 @@ struct DeclaredParameters {
             case UInt8(ascii: "\""), UInt8(ascii: "'"):
                 let quote = s[i]
                 i += 1
-                while i < s.count, s[i] != quote, s[i] != UInt8(ascii: "\n") {
-                    if s[i] == UInt8(ascii: "\\") { i += 1 }
+                while i < s.count, s[i] != quote, !isLineBreak(s[i]) {
+                    if s[i] == UInt8(ascii: "\\") {
+                        i += 1
+                        if i < s.count, s[i] == UInt8(ascii: "z") {
+                            // `\z` skips the spaces and line breaks after it
+                            while i + 1 < s.count, s[i + 1] == 32 || (s[i + 1] >= 9 && s[i + 1] <= 13) { i += 1 }
+                        } else if i + 1 < s.count, isLineBreak(s[i]), isLineBreak(s[i + 1]), s[i] != s[i + 1] {
+                            i += 1  // an escaped CR LF (or LF CR) is one line break
+                        }
+                    }
                     i += 1
                 }
             case UInt8(ascii: "["):
@@ -117,7 +134,7 @@ struct DeclaredParameters {
                 if let end = longBracketEnd(at: i + 2) {
                     i = end - 1
                 } else {
-                    while i + 1 < s.count, s[i + 1] != UInt8(ascii: "\n") { i += 1 }
+                    while i + 1 < s.count, !isLineBreak(s[i + 1]) { i += 1 }
                 }
             case UInt8(ascii: "t") where i + word.count <= s.count && s[i..<(i + word.count)].elementsEqual(word)
                                           && (i == 0 || !(isNameStart(s[i - 1]) || isDigit(s[i - 1]))):
@@ -147,17 +164,18 @@ struct DeclaredParameters {
         return find(close, from: k + 1).map { $0 + close.count } ?? s.count
     }
 
-    /// `[[…]]` (no `=` levels) at `j`, short and on one line.
+    /// `[[…]]` or `[==[…]==]` at `j`, short and on one line.
     private func longLiteral(at j: Int) -> String? {
-        guard j + 1 < s.count, s[j] == UInt8(ascii: "["), s[j + 1] == UInt8(ascii: "[") else { return nil }
+        guard j < s.count, s[j] == UInt8(ascii: "[") else { return nil }
+        var open = j + 1
+        while open < s.count, s[open] == UInt8(ascii: "=") { open += 1 }
+        guard open < s.count, s[open] == UInt8(ascii: "[") else { return nil }
+        let level = open - j - 1
+        let close = [UInt8(ascii: "]")] + Array(repeating: UInt8(ascii: "="), count: level) + [UInt8(ascii: "]")]
         let end = min(s.count, j + Self.longestSecretCall)
-        var k = j + 2
-        while k + 1 < end, !(s[k] == UInt8(ascii: "]") && s[k + 1] == UInt8(ascii: "]")) {
-            if s[k] == UInt8(ascii: "\n") { return nil }
-            k += 1
-        }
-        guard k + 1 < end, k > j + 2 else { return nil }
-        return String(decoding: s[(j + 2)..<k], as: UTF8.self)
+        guard let at = find(close, from: open + 1, before: end), at > open + 1,
+              !s[(open + 1)..<at].contains(where: isLineBreak) else { return nil }
+        return String(decoding: s[(open + 1)..<at], as: UTF8.self)
     }
 
     /// The string literal (double or single quotes, no escapes) at `j`.
@@ -252,6 +270,9 @@ struct DeclaredParameters {
         }
         return Unicode.Scalar(value).map { ($0, length) }
     }
+
+    /// Lua ends a line (a comment, a short string) at CR as at LF.
+    private func isLineBreak(_ c: UInt8) -> Bool { c == 10 || c == 13 }
 
     private func isNameStart(_ c: UInt8) -> Bool { (c | 0x20) >= 97 && (c | 0x20) <= 122 || c == 95 }
     private func isDigit(_ c: UInt8) -> Bool { c >= 48 && c <= 57 }

@@ -189,12 +189,16 @@ struct RunJournal {
         var args = args
         var i = 0
         while i < args.count {
+            // the value is a secret from here on: masked wherever else it
+            // is (another word, a --var) as the script will mask it
             for name in secretParams {
                 if args[i] == "--" + name, i + 1 < args.count {
+                    _ = SecretMask.shared.register(args[i + 1])
                     args[i + 1] = "***"
                     i += 1
                     break
                 } else if args[i].hasPrefix("--" + name + "=") {
+                    _ = SecretMask.shared.register(String(args[i].dropFirst(name.count + 3)))
                     args[i] = "--" + name + "=***"
                 }
             }
