@@ -73,7 +73,7 @@ enum FileOperation: Sendable {
             // Through a symlink to the file it leads to (a rename over the
             // link would put a file in its place); a FIFO, a device or a
             // socket written as data comes (a rename would replace the node).
-            let target = Files.followingLinks(path)
+            let target = try Files.followingLinks(path, for: "cannot write")
             if atomic && !Files.isSpecial(target) {
                 return .staged(try Files.stageAtomically(target, data, mode: mode, cancel))
             }
@@ -108,7 +108,7 @@ enum FileOperation: Sendable {
             return .nothing
         case .copy(let from, let to):
             // as `write`: where a symlink leads; a FIFO or a device in place
-            let target = Files.followingLinks(to)
+            let target = try Files.followingLinks(to, for: "cannot copy to")
             if Files.isSpecial(target) {
                 try Files.copy(from, target, cancel)
                 return .nothing
@@ -287,8 +287,10 @@ enum Files {
     }
 
     /// `path`, or where the symlink at `path` leads, through every link in a
-    /// row (one that leads nowhere: where it would be created).
-    static func followingLinks(_ path: String) -> String {
+    /// row (one that leads nowhere: where it would be created). A loop of
+    /// links, or more than 40 in a row, is ELOOP, as for open(2): the path
+    /// returned then would be a link, and a rename would replace it.
+    static func followingLinks(_ path: String, for what: String) throws(FSFailure) -> String {
         var p = path
         for _ in 0..<40 {  // the kernel's own limit on links in a row
             var st = Glibc.stat()
@@ -305,6 +307,8 @@ enum Files {
                 p = link
             }
         }
+        var st = Glibc.stat()
+        if lstat(p, &st) == 0, st.st_mode & S_IFMT == S_IFLNK { throw FSFailure(what, path, ELOOP) }
         return p
     }
 
