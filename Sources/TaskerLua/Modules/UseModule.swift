@@ -9,6 +9,8 @@ final class UsedFile {
     let path: String
     let chunkName: String
     var registrations = Registrations()
+    /// The files it uses (absolute paths), as it last loaded.
+    var uses: Set<String> = []
     var reloadScheduled = false
     /// When the last change event arrived; a reload waits until the file
     /// has been quiet for the debounce.
@@ -75,13 +77,15 @@ final class UseModule: LuaModule {
         guard let relative = LuaStack(L).string(1) else { return runtime.argError(L, "tasker.use", 1, "string") }
         let chunkName = relative.hasPrefix("/") ? relative : (runtime.chunk.scriptDirectory == "." ? relative : runtime.chunk.scriptDirectory + "/" + relative)
         let path = URL(fileURLWithPath: chunkName).standardizedFileURL.path
-        if usedFiles[path] != nil { return 0 }
         // a file that uses itself, or one that uses it: a usage error, not
-        // Lua's C stack overflowing through nested loads
-        if loading.contains(where: { $0.path == path }) {
-            let chain = (loading.map(\.chunkName) + [chunkName]).joined(separator: " -> ")
-            return runtime.usage(L, "tasker.use: '\(chunkName)' uses itself (\(chain))")
+        // Lua's C stack overflowing through nested loads (looked at first: a
+        // reload runs a file that is used already)
+        loading.last?.uses.insert(path)
+        if let chain = cycle(to: path) {
+            let names = (loading.map(\.chunkName) + chain.map { usedFiles[$0]?.chunkName ?? $0 }).joined(separator: " -> ")
+            return runtime.usage(L, "tasker.use: a cycle of used files (\(names))")
         }
+        if usedFiles[path] != nil { return 0 }
         let file = UsedFile(path: path, chunkName: chunkName)
         if let why = PipelineRunner.unreadable(path: chunkName) {
             // an engine error like fs.read's, at the caller's line
@@ -103,6 +107,21 @@ final class UseModule: LuaModule {
         usedFiles[path] = file
         if runtime.options.watch { startWatching(file) }
         return 0
+    }
+
+    /// The files from `path` on through what each uses, back to one being
+    /// loaded (the chain of a cycle), or nil.
+    private func cycle(to path: String) -> [String]? {
+        var seen: Set<String> = []
+        func walk(_ p: String) -> [String]? {
+            if loading.contains(where: { $0.path == p }) { return [p] }
+            guard seen.insert(p).inserted, let file = usedFiles[p] else { return nil }
+            for next in file.uses.sorted() {
+                if let rest = walk(next) { return [p] + rest }
+            }
+            return nil
+        }
+        return walk(path)
     }
 
     /// Loads and runs the file in a fresh environment (reads fall through to
@@ -189,8 +208,14 @@ final class UseModule: LuaModule {
             return
         }
         let new: Registrations
-        switch runUsedFile(file, on: runtime.L) {
+        let oldUses = file.uses
+        file.uses = []
+        loading.append(file)
+        let outcome = runUsedFile(file, on: runtime.L)
+        loading.removeLast()
+        switch outcome {
         case .failure(let failure):
+            file.uses = oldUses
             if let code = runtime.driver.exitRequested {
                 runtime.logger.info("\(file.chunkName) called tasker.exit(\(code)) while reloading; the run ends")
                 return
