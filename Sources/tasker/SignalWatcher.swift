@@ -48,7 +48,9 @@ final class SignalWatcher {
     }
 
     /// How long the run's thread has to take up a stopping signal.
-    static let answerWait = 3.0
+    /// Long: a C function (a pattern match over a huge string) may run this
+    /// long legitimately, and the signal then should still end it cleanly.
+    static let answerWait = 10.0
 
     /// A loop that does not take up the signal within `answerWait` is stuck
     /// where the hook cannot reach (a `__gc` finalizer that loops: Lua runs
@@ -62,8 +64,8 @@ final class SignalWatcher {
                 usleep(20_000)
             }
             if answered.isSet { return }
-            exitNow(code, groups: groups, saying: "tasker: the run does not answer the signal (stuck in code the hook cannot "
-                    + "stop, such as a __gc finalizer that loops); exiting now")
+            exitNow(code, groups: groups, saying: "tasker: the run has not taken up the signal in 10 s (busy in a C function "
+                    + "or a __gc finalizer, where the hook cannot stop it); exiting now, without the summary")
         }
         t.start()
     }

@@ -105,10 +105,21 @@ extension Tasker {
             let (resumeRun, file, scriptArgs) = resume ? RunJournal.splitResume(file: file, args: given)
                                                        : (nil, file, given)
             // `--events p.lua p.lua`: truncated before it was read
+            // and the journal's files: truncated, the history was gone
+            var journalFiles: [String] = []
+            if store == nil, !noJournal, case .directory(let dir) = JournalPlace(state: state, store: nil) {
+                journalFiles = ["", "-wal", "-shm"].map { dir + "/" + Journal.fileName + $0 }
+            }
             for (flag, path) in [("--events", events), ("--report", report)] {
-                guard let path, path != "-", Self.isSameFile(path, file) else { continue }
-                StandardError.write("tasker: error: \(flag) '\(TerminalText.escape(path))' is the pipeline file itself (it would be overwritten)\n")
-                throw ExitCode(2)
+                guard let path, path != "-" else { continue }
+                if Self.isSameFile(path, file) {
+                    StandardError.write("tasker: error: \(flag) '\(TerminalText.escape(path))' is the pipeline file itself (it would be overwritten)\n")
+                    throw ExitCode(2)
+                }
+                if journalFiles.contains(where: { Self.isSameFile(path, $0) }) {
+                    StandardError.write("tasker: error: \(flag) '\(TerminalText.escape(path))' is the journal's file (it would be overwritten)\n")
+                    throw ExitCode(2)
+                }
             }
             // One line with the system's reason, before anything is
             // started or recorded (no summary of a run that never was).
