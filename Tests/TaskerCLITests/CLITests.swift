@@ -198,7 +198,7 @@ import Testing
         let r = try await taskerInterrupted(["run", "--no-progress", "gc.lua"], in: s.dir, markers: ["spinning"])
         #expect(r.status == 130, "\(r.stderr)")
         #expect(r.stderr.contains("the run has not taken up the signal in 10 s"), "\(r.stderr)")
-        #expect(Date().timeIntervalSince(started) < 30, "a generous bound: it waits 10 s for the run")
+        #expect(Date().timeIntervalSince(started) < 90, "a generous bound: it waits 10 s for the run (34 s seen from the launch in a loaded CI)")
     }
 
     /// `--events` or `--report` naming the pipeline file itself would
