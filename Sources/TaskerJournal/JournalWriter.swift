@@ -228,7 +228,7 @@ private struct PendingRows {
         for part in batch.plain { size += part.entries.count * 32 + part.values.count }
         var row = RowBuilder(capacity: size)
         row.reserve(1)
-        row.byte(JournalCodec.version)
+        row.write { $0.byte(JournalCodec.version) }
         var previous: (UInt64, Int)?
         let masking = !SecretMask.shared.isEmpty
         for part in batch.plain {

@@ -31,12 +31,6 @@ struct RowBuilder: ~Copyable {
         capacity = c
     }
 
-    @inline(__always)
-    mutating func byte(_ b: UInt8) {
-        base[count] = b
-        count += 1
-    }
-
     /// Writes through a cursor kept in a register, in room reserved first
     /// (the count in memory, read and written at each byte, cost more than
     /// the bytes).

@@ -151,31 +151,30 @@ struct DeclaredParameters {
         return bodies
     }
 
-    /// One past the end of the long bracket (`[[…]]`, `[==[…]==]`) that
-    /// opens at `j`; nil if none opens there. Unclosed: the end of the file.
-    private func longBracketEnd(at j: Int) -> Int? {
+    /// The long bracket (`[[`, `[==[`) that opens at `j`: where its content
+    /// starts and the bytes that close it; nil if none opens there.
+    private func longBracket(at j: Int) -> (content: Int, close: [UInt8])? {
         guard j < s.count, s[j] == UInt8(ascii: "[") else { return nil }
         var k = j + 1
         while k < s.count, s[k] == UInt8(ascii: "=") { k += 1 }
         guard k < s.count, s[k] == UInt8(ascii: "[") else { return nil }
-        let level = k - j - 1
-        var close = [UInt8(ascii: "]")] + Array(repeating: UInt8(ascii: "="), count: level)
-        close.append(UInt8(ascii: "]"))
-        return find(close, from: k + 1).map { $0 + close.count } ?? s.count
+        return (k + 1, [UInt8(ascii: "]")] + Array(repeating: UInt8(ascii: "="), count: k - j - 1) + [UInt8(ascii: "]")])
+    }
+
+    /// One past the end of the long bracket that opens at `j`; nil if none
+    /// opens there. Unclosed: the end of the file.
+    private func longBracketEnd(at j: Int) -> Int? {
+        guard let (content, close) = longBracket(at: j) else { return nil }
+        return find(close, from: content).map { $0 + close.count } ?? s.count
     }
 
     /// `[[…]]` or `[==[…]==]` at `j`, short and on one line.
     private func longLiteral(at j: Int) -> String? {
-        guard j < s.count, s[j] == UInt8(ascii: "[") else { return nil }
-        var open = j + 1
-        while open < s.count, s[open] == UInt8(ascii: "=") { open += 1 }
-        guard open < s.count, s[open] == UInt8(ascii: "[") else { return nil }
-        let level = open - j - 1
-        let close = [UInt8(ascii: "]")] + Array(repeating: UInt8(ascii: "="), count: level) + [UInt8(ascii: "]")]
+        guard let (content, close) = longBracket(at: j) else { return nil }
         let end = min(s.count, j + Self.longestSecretCall)
-        guard let at = find(close, from: open + 1, before: end), at > open + 1,
-              !s[(open + 1)..<at].contains(where: isLineBreak) else { return nil }
-        return String(decoding: s[(open + 1)..<at], as: UTF8.self)
+        guard let at = find(close, from: content, before: end), at > content,
+              !s[content..<at].contains(where: isLineBreak) else { return nil }
+        return String(decoding: s[content..<at], as: UTF8.self)
     }
 
     /// The string literal (double or single quotes, no escapes) at `j`.

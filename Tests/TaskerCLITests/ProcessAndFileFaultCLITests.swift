@@ -49,6 +49,15 @@ private final class ExitFlag: Sendable {
 /// command or a file does keeps a run from ending on a timeout or a signal,
 /// and running out of descriptors fails a task, not the process.
 @Suite struct ProcessAndFileFaultCLITests {
+    /// tasker with `words` (one shell line) under `ulimit -n limit`.
+    func withDescriptorLimit(_ limit: Int, _ words: String, in dir: URL) async throws -> CLIResult {
+        var env = ProcessInfo.processInfo.environment
+        env["TASKER"] = taskerBinary().path
+        env["TASKER_STATE_DIR"] = dir.appendingPathComponent(".tasker-state").path
+        return await collect(try launch(["-c", "ulimit -n \(limit); exec \"$TASKER\" \(words)"], in: dir,
+                                        executable: URL(fileURLWithPath: "/bin/sh"), environment: env))
+    }
+
     @Test func popenReadsOutputOfAnySizeWhole() async throws {
         let s = try Scratch(["p.lua": """
             local big = io.popen("head -c 10485760 /dev/urandom"):read("a")
@@ -127,12 +136,7 @@ private final class ExitFlag: Sendable {
             print("http again", e.code)
             """])
         defer { s.cleanup() }
-        let script = "ulimit -n 64; exec \"$TASKER\" run --no-journal p.lua"
-        var env = ProcessInfo.processInfo.environment
-        env["TASKER"] = taskerBinary().path
-        env["TASKER_STATE_DIR"] = s.dir.appendingPathComponent(".tasker-state").path
-        let (p, out, err) = try launch(["-c", script], in: s.dir, executable: URL(fileURLWithPath: "/bin/sh"), environment: env)
-        let r = await collect((p, out, err))
+        let r = try await withDescriptorLimit(64, "run --no-journal p.lua", in: s.dir)
         #expect(r.status == 1, "\(r.stderr)")
         #expect(r.stdout.contains("popen\texec\n") && r.stdout.contains("exec\texec\n"), "\(r.stdout)")
         // os.execute needs no pipe: it may run, or fail the same way.
@@ -163,11 +167,8 @@ private final class ExitFlag: Sendable {
             print("second", select(2, pcall(http.get, "http://127.0.0.1:9/", {retry = false})).code)
             """])
         defer { s.cleanup() }
-        let script = "ulimit -n 64; exec \"$TASKER\" run --no-journal --no-progress p.lua"
-        var env = ProcessInfo.processInfo.environment
-        env["TASKER"] = taskerBinary().path
         let started = Date()
-        let r = await collect(try launch(["-c", script], in: s.dir, executable: URL(fileURLWithPath: "/bin/sh"), environment: env))
+        let r = try await withDescriptorLimit(64, "run --no-journal --no-progress p.lua", in: s.dir)
         let took = Date().timeIntervalSince(started)
         #expect(r.stdout == "first\thttp\nsecond\tconnect\n", "\(r.stdout)\(r.stderr)")
         // the run's own time, from its summary (the launch took 20 s in a loaded CI)
