@@ -217,4 +217,68 @@ import Testing
         #expect(!r.diagnostics.contains("failed"))
         #expect(r.diagnostics.contains("called tasker.exit(7) while reloading"))
     }
+
+    /// A used file that is a link: an edit of the file it leads to, in
+    /// another directory, reloads it.
+    @Test func reloadsWhenTheFileALinkLeadsToChanges() async throws {
+        let r = try await runLua(Self.helpers + """
+            assert(os.execute("mkdir " .. dir .. "/elsewhere && ln -s " .. dir .. "/elsewhere/rules.lua " .. dir .. "/rules.lua"))
+            write("elsewhere/rules.lua", [[\(Self.rule(1))]], false)
+            tasker.use("rules.lua")
+            print(version())
+            write("elsewhere/rules.lua", [[\(Self.rule(2))]], false)
+            print((waitFor(version, 2)))
+            write("elsewhere/rules.lua", [[\(Self.rule(3))]], true)
+            print((waitFor(version, 3)))
+            """, watch: true)
+        #expect(r.lines == ["1", "true", "true"], "\(r.diagnostics)")
+    }
+
+    /// A Kubernetes ConfigMap volume: `rules.lua` -> `..data/rules.lua`,
+    /// `..data` -> a directory of the version, swapped by a rename of a new
+    /// link over `..data` (the old directory then removed), twice.
+    @Test func reloadsWhenAConfigMapSwapsItsDataLink() async throws {
+        let r = try await runLua(Self.helpers + """
+            local cm = dir .. "/cm"
+            local function version_dir(v)
+              assert(os.execute("mkdir " .. cm .. "/..v" .. v))
+              write("cm/..v" .. v .. "/rules.lua", "tasker.intercept{name = 'tag', fn = function(t) t.args.version = " .. v .. " end}", false)
+            end
+            local function swap(from, to)
+              version_dir(to)
+              assert(os.execute("cd " .. cm .. " && ln -s ..v" .. to .. " ..data_tmp && mv -T ..data_tmp ..data && rm -rf ..v" .. from))
+            end
+            assert(os.execute("mkdir " .. cm))
+            version_dir(1)
+            assert(os.execute("cd " .. cm .. " && ln -s ..v1 ..data && ln -s ..data/rules.lua rules.lua"))
+            tasker.use("cm/rules.lua")
+            print(version())
+            swap(1, 2)
+            print((waitFor(version, 2)))
+            swap(2, 3)
+            print((waitFor(version, 3)))
+            """, watch: true)
+        #expect(r.lines == ["1", "true", "true"], "\(r.diagnostics)")
+    }
+
+    /// The used file's directory removed and made again (a deploy that
+    /// replaces the directory): the new file is loaded; the removal alone
+    /// is no reload (no "cannot open" error).
+    @Test func reloadsWhenItsDirectoryIsMadeAgain() async throws {
+        let r = try await runLua(Self.helpers + """
+            assert(os.execute("mkdir " .. dir .. "/conf"))
+            write("conf/rules.lua", [[\(Self.rule(1))]], false)
+            tasker.use("conf/rules.lua")
+            print(version())
+            assert(os.execute("rm -rf " .. dir .. "/conf && mkdir " .. dir .. "/conf"))
+            write("conf/rules.lua", [[\(Self.rule(2))]], false)
+            print((waitFor(version, 2)))
+            assert(os.execute("rm -rf " .. dir .. "/conf && mkdir " .. dir .. "/conf.new"))
+            write("conf.new/rules.lua", [[\(Self.rule(3))]], false)
+            assert(os.execute("mv " .. dir .. "/conf.new " .. dir .. "/conf"))
+            print((waitFor(version, 3)))
+            """, watch: true)
+        #expect(r.lines == ["1", "true", "true"], "\(r.diagnostics)")
+        #expect(!r.diagnostics.contains("failed"), "\(r.diagnostics)")
+    }
 }
