@@ -245,6 +245,13 @@ extension LuaRuntime {
         tasker_reset_hook(L)  // a stop made it check every instruction
         driver.lastCallExited = isExitUnwind(L, -1)
         defer { tasker_pop(L, 1) }
+        return describeRaised(on: L, traceback: traceback, definedAt: definedAt)
+    }
+
+    /// The error value on top of `L`'s stack (a thread of this state) as a
+    /// message: a string as it is, a table raised as JSON after where it
+    /// was raised. Leaves the stack as it was.
+    func describeRaised(on L: OpaquePointer, traceback: Bool = true, definedAt: String? = nil) -> String {
         if lua_type(L, -1) == LUA_TSTRING {
             let message = LuaStack(L).describe(-1)
             guard !traceback, LuaRuntime.positionlessLuaErrors.contains(message), let definedAt else { return message }

@@ -163,11 +163,13 @@ import Testing
             local ok, e = pcall(function() tasker.use("missing.lua") end)
             print(ok, e.kind, e.where, e.message)
             print(pcall(tasker.use, "broken.lua"))
+            print(pcall(tasker.use, "raises.lua"))
             print(rulesGlobal, type(tasker))
             """, files: ["rules.lua": Self.rule(1) + "rulesGlobal = 'set in its own environment'\n",
-                         "broken.lua": "return +\n"])
+                         "broken.lua": "return +\n", "raises.lua": "\nerror({code = 3})\n"])
         #expect(r.lines == ["1", "false\tfs\tpipeline.lua:4\ttasker.use: cannot open 'missing.lua': No such file or directory",
                             "false\tbroken.lua:1: unexpected symbol near '+'",
+                            "false\traises.lua:2: {\"code\":3}",
                             "nil\ttable"])
     }
 

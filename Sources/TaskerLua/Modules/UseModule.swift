@@ -150,7 +150,8 @@ final class UseModule: LuaModule {
         if S == runtime.L {
             failed = runtime.callForError(nargs: 0, nresults: 0, context: "loading \(file.chunkName)")
         } else {
-            failed = tasker_pcall_traceback(S, 0, 0) == LUA_OK ? nil : s.describe(-1)
+            // a table raised reads as it does from the main chunk: where, then JSON
+            failed = tasker_pcall_traceback(S, 0, 0) == LUA_OK ? nil : runtime.describeRaised(on: S)
         }
         if let failed { return .failure(LoadFailure(message: failed)) }
         return .success(staging ?? Registrations())
