@@ -183,6 +183,26 @@ import Testing
         #expect(r.lines == ["false\tb.lua:1: usage: tasker.use: a cycle of used files (a.lua -> b.lua -> a.lua)"], "\(r.output)\(r.diagnostics)")
     }
 
+    /// The pipeline using itself (directly, or through a used file) is the
+    /// same usage error, before its main chunk runs a second time; a file
+    /// reached again through a link is found at once, named as written.
+    @Test func thePipelineUsingItselfOrAFileThroughALinkIsACycle() async throws {
+        let r = try await runLua("""
+            print("main chunk")
+            print(pcall(function() tasker.use("pipeline.lua") end))
+            print(pcall(tasker.use, "back.lua"))
+            local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+            assert(os.execute("ln -s a.lua " .. dir .. "/alias.lua"))
+            print(pcall(tasker.use, "a.lua"))
+            """, files: ["back.lua": "tasker.use('pipeline.lua')\n", "a.lua": "tasker.use('b.lua')\n", "b.lua": "tasker.use('alias.lua')\n"])
+        #expect(r.lines == [
+            "main chunk",
+            "false\tpipeline.lua:2: usage: tasker.use: a cycle of used files (pipeline.lua -> pipeline.lua): the pipeline uses itself",
+            "false\tback.lua:1: usage: tasker.use: a cycle of used files (pipeline.lua -> back.lua -> pipeline.lua): the pipeline uses itself",
+            "false\tb.lua:1: usage: tasker.use: a cycle of used files (a.lua -> b.lua -> alias.lua)",
+        ], "\(r.output)\(r.diagnostics)")
+    }
+
     @Test func aBurstOfWritesAndAHalfWrittenFileNeverLeaveTasksUnintercepted() async throws {
         // 200 quick in-place writes while jobs run: every job sees some
         // version of the rule; an empty (truncated) file keeps the old one.

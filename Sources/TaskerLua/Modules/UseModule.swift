@@ -81,8 +81,17 @@ final class UseModule: LuaModule {
         // Lua's C stack overflowing through nested loads (looked at first: a
         // reload runs a file that is used already)
         loading.last?.uses.insert(path)
+        if Self.sameFile(path, URL(fileURLWithPath: runtime.chunk.scriptPath).standardizedFileURL.path) {
+            // the pipeline itself: its main chunk would run again
+            let names = ([runtime.chunk.scriptPath] + loading.map(\.chunkName) + [chunkName]).joined(separator: " -> ")
+            return runtime.usage(L, "tasker.use: a cycle of used files (\(names)): the pipeline uses itself")
+        }
         if let chain = cycle(to: path) {
-            let names = (loading.map(\.chunkName) + chain.map { usedFiles[$0]?.chunkName ?? $0 }).joined(separator: " -> ")
+            // chain[0] is `path`; the last is a file being loaded
+            let rest = chain.dropFirst().map { p in
+                usedFiles[p]?.chunkName ?? loading.first { Self.sameFile($0.path, p) }?.chunkName ?? p
+            }
+            let names = (loading.map(\.chunkName) + [chunkName] + rest).joined(separator: " -> ")
             return runtime.usage(L, "tasker.use: a cycle of used files (\(names))")
         }
         if usedFiles[path] != nil { return 0 }
@@ -109,12 +118,19 @@ final class UseModule: LuaModule {
         return 0
     }
 
+    /// Whether two paths lead to one file (links followed, hard links too).
+    static func sameFile(_ a: String, _ b: String) -> Bool {
+        if a == b { return true }
+        var x = stat(), y = stat()
+        return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino
+    }
+
     /// The files from `path` on through what each uses, back to one being
     /// loaded (the chain of a cycle), or nil.
     private func cycle(to path: String) -> [String]? {
         var seen: Set<String> = []
         func walk(_ p: String) -> [String]? {
-            if loading.contains(where: { $0.path == p }) { return [p] }
+            if loading.contains(where: { Self.sameFile($0.path, p) }) { return [p] }
             guard seen.insert(p).inserted, let file = usedFiles[p] else { return nil }
             for next in file.uses.sorted() {
                 if let rest = walk(next) { return [p] + rest }
