@@ -222,6 +222,12 @@ import TaskerCore
             print(tostring(err))
             print(select(2, pcall(tasker.add, function() end, {timeout = 1})).message)
             print(pcall(tasker.add, function() end, nil, nil))
+            -- the same mistake with every, a defined task function, define
+            print(select(2, pcall(tasker.every, 60, function() end, {timeout = 1})).message)
+            local f = tasker.define("f", function() end)
+            local ok2, e2 = pcall(function() local h = f({}, {timeout = 1}) end)
+            print(e2.message)
+            print(select(2, pcall(function() tasker.define("g", {}, function() end, "x") end)))
             """)
         #expect(r.lines == [
             "usage\tunknown field 'timout' in 'tasker.add' spec (known: after, args, delay, id, key, name, priority, retry, run, start, tags, timeout, when)",
@@ -237,6 +243,9 @@ import TaskerCore
             "pipeline.lua:15: usage: bad field 'priority' in 'tasker.add' spec (integer expected, got 1.5)",
             "tasker.add takes one argument, the body or a spec table, and got table as argument #2; options go in the spec: tasker.add{run = fn, timeout = 5}",
             "true\ttask 1 'task-1' (pending)",
+            "tasker.every takes an interval and a body or spec table, and got table as argument #3; options go in the spec: tasker.every(60, {run = fn, timeout = 5})",
+            "'f' takes one argument, the spec table, and got table as argument #2; options go in the spec: f{args = {...}, timeout = 5}",
+            "pipeline.lua:24: usage: tasker.define takes a name, options and a function, and got string as argument #4",
         ])
     }
 

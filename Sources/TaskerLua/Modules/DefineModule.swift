@@ -105,8 +105,13 @@ final class DefineModule: LuaModule {
           end
           return text
         end
-        local function define(name, opts, fn)
+        local function define(name, opts, fn, ...)
           if fn == nil and type(opts) == "function" then fn, opts = opts, nil end
+          for i = 1, select("#", ...) do
+            if select(i, ...) ~= nil then
+              usage("tasker.define takes a name, options and a function, and got " .. type(select(i, ...)) .. " as argument #" .. (i + 3), 2)
+            end
+          end
           if type(name) ~= "string" or name == "" then
             usage("bad argument #1 to 'tasker.define' (non-empty string expected, got " .. type(name) .. ")", 2)
           end
@@ -144,7 +149,15 @@ final class DefineModule: LuaModule {
             return unpack(results, 1, results.n)
           end
           defined[name] = body
-          return function(spec)
+          return function(spec, ...)
+            -- `add_fn(spec, {timeout = 5})` would run without the timeout
+            for i = 1, select("#", ...) do
+              local extra = select(i, ...)
+              if extra ~= nil then
+                usage("'" .. name .. "' takes one argument, the spec table, and got " .. type(extra) .. " as argument #"
+                      .. (i + 1) .. "; options go in the spec: " .. name .. "{args = {...}, timeout = 5}", 2)
+              end
+            end
             if spec == nil then spec = {} end
             if type(spec) ~= "table" then
               usage("bad argument #1 to '" .. name .. "' (table expected, got " .. type(spec) .. ")", 2)

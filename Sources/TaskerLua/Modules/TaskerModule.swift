@@ -59,9 +59,8 @@ final class TaskerModule: LuaModule {
         }
         let top = lua_gettop(L)
         // `tasker.add(fn, {timeout = 5})` reads naturally and would run
-        // without the timeout: options belong in the spec. Trailing nils
-        // (an unpacked list) are not a mistake.
-        if top > 1, let extra = (2...top).first(where: { lua_type(L, $0) != LUA_TNIL }) {
+        // without the timeout: options belong in the spec.
+        if let extra = Self.extraArgument(L, after: 1) {
             return rt.usage(L, "tasker.add takes one argument, the body or a spec table, and got \(LuaStack(L).typeName(extra)) "
                             + "as argument #\(extra); options go in the spec: tasker.add{run = fn, timeout = 5}")
         }
@@ -217,6 +216,14 @@ final class TaskerModule: LuaModule {
     static let minimumInterval = 0.001
 
     /// `tasker.every(seconds, spec)`.
+    /// The first argument past the first `count` that is not nil (trailing
+    /// nils, an unpacked list's, are not a mistake).
+    static func extraArgument(_ L: OpaquePointer, after count: Int32) -> Int32? {
+        let top = lua_gettop(L)
+        guard top > count else { return nil }
+        return ((count + 1)...top).first { lua_type(L, $0) != LUA_TNIL }
+    }
+
     func every(_ L: OpaquePointer) -> Int32 {
         let rt = runtime
         let s = LuaStack(L)
@@ -226,6 +233,10 @@ final class TaskerModule: LuaModule {
         // A shorter interval would fire faster than the loop can turn.
         guard interval >= Self.minimumInterval else {
             return rt.usage(L, "bad argument #1 to 'tasker.every' (an interval of at least \(Self.minimumInterval) s expected, got \(interval))")
+        }
+        if let extra = Self.extraArgument(L, after: 2) {
+            return rt.usage(L, "tasker.every takes an interval and a body or spec table, and got \(s.typeName(extra)) "
+                            + "as argument #\(extra); options go in the spec: tasker.every(60, {run = fn, timeout = 5})")
         }
         let parsed: ParsedSpec
         do {
