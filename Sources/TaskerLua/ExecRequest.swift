@@ -3,7 +3,14 @@ import Foundation
 
 /// What `tasker.exec` asked for.
 struct ExecRequest: Sendable {
-    var argv: [String]
+    /// The program and its arguments as the script gave them: bytes, not
+    /// all UTF-8 (a file name in Latin-1 must reach the program as it is).
+    var arguments: [[UInt8]]
+    /// The same as text, for messages and the remote command line (which
+    /// takes UTF-8 only).
+    var argv: [String] { arguments.map { String(decoding: $0, as: UTF8.self) } }
+    /// Whether every argument is UTF-8.
+    var isUTF8: Bool { arguments.allSatisfy { String(validating: $0, as: UTF8.self) != nil } }
     var cwd: String?
     var env: [String: String] = [:]
     var stdin: [UInt8]?
@@ -18,6 +25,10 @@ struct ExecRequest: Sendable {
     var task: TaskID?
     /// The script's line that called it (`p.lua:12`), for its errors.
     var position: String?
+
+    init(arguments: [[UInt8]]) { self.arguments = arguments }
+
+    init(argv: [String]) { arguments = argv.map { Array($0.utf8) } }
 
     /// The command as a person would type it, for messages.
     var display: String { argv.joined(separator: " ") }

@@ -151,7 +151,8 @@ private func cString(_ chars: [CChar]) -> String {
 enum FileResult: Sendable {
     case nothing
     case bytes([UInt8])
-    case names([String])
+    /// Names or paths as the file system has them (not all are UTF-8).
+    case names([[UInt8]])
     case stat(FileStatus?)
     case flag(Bool)
     case path(String)
@@ -391,17 +392,30 @@ enum Files {
         try writeAll(fd, data, path, cancel)
     }
 
-    static func list(_ dir: String) throws(FSFailure) -> [String] {
-        guard let d = opendir(dir) else { throw FSFailure("cannot list", dir, errno) }
+    /// The names in `dir` as the file system has them (any bytes but NUL
+    /// and `/`: not all are UTF-8), sorted by their bytes.
+    static func list(_ dir: String) throws(FSFailure) -> [[UInt8]] {
+        guard let names = list(bytes: Array(dir.utf8)) else { throw FSFailure("cannot list", dir, errno) }
+        return names
+    }
+
+    /// The same for a path as bytes; nil with `errno` set when it cannot.
+    static func list(bytes dir: [UInt8]) -> [[UInt8]]? {
+        guard let d = withCPath(dir, { opendir($0) }) else { return nil }
         defer { closedir(d) }
-        var names: [String] = []
+        var names: [[UInt8]] = []
         while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in
-                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
-            }
-            if name != "." && name != ".." { names.append(name) }
+            let name = withUnsafeBytes(of: e.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+            if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
         }
-        return names.sorted()
+        return names.sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    /// Calls `body` with `path` (bytes without NUL) as a C string.
+    static func withCPath<R>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) -> R) -> R {
+        (path + [0]).withUnsafeBufferPointer { b in
+            b.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
+        }
     }
 
     static func stat(_ path: String) throws(FSFailure) -> FileStatus? {
@@ -440,15 +454,22 @@ enum Files {
     }
 
     static func remove(_ path: String, recursive: Bool) throws(FSFailure) {
+        try remove(bytes: Array(path.utf8), recursive: recursive)
+    }
+
+    /// In bytes: a directory's entries need not be UTF-8.
+    private static func remove(bytes path: [UInt8], recursive: Bool) throws(FSFailure) {
+        let shown = String(decoding: path, as: UTF8.self)
         var st = Glibc.stat()
-        guard lstat(path, &st) == 0 else { throw FSFailure("cannot remove", path, errno) }
+        guard withCPath(path, { lstat($0, &st) }) == 0 else { throw FSFailure("cannot remove", shown, errno) }
         if st.st_mode & S_IFMT == S_IFDIR {
             if recursive {
-                for name in try list(path) { try remove(path + "/" + name, recursive: true) }
+                guard let names = list(bytes: path) else { throw FSFailure("cannot list", shown, errno) }
+                for name in names { try remove(bytes: path + [0x2F] + name, recursive: true) }
             }
-            guard rmdir(path) == 0 else { throw FSFailure("cannot remove", path, errno) }
+            guard withCPath(path, { rmdir($0) }) == 0 else { throw FSFailure("cannot remove", shown, errno) }
         } else {
-            guard unlink(path) == 0 else { throw FSFailure("cannot remove", path, errno) }
+            guard withCPath(path, { unlink($0) }) == 0 else { throw FSFailure("cannot remove", shown, errno) }
         }
     }
 
@@ -496,45 +517,58 @@ enum Files {
 /// `fs.glob`: `*`, `?` and `[…]` within a name (not matching a leading
 /// dot), `**` for any number of directories (at the end: everything
 /// below; symlinks to directories are not entered); results sorted.
+/// `fs.glob`: `*`, `?`, `[…]` within a name (fnmatch, a leading dot only
+/// matched by one), `**` for any depth. Paths are bytes: a name that is not
+/// UTF-8 is found and returned as it is.
 enum Glob {
-    static func match(_ pattern: String) throws(FSFailure) -> [String] {
+    static func match(_ pattern: String) throws(FSFailure) -> [[UInt8]] {
         let absolute = pattern.hasPrefix("/")
-        let parts = pattern.split(separator: "/").map(String.init)
-        var results: [String] = []
-        walk(absolute ? "/" : "", parts[...], into: &results)
-        return Array(Set(results)).sorted()
+        let parts = pattern.split(separator: "/").map { Array($0.utf8) }
+        var results: Set<[UInt8]> = []
+        walk(absolute ? [0x2F] : [], parts[...], into: &results)
+        return results.sorted { $0.lexicographicallyPrecedes($1) }
     }
 
-    private static func hasWildcard(_ s: String) -> Bool { s.contains { $0 == "*" || $0 == "?" || $0 == "[" } }
+    private static func hasWildcard(_ s: [UInt8]) -> Bool { s.contains { $0 == 0x2A || $0 == 0x3F || $0 == 0x5B } }
 
-    /// `base` is "" (the current directory), "/" or a path ending in a name.
-    private static func walk(_ base: String, _ parts: ArraySlice<String>, into results: inout [String]) {
+    /// `base` is empty (the current directory), "/" or a path ending in a name.
+    private static func walk(_ base: [UInt8], _ parts: ArraySlice<[UInt8]>, into results: inout Set<[UInt8]>) {
         guard let part = parts.first else {
-            if !base.isEmpty { results.append(base) }
+            if !base.isEmpty { results.insert(base) }
             return
         }
         let rest = parts.dropFirst()
-        let dir = base.isEmpty ? "." : base
-        func join(_ name: String) -> String { base.isEmpty ? name : (base == "/" ? "/" + name : base + "/" + name) }
-        if part == "**" {
+        func join(_ name: [UInt8]) -> [UInt8] { base.isEmpty ? name : (base == [0x2F] ? [0x2F] + name : base + [0x2F] + name) }
+        let names = Files.list(bytes: base.isEmpty ? [0x2E] : base) ?? []
+        if part == Array("**".utf8) {
             // zero or more directories; a trailing `**` is everything below
             if !rest.isEmpty { walk(base, rest, into: &results) }
-            for name in (try? Files.list(dir)) ?? [] where !name.hasPrefix(".") {
+            for name in names where name.first != 0x2E {
                 let path = join(name)
-                if rest.isEmpty { results.append(path) }
+                if rest.isEmpty { results.insert(path) }
                 // lstat: a symlink to a directory is listed, not entered
                 // (a link to `..` would loop), as bash's globstar does.
-                var st = stat()
-                if lstat(path, &st) == 0, st.st_mode & S_IFMT == S_IFDIR { walk(path, parts, into: &results) }
+                if isDirectory(path) { walk(path, parts, into: &results) }
             }
         } else if hasWildcard(part) {
-            for name in (try? Files.list(dir)) ?? [] where fnmatch(part, name, FNM_PERIOD) == 0 {
+            for name in names where matches(part, name) {
                 walk(join(name), rest, into: &results)
             }
         } else {
             let path = join(part)
-            var st = stat()
-            if lstat(path, &st) == 0 { walk(path, rest, into: &results) }
+            if lstatMode(path) != nil { walk(path, rest, into: &results) }
         }
+    }
+
+    /// lstat's file type of `path`, nil when there is nothing there.
+    private static func lstatMode(_ path: [UInt8]) -> mode_t? {
+        var st = stat()
+        return Files.withCPath(path) { lstat($0, &st) } == 0 ? st.st_mode & S_IFMT : nil
+    }
+
+    private static func isDirectory(_ path: [UInt8]) -> Bool { lstatMode(path) == S_IFDIR }
+
+    private static func matches(_ pattern: [UInt8], _ name: [UInt8]) -> Bool {
+        Files.withCPath(pattern) { p in Files.withCPath(name) { fnmatch(p, $0, FNM_PERIOD) } } == 0
     }
 }

@@ -48,6 +48,15 @@ struct LuaStack {
         return String(decoding: UnsafeRawBufferPointer(start: p, count: len), as: UTF8.self)
     }
 
+    /// A string's bytes as they are (not all strings are UTF-8: `string`
+    /// would make each bad byte U+FFFD), for what goes to the system.
+    func bytes(_ i: Int32) -> [UInt8]? {
+        guard lua_type(L, i) == LUA_TSTRING else { return nil }
+        var len = 0
+        guard let p = tasker_tostring(L, i, &len) else { return nil }
+        return Array(UnsafeRawBufferPointer(start: p, count: len))
+    }
+
     func number(_ i: Int32) -> Double? {
         guard lua_type(L, i) == LUA_TNUMBER else { return nil }
         return tasker_tonumber(L, i, nil)

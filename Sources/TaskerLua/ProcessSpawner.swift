@@ -73,13 +73,21 @@ enum ProcessSpawner {
 
     /// `exec`'s child: stdout and stderr into pipes, stdin from `stdin` or /dev/null.
     static func spawn(argv: [String], env: [String], cwd: String?, stdin: Int32?) throws(SpawnError) -> Child {
-        try spawn(argv: argv, env: env, cwd: cwd, stdin: stdin.map { .fd($0) } ?? .null, stdout: .pipe, stderr: .pipe)
+        try spawn(arguments: argv.map { Array($0.utf8) }, env: env, cwd: cwd, stdin: stdin.map { .fd($0) } ?? .null,
+                  stdout: .pipe, stderr: .pipe)
     }
 
     static func spawn(argv: [String], env: [String], cwd: String?,
                       stdin: Stream, stdout: Stream, stderr: Stream) throws(SpawnError) -> Child {
+        try spawn(arguments: argv.map { Array($0.utf8) }, env: env, cwd: cwd, stdin: stdin, stdout: stdout, stderr: stderr)
+    }
+
+    /// `arguments` as bytes, handed to the program as they are (a script's
+    /// strings need not be UTF-8: a file name in Latin-1 stays that name).
+    static func spawn(arguments argv: [[UInt8]], env: [String], cwd: String?,
+                      stdin: Stream, stdout: Stream, stderr: Stream) throws(SpawnError) -> Child {
         let pathValue = env.first { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) }
-        guard let program = resolve(argv[0], path: pathValue) else {
+        guard let program = resolve(String(decoding: argv[0], as: UTF8.self), path: pathValue) else {
             throw SpawnError(message: "no such program on PATH", permanent: true)
         }
         // pipes[k]: (child's end, tasker's end) for standard descriptor k.
@@ -130,7 +138,7 @@ enum ProcessSpawner {
 
         var pid: pid_t = 0
         let rc = withCStrings(argv) { cargv in
-            withCStrings(env) { cenv in
+            withCStrings(env.map { Array($0.utf8) }) { cenv in
                 posix_spawn(&pid, program, &actions, &attr, cargv, cenv)
             }
         }
@@ -155,8 +163,15 @@ enum ProcessSpawner {
     }
 
     /// A NULL-terminated array of C strings, valid inside `body`.
-    private static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
-        var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+    private static func withCStrings<R>(_ strings: [[UInt8]], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {
+        var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { bytes in
+            let p = malloc(bytes.count + 1)!.assumingMemoryBound(to: CChar.self)  // freed below
+            bytes.withUnsafeBytes { raw in
+                if let base = raw.baseAddress { UnsafeMutableRawPointer(p).copyMemory(from: base, byteCount: raw.count) }
+            }
+            p[bytes.count] = 0
+            return p
+        }
         pointers.append(nil)
         defer { for p in pointers { free(p) } }
         return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }

@@ -29,12 +29,12 @@ final class ShellProcess {
 
     /// Starts the command; `done` runs once, on the loop, when it has
     /// exited. Throws when it cannot start (out of descriptors or processes).
-    init(command: String, stdin: ProcessSpawner.Stream = .inherit, stdout: ProcessSpawner.Stream = .inherit,
+    init(command: [UInt8], stdin: ProcessSpawner.Stream = .inherit, stdout: ProcessSpawner.Stream = .inherit,
          runtime: LuaRuntime, done: @escaping (ShellStatus) -> Void) throws(ProcessSpawner.SpawnError) {
         let groups = runtime.processGroups
         fflush(nil)  // what Lua printed so far comes before the command's output
         let child = try groups.spawning { () throws(ProcessSpawner.SpawnError) in
-            try ProcessSpawner.spawn(argv: ["/bin/sh", "-c", command], env: ProcessSpawner.environment([:]),
+            try ProcessSpawner.spawn(arguments: [Array("/bin/sh".utf8), Array("-c".utf8), command], env: ProcessSpawner.environment([:]),
                                      cwd: nil, stdin: stdin, stdout: stdout, stderr: .inherit)
         }
         pid = child.pid

@@ -111,6 +111,31 @@ import Testing
         try? FileManager.default.removeItem(atPath: kept)
     }
 
+    /// A path that is not UTF-8 is refused (it named another file: each
+    /// bad byte became U+FFFD); names on disk that are not UTF-8 come back
+    /// from list and glob as they are (io.open takes them), and a recursive
+    /// remove gets through them.
+    @Test func pathsThatAreNotUTF8AreRefusedAndNamesOnDiskComeBackAsTheyAre() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        let r = try await runLua("""
+            local d = "\(d)"
+            print(select(2, pcall(fs.write, d .. "/caf\\xe9.txt", "x")).message:gsub(".*%(", "("))
+            print(#fs.list(d))
+            assert(io.open(d .. "/caf\\xe9.txt", "w")):close()
+            assert(os.execute("mkdir " .. d .. "/sub\\xff && touch " .. d .. "/sub\\xff/in.txt"))
+            for _, name in ipairs(fs.list(d)) do print(name == "caf\\xe9.txt" or name == "sub\\xff") end
+            local found = fs.glob(d .. "/*/*.txt")
+            print(#found, found[1] == d .. "/sub\\xff/in.txt")
+            fs.remove(d, {recursive = true})
+            print(fs.exists(d))
+            """)
+        #expect(r.lines == [
+            "(the path is not UTF-8: byte 0xE9 at \(d.utf8.count + 5); fs takes UTF-8 paths, io.open and os.remove any bytes)\t1",
+            "0", "true", "true", "1\ttrue", "false",
+        ], "\(r.output)\(r.diagnostics)")
+    }
+
     @Test func everyFunctionRaisesKindFSWithItsPathOnFailure() async throws {
         let d = try scratch()
         defer { try? FileManager.default.removeItem(atPath: d) }

@@ -23,6 +23,30 @@ import Testing
         #expect(r.lines == ["true\texit\t0", "true", "nil\texit\t3", "nil\tsignal\t15", "true"])
     }
 
+    /// A script's strings are bytes: a command or argument that is not
+    /// UTF-8 (a file name in Latin-1) reaches the program as it is, through
+    /// every way of running one (each bad byte became U+FFFD, another name).
+    @Test func commandsAndArgumentsReachTheProgramByteForByte() async throws {
+        let dir = NSTemporaryDirectory() + "bytes-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runLua("""
+            local d = "\(dir)"
+            print(tasker.exec{"printf", "%s|", "", "a\\xffb"}.stdout == "|a\\xffb|")
+            print(tasker.sh("printf 'x\\xfe'").stdout == "x\\xfe")
+            local p = io.popen("printf 'y\\xfd'") print(p:read("a") == "y\\xfd") p:close()
+            print(os.execute("touch " .. d .. "/caf\\xe9"))
+            local f = io.open(d .. "/caf\\xe9") print(f ~= nil) f:close()
+            print(tasker.exec{"ls", d}.stdout == "caf\\xe9\\n")
+            print(select(2, pcall(tasker.exec, {"true", cwd = d .. "/caf\\xe9"})).message)
+            print(select(2, pcall(tasker.exec, {"true"}, {cwd = d})).message:match("^[^;]*"))
+            """)
+        #expect(r.lines == ["true", "true", "true", "true\texit\t0", "true", "true",
+                            "bad option 'cwd' to 'tasker.exec' (UTF-8 string without a NUL byte expected, got string)",
+                            "tasker.exec takes one argument, the command with its options, and got table as argument #2"],
+                "\(r.output)\(r.diagnostics)")
+    }
+
     @Test func popenStreamsLinesWhileOtherTasksRun() async throws {
         let marker = "/tmp/tk-ticks-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: marker) }

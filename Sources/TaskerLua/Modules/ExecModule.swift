@@ -35,11 +35,16 @@ final class ExecModule: LuaModule {
                 + "{\"ls\", \"-la\"}, and runs no shell; for a shell command line use tasker.sh(\(Self.quoted(line)))")
         }
         guard lua_type(L, 1) == LUA_TTABLE else { return runtime.argError(L, "tasker.exec", 1, "table") }
+        // `tasker.exec({"ls"}, {cwd = d})` would run without the cwd
+        if let extra = TaskerModule.extraArgument(L, after: 1) {
+            return runtime.usage(L, "tasker.exec takes one argument, the command with its options, and got "
+                                 + "\(LuaStack(L).typeName(extra)) as argument #\(extra); options go in it: tasker.exec{\"ls\", cwd = \"/tmp\"}")
+        }
         let s = LuaStack(L)
-        var argv: [String] = []
+        var argv: [[UInt8]] = []
         for k in stride(from: 1, through: s.rawLength(1), by: 1) {
             s.rawGet(1, k)
-            guard let a = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil) else {
+            guard let a = s.bytes(-1) ?? (s.type(-1) == LUA_TNUMBER ? Array(s.describe(-1).utf8) : nil) else {
                 return runtime.usage(L, "bad element #\(k) in 'tasker.exec' command (string expected, got \(s.got(-1, expected: "string")))")
             }
             s.pop()
@@ -47,7 +52,7 @@ final class ExecModule: LuaModule {
         }
         guard !argv.isEmpty else { return runtime.usage(L, "tasker.exec: the command is empty (give {\"program\", \"arg\", ...})") }
         // A C string ends at NUL: the argument would be cut short silently.
-        if let k = argv.firstIndex(where: { $0.utf8.contains(0) }) {
+        if let k = argv.firstIndex(where: { $0.contains(0) }) {
             return runtime.usage(L, "bad element #\(k + 1) in 'tasker.exec' command (it contains a NUL byte)")
         }
         return execute(L, argv: argv, options: 1, fn: "tasker.exec")
@@ -71,22 +76,29 @@ final class ExecModule: LuaModule {
     }
 
     func sh(_ L: OpaquePointer) -> Int32 {
-        guard let command = LuaStack(L).string(1) else { return runtime.argError(L, "tasker.sh", 1, "string") }
-        guard !command.utf8.contains(0) else { return runtime.usage(L, "bad argument #1 to 'tasker.sh' (it contains a NUL byte)") }
+        guard let command = LuaStack(L).bytes(1) else { return runtime.argError(L, "tasker.sh", 1, "string") }
+        guard !command.contains(0) else { return runtime.usage(L, "bad argument #1 to 'tasker.sh' (it contains a NUL byte)") }
         guard lua_type(L, 2) <= LUA_TNIL || lua_type(L, 2) == LUA_TTABLE else { return runtime.argError(L, "tasker.sh", 2, "table") }
-        return execute(L, argv: ["/bin/sh", "-c", command], options: lua_type(L, 2) == LUA_TTABLE ? 2 : 0, fn: "tasker.sh")
+        if let extra = TaskerModule.extraArgument(L, after: 2) {
+            return runtime.usage(L, "tasker.sh takes a command and a table of options, and got \(LuaStack(L).typeName(extra)) as argument #\(extra)")
+        }
+        return execute(L, argv: [Array("/bin/sh".utf8), Array("-c".utf8), command], options: lua_type(L, 2) == LUA_TTABLE ? 2 : 0,
+                       fn: "tasker.sh")
     }
 
     /// Reads the options from the table at `options` (0: none) and waits.
-    private func execute(_ L: OpaquePointer, argv: [String], options t: Int32, fn: String) -> Int32 {
-        var r = ExecRequest(argv: argv)
+    private func execute(_ L: OpaquePointer, argv: [[UInt8]], options t: Int32, fn: String) -> Int32 {
+        var r = ExecRequest(arguments: argv)
         var remote: RemoteTarget?
         if t != 0 {
             let s = LuaStack(L)
             let o = OptionReader(L: L, table: t, function: fn, known: ExecModule.options)
             if let message = o.unknownOption(skippingIntegers: true) { return runtime.usage(L, message) }
             do {
-                r.cwd = try o.read("cwd", "string without a NUL byte") { s.string($0).flatMap { $0.utf8.contains(0) ? nil : $0 } }
+                // UTF-8: its bytes are not changed on the way (each bad one to U+FFFD)
+                r.cwd = try o.read("cwd", "UTF-8 string without a NUL byte") { i in
+                    s.bytes(i).flatMap { $0.contains(0) ? nil : String(validating: $0, as: UTF8.self) }
+                }
                 r.stdin = try o.read("stdin", "string") { i in
                     guard s.type(i) == LUA_TSTRING else { return nil }
                     var len = 0
@@ -98,12 +110,13 @@ final class ExecModule: LuaModule {
                 r.stream = try o.read("stream", "boolean") { s.type($0) == LUA_TBOOLEAN ? s.boolean($0) : nil } ?? false
                 // A C string ends at NUL and a name ends at '=': either would
                 // hand the child something else than was asked, silently.
-                r.env = try o.read("env", "table of strings, names without '=' and nothing with a NUL byte") { i in
+                r.env = try o.read("env", "table of UTF-8 strings, names without '=' and nothing with a NUL byte") { i in
                     guard s.type(i) == LUA_TTABLE else { return nil }
                     var env: [String: String] = [:]
+                    func text(_ i: Int32) -> String? { s.bytes(i).flatMap { String(validating: $0, as: UTF8.self) } }
                     lua_pushnil(L)
                     while lua_next(L, i) != 0 {
-                        guard let k = s.string(-2), let v = s.string(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil),
+                        guard let k = text(-2), let v = text(-1) ?? (s.type(-1) == LUA_TNUMBER ? s.describe(-1) : nil),
                               !k.isEmpty, !k.utf8.contains(0), !k.utf8.contains(UInt8(ascii: "=")), !v.utf8.contains(0) else {
                             s.pop(2)
                             return nil
@@ -136,6 +149,11 @@ final class ExecModule: LuaModule {
         }
         if let remote {
             if let problem = runtime.module(SSHModule.self).configProblem() { return runtime.usage(L, problem) }
+            // The remote command is one line of text: its bytes would be
+            // changed (each bad one to U+FFFD), so it would name other files.
+            guard r.isUTF8 else {
+                return runtime.usage(L, "\(fn): a command on a host must be UTF-8 (run it here, or name the files in UTF-8)")
+            }
             r.label += "@" + remote.name
             return runtime.suspend(L, .wait(RemoteExecWait(r, target: remote)))
         }
@@ -246,7 +264,8 @@ final class ExecWait: FiberWait {
         let child: ProcessSpawner.Child
         do {
             child = try groups.spawning { () throws(ProcessSpawner.SpawnError) in
-                try ProcessSpawner.spawn(argv: r.argv, env: ProcessSpawner.environment(r.env), cwd: r.cwd, stdin: stdinFD)
+                try ProcessSpawner.spawn(arguments: r.arguments, env: ProcessSpawner.environment(r.env), cwd: r.cwd,
+                                         stdin: stdinFD.map { .fd($0) } ?? .null, stdout: .pipe, stderr: .pipe)
             }
         } catch {
             answer(.failed(error.message, permanent: error.permanent))

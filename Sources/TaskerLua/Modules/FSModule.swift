@@ -133,17 +133,45 @@ final class FSModule: LuaModule {
 
     // MARK: arguments
 
-    /// A path argument (a string without NUL), or nil with a usage error pushed.
+    /// A path argument (UTF-8 without NUL), or nil with a usage error
+    /// pushed. Bytes that are not UTF-8 would have named another file (each
+    /// made U+FFFD): refused; `fs.list` and `fs.glob` return such names as
+    /// they are, for `io.open` and `os.remove`, which take any bytes.
     private func path(_ L: OpaquePointer, _ i: Int32, _ fn: String) -> String? {
-        guard lua_type(L, i) == LUA_TSTRING, let p = LuaStack(L).string(i) else {
+        guard lua_type(L, i) == LUA_TSTRING else {
             _ = host.argError(L, fn, i, "string (a path)")
             return nil
         }
-        guard !p.utf8.contains(0) else {
-            _ = host.usage(L, "bad argument #\(i) to '\(fn)' (the path contains a NUL byte)")
+        var len = 0
+        let raw = UnsafeRawBufferPointer(start: tasker_tostring(L, i, &len), count: len)
+        if let nul = raw.firstIndex(of: 0) {
+            _ = host.usage(L, "bad argument #\(i) to '\(fn)' (the path contains a NUL byte at \(nul + 1))")
+            return nil
+        }
+        guard let p = String(validating: raw, as: UTF8.self) else {
+            let at = Self.firstInvalidUTF8(raw)
+            _ = host.usage(L, "bad argument #\(i) to '\(fn)' (the path is not UTF-8: byte 0x\(String(format: "%02X", raw[at])) at \(at + 1); "
+                            + "fs takes UTF-8 paths, io.open and os.remove any bytes)")
             return nil
         }
         return p
+    }
+
+    /// Where `bytes` stop being UTF-8 (they are not, somewhere).
+    static func firstInvalidUTF8(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var end = bytes.count
+        // the longest valid prefix: a valid prefix stays valid when shortened
+        // only at character boundaries, so halve towards the first bad byte
+        var good = 0
+        while good < end {
+            let mid = (good + end + 1) / 2
+            if String(validating: UnsafeRawBufferPointer(rebasing: bytes[..<mid]), as: UTF8.self) != nil {
+                good = mid
+            } else {
+                end = mid - 1
+            }
+        }
+        return min(good, bytes.count - 1)
     }
 
     /// The bytes of a string argument, or nil with a usage error pushed.
@@ -221,7 +249,7 @@ final class FSModule: LuaModule {
         case .success(.names(let names)):
             s.newTable(array: Int32(names.count))
             for (k, n) in names.enumerated() {
-                s.push(n)
+                n.withUnsafeBytes { _ = lua_pushlstring(L, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
                 s.rawSet(-2, k + 1)
             }
             return 1

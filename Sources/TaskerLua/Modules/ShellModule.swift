@@ -167,8 +167,9 @@ extension ShellModule {
             lua_pushboolean(L, 1)  // a shell is available
             return 1
         }
-        guard let command = s.string(1) else { return runtime.argError(L, "os.execute", 1, "string") }
-        guard !command.utf8.contains(0) else { return runtime.usage(L, "bad argument #1 to 'os.execute' (it contains a NUL byte)") }
+        // bytes: a command naming a file in Latin-1 must reach the shell as it is
+        guard let command = s.bytes(1) else { return runtime.argError(L, "os.execute", 1, "string") }
+        guard !command.contains(0) else { return runtime.usage(L, "bad argument #1 to 'os.execute' (it contains a NUL byte)") }
         if let status = runtime.cannotWait(L, "os.execute") { return status }
         return runtime.suspend(L, .wait(ShellCommandWait(command: command, position: s.whereString(level: 1))))
     }
@@ -195,8 +196,8 @@ extension ShellModule {
     func popen(_ L: OpaquePointer) -> Int32 {
         let runtime = self.runtime
         let s = LuaStack(L)
-        guard let command = s.string(1) else { return runtime.argError(L, "io.popen", 1, "string") }
-        guard !command.utf8.contains(0) else { return runtime.usage(L, "bad argument #1 to 'io.popen' (it contains a NUL byte)") }
+        guard let command = s.bytes(1) else { return runtime.argError(L, "io.popen", 1, "string") }
+        guard !command.contains(0) else { return runtime.usage(L, "bad argument #1 to 'io.popen' (it contains a NUL byte)") }
         let modeText = s.isNoneOrNil(2) ? "r" : (s.string(2) ?? "")
         guard modeText == "r" || modeText == "w" else {
             return runtime.usage(L, "bad argument #2 to 'io.popen' (invalid mode '\(modeText)': \"r\" or \"w\" expected)")
@@ -210,7 +211,7 @@ extension ShellModule {
                                        runtime: runtime) { status in made?.processEnded(status) }
         } catch {
             // Out of descriptors or processes: the task fails, the run goes on.
-            runtime.pushErrorTable(L, kind: "exec", message: "cannot run '\(command)': \(error.message)",
+            runtime.pushErrorTable(L, kind: "exec", message: "cannot run '\(String(decoding: command, as: UTF8.self))': \(error.message)",
                                    where: s.whereString(level: 1))
             return TASKER_RAISE
         }
@@ -368,11 +369,11 @@ extension ShellModule {
 /// stderr; a cancel terminates its process group. A command that cannot
 /// start (out of descriptors or processes) raises kind `exec`.
 final class ShellCommandWait: FiberWait {
-    let command: String
+    let command: [UInt8]
     let position: String
     private var process: ShellProcess?
 
-    init(command: String, position: String) {
+    init(command: [UInt8], position: String) {
         self.command = command
         self.position = position
     }
@@ -383,7 +384,7 @@ final class ShellCommandWait: FiberWait {
                 runtime.finishWait(fiber, .push { co in ShellModule.pushStatus(co, status) })
             }
         } catch {
-            let message = "cannot run '\(command)': \(error.message)", position = self.position
+            let message = "cannot run '\(String(decoding: command, as: UTF8.self))': \(error.message)", position = self.position
             runtime.finishWait(fiber, .push { [unowned runtime] co in
                 lua_pushboolean(co, 0)
                 runtime.pushErrorTable(co, kind: "exec", message: message, where: position)
