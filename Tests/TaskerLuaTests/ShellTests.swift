@@ -40,10 +40,12 @@ import Testing
             print(tasker.exec{"ls", d}.stdout == "caf\\xe9\\n")
             print(select(2, pcall(tasker.exec, {"true", cwd = d .. "/caf\\xe9"})).message)
             print(select(2, pcall(tasker.exec, {"true"}, {cwd = d})).message:match("^[^;]*"))
+            print(select(2, pcall(tasker.exec, {"ls", "caf\\xe9", host = "nohost.invalid"})).message)
             """)
         #expect(r.lines == ["true", "true", "true", "true\texit\t0", "true", "true",
                             "bad option 'cwd' to 'tasker.exec' (UTF-8 string without a NUL byte expected, got string)",
-                            "tasker.exec takes one argument, the command with its options, and got table as argument #2"],
+                            "tasker.exec takes one argument, the command with its options, and got table as argument #2",
+                            "tasker.exec: a command on a host must be UTF-8 (run it here, or name the files in UTF-8)"],
                 "\(r.output)\(r.diagnostics)")
     }
 
