@@ -3,87 +3,117 @@ import Foundation
 import Glibc
 #endif
 
-/// Tells when watched files change, through inotify on their directories:
-/// a watch on the file itself goes deaf after an editor's atomic save
-/// (write a temp file, rename it over), so directories are watched and
-/// events filtered by name (`IN_CLOSE_WRITE` and `IN_MODIFY` for in-place
-/// writes, `IN_MOVED_TO` for renames). The directories of every entry the
-/// path resolves through are watched too (see `WatchedPath`): when one of
-/// those changes, the path is resolved again, and it changed if it now
-/// reads another file (or the same one, changed) that exists. The inotify
-/// descriptor waits in the process reactor's epoll set beside the
-/// children's pipes (no thread of its own); `onChange` runs on the reactor
-/// thread.
+/// Tells when watched files change, through inotify on directories: a
+/// watch on the file itself goes deaf after an editor's atomic save (write
+/// a temp file, rename it over), so directories are watched and events
+/// filtered by name. Every directory the path resolves through is watched
+/// (see `WatchedPath`). A write to the file (`IN_CLOSE_WRITE`, `IN_MODIFY`)
+/// is a change; any other event on an entry of the path (a rename over the
+/// file, a link swapped, a directory removed, renamed or made) resolves the
+/// path again, watches what it now goes through, and is a change when the
+/// path now reads another file (or the same one, changed). A path that
+/// leads to no regular file (removed, a loop of links, a device) is no
+/// change: the old version stays. The inotify descriptor waits in the
+/// process reactor's epoll set beside the children's pipes (no thread of
+/// its own); `onChange` and `onProblem` run on the reactor thread.
 final class FileWatcher: ReactorStream, @unchecked Sendable {
-    // Safety: `directories`, `watched` and `stopped` are guarded by `lock`;
-    // `fd` is set in init and closed only by the reactor thread, once, after
-    // `stop` (`interest` then says nil and the reactor lets go).
+    // Safety: every var below is guarded by `lock`; `fd` is set in init and
+    // closed only by the reactor thread, once, after `stop` (`interest`
+    // then says nil and the reactor lets go).
     let fd: Int32
     private let lock = NSLock()
-    private var directories: [Int32: String] = [:]
-    private var watchDescriptors: [String: Int32] = [:]
+    private var directories: [Int32: [UInt8]] = [:]
+    private var watchDescriptors: [[UInt8]: Int32] = [:]
     private var watched: [String: (path: WatchedPath, stamp: FileStamp?)] = [:]
+    /// Directories already reported as not watchable.
+    private var reported: Set<[UInt8]> = []
     private var stopped = false
     private var closed = false
     private let onChange: @Sendable (String) -> Void
+    private let onProblem: @Sendable (String) -> Void
 
     #if canImport(Glibc)
-    /// In-place writes, renames over, and entries made or removed (a link
-    /// swapped, a directory made again).
-    private static let mask = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY | IN_CREATE | IN_DELETE | IN_MOVED_FROM)
+    /// Writes, entries made, removed or renamed, and the directory itself
+    /// removed or renamed away.
+    private static let mask = UInt32(IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE
+                                     | IN_DELETE_SELF | IN_MOVE_SELF)
     /// What changes a file's content where it is.
-    private static let contentChange = UInt32(IN_CLOSE_WRITE | IN_MOVED_TO | IN_MODIFY)
+    private static let write = UInt32(IN_CLOSE_WRITE | IN_MODIFY)
     #endif
 
-    init(onChange: @escaping @Sendable (String) -> Void) throws {
+    /// A directory that cannot be watched (permissions, a name too long).
+    struct CannotWatch: Error, CustomStringConvertible {
+        let directory: String
+        let code: Int32
+        var description: String { "cannot watch '\(directory)': \(String(cString: strerror(code)))" }
+    }
+
+    init(onChange: @escaping @Sendable (String) -> Void, onProblem: @escaping @Sendable (String) -> Void = { _ in }) throws {
         #if canImport(Glibc)
         fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         #else
         fd = -1
         #endif
-        guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+        guard fd >= 0 else { throw CannotWatch(directory: "(inotify)", code: errno) }
         self.onChange = onChange
+        self.onProblem = onProblem
         ProcessReactor.shared.add(self)
     }
 
-    /// Starts watching `path` (absolute or relative to the working directory).
+    /// Starts watching `path` (absolute or relative to the working
+    /// directory). Throws when the file's own directory cannot be watched.
     func watch(file path: String) throws {
         let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
         lock.lock()
         defer { lock.unlock() }
-        let resolved = WatchedPath(resolving: absolute)
-        try follow(resolved, required: WatchedPath.parent(of: resolved.target))
+        let resolved = WatchedPath(resolving: Array(absolute.utf8))
+        if let failure = follow(resolved).first(where: { resolved.fileEntry?.directory == $0.directory.utf8Bytes }) {
+            throw failure
+        }
         watched[absolute] = (resolved, FileStamp(resolved.target))
     }
 
-    /// Watches every directory `path` hangs on (under `lock`). Only
-    /// `required` must be watchable: a parent may be out of reach.
-    private func follow(_ path: WatchedPath, required: String? = nil) throws {
+    /// Watches every directory `path` goes through (under `lock`), again
+    /// each time: a directory made again at the same path is another inode,
+    /// and gets a watch of its own. Returns the directories that exist but
+    /// cannot be watched.
+    @discardableResult
+    private func follow(_ path: WatchedPath) -> [CannotWatch] {
+        var failures: [CannotWatch] = []
         #if canImport(Glibc)
-        for directory in path.directories where watchDescriptors[directory] == nil {
-            // IN_MODIFY too: a writer still writing pushes the reload back.
-            let wd = inotify_add_watch(fd, directory, Self.mask)
+        for directory in path.directories {
+            let wd = Files.withCPath(directory) { inotify_add_watch(fd, $0, Self.mask) }
             guard wd >= 0 else {
-                if directory == required { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
+                let code = errno
+                // gone, or not a directory now: the entry above says when it is back
+                if code != ENOENT && code != ENOTDIR {
+                    failures.append(CannotWatch(directory: String(decoding: directory, as: UTF8.self), code: code))
+                }
                 continue
             }
+            if let old = watchDescriptors[directory], old != wd { forget(old) }
             directories[wd] = directory
             watchDescriptors[directory] = wd
         }
         #endif
+        return failures
     }
 
-    /// Stops watching directories no watched path hangs on any more (under
-    /// `lock`): a ConfigMap's old directories, a link's old target.
-    private func unfollowUnused() {
+    /// Lets go of a watch (under `lock`): its directory was renamed away or
+    /// replaced.
+    private func forget(_ wd: Int32) {
         #if canImport(Glibc)
-        let used = watched.values.reduce(into: Set<String>()) { $0.formUnion($1.path.directories) }
-        for (directory, wd) in watchDescriptors where !used.contains(directory) {
-            inotify_rm_watch(fd, wd)
-            directories[wd] = nil
-            watchDescriptors[directory] = nil
-        }
+        guard let directory = directories.removeValue(forKey: wd) else { return }
+        if watchDescriptors[directory] == wd { watchDescriptors[directory] = nil }
+        inotify_rm_watch(fd, wd)
         #endif
+    }
+
+    /// Stops watching directories no watched path goes through any more
+    /// (under `lock`): a ConfigMap's old directories, a link's old target.
+    private func unfollowUnused() {
+        let used = watched.values.reduce(into: Set<[UInt8]>()) { $0.formUnion($1.path.directories) }
+        for (wd, directory) in directories where !used.contains(directory) { forget(wd) }
     }
 
     /// Stops watching; the reactor closes the descriptor.
@@ -110,16 +140,19 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
 
     func ready(_ revents: Int16, _ buffer: inout [UInt8]) {
         lock.lock()
-        let changed = readEvents()
+        let (changed, problems) = readEvents()
         lock.unlock()
+        for problem in problems { onProblem(problem) }
         for path in changed { onChange(path) }
     }
 
-    /// The watched paths that changed (under `lock`).
-    private func readEvents() -> [String] {
+    /// The watched paths that changed, and what could not be watched
+    /// (under `lock`).
+    private func readEvents() -> (changed: [String], problems: [String]) {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var changed: [String] = []
-        var moved: Set<String> = []
+        var recheck: Set<String> = []
+        #if canImport(Glibc)
         while true {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             guard n > 0 else { break }
@@ -129,42 +162,53 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
                 let wd = buffer.withUnsafeBytes { $0.load(fromByteOffset: offset, as: Int32.self) }
                 let mask = buffer.withUnsafeBytes { $0.load(fromByteOffset: offset + 4, as: UInt32.self) }
                 let len = Int(buffer.withUnsafeBytes { $0.load(fromByteOffset: offset + 12, as: UInt32.self) })
-                let nameBytes = buffer[(offset + 16)..<min(offset + 16 + len, n)].prefix { $0 != 0 }
-                let name = String(decoding: nameBytes, as: UTF8.self)
+                let name = Array(buffer[(offset + 16)..<min(offset + 16 + len, n)].prefix { $0 != 0 })
                 offset += 16 + len
-                #if canImport(Glibc)
                 if mask & UInt32(IN_Q_OVERFLOW) != 0 {
-                    moved.formUnion(watched.keys)  // events were lost: look again at every path
+                    recheck.formUnion(watched.keys)  // events were lost: look again at every path
                     continue
                 }
-                if mask & UInt32(IN_IGNORED) != 0, let directory = directories.removeValue(forKey: wd) {
-                    // removed, or its file system unmounted: watched again
-                    // if it comes back (its parent's entry says so)
-                    watchDescriptors[directory] = nil
+                guard let directory = directories[wd] else { continue }
+                if mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF) != 0 {
+                    // the directory is gone from its path: what went through it resolves again
+                    forget(wd)
+                    for (key, w) in watched where w.path.dependsOn(directory) { recheck.insert(key) }
                     continue
                 }
-                guard let directory = directories[wd], !name.isEmpty else { continue }
                 for (key, w) in watched where w.path.contains(directory, name) {
-                    if w.path.isFile(directory, name), mask & Self.contentChange != 0 {
-                        if !changed.contains(key) { changed.append(key) }
-                        watched[key]?.stamp = FileStamp(w.path.target)
+                    if mask & Self.write != 0, w.path.fileEntry == WatchedPath.Entry(directory: directory, name: name) {
+                        // written in place: a change, if it is a file to load
+                        let stamp = FileStamp(w.path.target)
+                        if stamp != nil, !changed.contains(key) { changed.append(key) }
+                        watched[key]?.stamp = stamp ?? w.stamp
                     } else {
-                        moved.insert(key)
+                        recheck.insert(key)
                     }
                 }
-                #endif
             }
         }
-        for key in moved {
+        #endif
+        var problems: [String] = []
+        for key in recheck {
             guard let old = watched[key] else { continue }
-            let path = WatchedPath(resolving: key)
-            try? follow(path)
+            let path = WatchedPath(resolving: Array(key.utf8))
+            // the file's own directory matters (its writes are missed); one
+            // above it only when it is removed, which a reader of it (711)
+            // rarely is
+            for failure in follow(path) where Array(failure.directory.utf8) == path.fileEntry?.directory
+                && reported.insert(Array(failure.directory.utf8)).inserted {
+                problems.append("\(failure); changes there are not seen")
+            }
             // read after the new watches are in: a write in between is seen
             let stamp = FileStamp(path.target)
             watched[key] = (path, stamp ?? old.stamp)
             if let stamp, stamp != old.stamp, !changed.contains(key) { changed.append(key) }
         }
-        if !moved.isEmpty { unfollowUnused() }
-        return changed
+        if !recheck.isEmpty { unfollowUnused() }
+        return (changed, problems)
     }
+}
+
+private extension String {
+    var utf8Bytes: [UInt8] { Array(utf8) }
 }

@@ -288,19 +288,73 @@ import Testing
     /// is no reload (no "cannot open" error).
     @Test func reloadsWhenItsDirectoryIsMadeAgain() async throws {
         let r = try await runLua(Self.helpers + """
+            assert(os.execute("mkdir -p " .. dir .. "/top/conf"))
+            write("top/conf/rules.lua", [[\(Self.rule(1))]], false)
+            tasker.use("top/conf/rules.lua")
+            print(version())
+            assert(os.execute("rm -rf " .. dir .. "/top/conf && mkdir " .. dir .. "/top/conf"))
+            write("top/conf/rules.lua", [[\(Self.rule(2))]], false)
+            print((waitFor(version, 2)))
+            assert(os.execute("rm -rf " .. dir .. "/top/conf && mkdir " .. dir .. "/top/conf.new"))
+            write("top/conf.new/rules.lua", [[\(Self.rule(3))]], false)
+            assert(os.execute("mv " .. dir .. "/top/conf.new " .. dir .. "/top/conf"))
+            print((waitFor(version, 3)))
+            -- a directory above it, removed and made again
+            assert(os.execute("rm -rf " .. dir .. "/top && mkdir -p " .. dir .. "/top/conf"))
+            write("top/conf/rules.lua", [[\(Self.rule(4))]], false)
+            print((waitFor(version, 4)))
+            write("top/conf/rules.lua", [[\(Self.rule(5))]], false)
+            print((waitFor(version, 5)))
+            """, watch: true)
+        #expect(r.lines == ["1", "true", "true", "true", "true"], "\(r.diagnostics)")
+        #expect(!r.diagnostics.contains("failed"), "\(r.diagnostics)")
+    }
+
+    /// The directory renamed away and another moved into its place: the
+    /// new one's file is followed, the old one's edits are not a change.
+    @Test func aDirectoryRenamedAwayIsLetGoAndItsReplacementFollowed() async throws {
+        let r = try await runLua(Self.helpers + """
             assert(os.execute("mkdir " .. dir .. "/conf"))
             write("conf/rules.lua", [[\(Self.rule(1))]], false)
             tasker.use("conf/rules.lua")
-            print(version())
-            assert(os.execute("rm -rf " .. dir .. "/conf && mkdir " .. dir .. "/conf"))
-            write("conf/rules.lua", [[\(Self.rule(2))]], false)
-            print((waitFor(version, 2)))
-            assert(os.execute("rm -rf " .. dir .. "/conf && mkdir " .. dir .. "/conf.new"))
-            write("conf.new/rules.lua", [[\(Self.rule(3))]], false)
+            assert(os.execute("mv " .. dir .. "/conf " .. dir .. "/conf.old && mkdir " .. dir .. "/conf.new"))
+            write("conf.new/rules.lua", [[\(Self.rule(2))]], false)
             assert(os.execute("mv " .. dir .. "/conf.new " .. dir .. "/conf"))
+            print((waitFor(version, 2)))
+            write("conf.old/rules.lua", [[\(Self.rule(9))]], false)
+            write("conf/rules.lua", [[\(Self.rule(3))]], false)
             print((waitFor(version, 3)))
             """, watch: true)
-        #expect(r.lines == ["1", "true", "true"], "\(r.diagnostics)")
+        #expect(r.lines == ["true", "true"], "\(r.diagnostics)")
+    }
+
+    /// The file replaced by a link through a rename (what `ln -sfn` does):
+    /// the link's target is followed from then on.
+    @Test func aFileReplacedByALinkIsFollowedThroughIt() async throws {
+        let r = try await runLua(Self.helpers + """
+            assert(os.execute("mkdir " .. dir .. "/other"))
+            write("other/real.lua", [[\(Self.rule(2))]], false)
+            tasker.use("rules.lua")
+            assert(os.execute("ln -sfn other/real.lua " .. dir .. "/rules.lua"))
+            print((waitFor(version, 2)))
+            write("other/real.lua", [[\(Self.rule(3))]], false)
+            print((waitFor(version, 3)))
+            """, files: ["rules.lua": Self.rule(1)], watch: true)
+        #expect(r.lines == ["true", "true"], "\(r.diagnostics)")
+    }
+
+    /// Written, then removed before the reload: no error, the old version
+    /// stays, and the file back is loaded.
+    @Test func aFileRemovedBeforeItsReloadKeepsTheOldVersion() async throws {
+        let r = try await runLua(Self.helpers + """
+            tasker.use("rules.lua")
+            write("rules.lua", [[\(Self.rule(2))]], false)
+            os.remove(dir .. "/rules.lua")
+            print(version())
+            write("rules.lua", [[\(Self.rule(3))]], false)
+            print((waitFor(version, 3)))
+            """, files: ["rules.lua": Self.rule(1)], watch: true)
+        #expect(r.lines == ["1", "true"], "\(r.diagnostics)")
         #expect(!r.diagnostics.contains("failed"), "\(r.diagnostics)")
     }
 }

@@ -74,7 +74,10 @@ final class UseModule: LuaModule {
     /// `tasker.use(path)`: runs a file (relative to the pipeline's directory)
     /// in a fresh environment; with `--watch`, reloads it when it changes.
     func use(_ L: OpaquePointer) -> Int32 {
-        guard let relative = LuaStack(L).string(1) else { return runtime.argError(L, "tasker.use", 1, "string") }
+        guard let raw = LuaStack(L).bytes(1) else { return runtime.argError(L, "tasker.use", 1, "string") }
+        guard let relative = String(validating: raw, as: UTF8.self), !raw.contains(0) else {
+            return runtime.usage(L, "bad argument #1 to 'tasker.use' (a UTF-8 path without a NUL byte expected)")
+        }
         let chunkName = relative.hasPrefix("/") ? relative : (runtime.chunk.scriptDirectory == "." ? relative : runtime.chunk.scriptDirectory + "/" + relative)
         let path = URL(fileURLWithPath: chunkName).standardizedFileURL.path
         // a file that uses itself, or one that uses it: a usage error, not
@@ -177,9 +180,11 @@ final class UseModule: LuaModule {
         do {
             if watcher == nil {
                 let target = LoopBound(self, loop: runtime.loop)
-                watcher = try FileWatcher { path in
+                watcher = try FileWatcher(onChange: { path in
                     target.loop.execute { target.value.fileChanged(path) }
-                }
+                }, onProblem: { problem in
+                    target.loop.execute { target.value.runtime.logger.warning("--watch: \(problem)") }
+                })
             }
             try watcher?.watch(file: file.path)
         } catch {
@@ -218,6 +223,11 @@ final class UseModule: LuaModule {
     func reload(_ file: UsedFile) {
         guard !runtime.driver.finishedRun else { return }
         let old = file.registrations
+        if access(file.path, F_OK) != 0 && errno == ENOENT {
+            // written, then removed before the reload: no file is no change
+            runtime.logger.info("\(file.chunkName) was removed; keeping the previous version until it is back")
+            return
+        }
         let registeredSomething = !old.interceptors.isEmpty || !old.reactors.isEmpty
         if registeredSomething, (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) == 0 {
             // Caught between a truncate and a write: wait for the next change.
