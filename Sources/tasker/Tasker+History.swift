@@ -45,15 +45,7 @@ extension Tasker {
             let pipeline = file.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path }
             // A run still going has no counts yet (they are written at its
             // end): they are counted from its tasks as recorded so far.
-            let runs = try reader.runs(pipeline: pipeline, limit: limit).map { r in
-                guard r.exitCode == nil, r.counts.isEmpty else { return r }
-                var live = r
-                for t in try reader.tasks(of: r.id) where t.kind == "task" {
-                    live.counts[t.state, default: 0] += 1
-                    if t.reused { live.counts["reused", default: 0] += 1 }
-                }
-                return live
-            }
+            let runs = try reader.runs(pipeline: pipeline, limit: limit).map { try History.withLiveCounts($0, reader) }
             if json {
                 print(History.json(runs))
                 return
@@ -98,7 +90,7 @@ extension Tasker {
 
         func run() throws {
             let reader = try journal.reader()
-            let r = try History.run(runID, of: file, in: reader)
+            let r = try History.withLiveCounts(try History.run(runID, of: file, in: reader), reader)
             if task != nil || output {
                 if json {
                     StandardError.write("tasker: error: --json lists the whole run; --task and --output print text\n")
@@ -216,6 +208,19 @@ enum History {
 
     static func seconds(_ s: Double) -> String {
         s < 1 ? String(format: "%.0fms", s * 1000) : (s < 600 ? String(format: "%.2fs", s) : String(format: "%.0fm", s / 60))
+    }
+
+    /// A run still going has no counts yet (they are written at its end):
+    /// they are counted from its tasks as recorded so far.
+    static func withLiveCounts(_ r: JournalRun, _ reader: JournalReader) throws -> JournalRun {
+        guard r.exitCode == nil, r.counts.isEmpty else { return r }
+        var live = r
+        try reader.forEachTask(of: r.id) { t in
+            guard t.kind == "task" else { return }
+            live.counts[t.state, default: 0] += 1
+            if t.reused { live.counts["reused", default: 0] += 1 }
+        }
+        return live
     }
 
     static func counts(_ c: [String: Int]) -> String {

@@ -160,6 +160,8 @@ import Testing
         }
         let shown = try await tasker(["show", "last"], in: s.dir).stdout
         #expect(seen.contains("1 running, 1 succeeded"), "\(seen)\n\(shown)")
+        // and show's header too (it said "no tasks" above the tasks it listed)
+        #expect(shown.contains("exit running  1 running, 1 succeeded"), "\(shown)")
         try Data("x".utf8).write(to: s.dir.appendingPathComponent("go"))
         let done = await run.finish()
         #expect(done.status == 0, "\(done.stderr)")
