@@ -453,26 +453,6 @@ enum Files {
         }
     }
 
-    static func remove(_ path: String, recursive: Bool) throws(FSFailure) {
-        try remove(bytes: Array(path.utf8), recursive: recursive)
-    }
-
-    /// In bytes: a directory's entries need not be UTF-8.
-    private static func remove(bytes path: [UInt8], recursive: Bool) throws(FSFailure) {
-        let shown = String(decoding: path, as: UTF8.self)
-        var st = Glibc.stat()
-        guard withCPath(path, { lstat($0, &st) }) == 0 else { throw FSFailure("cannot remove", shown, errno) }
-        if st.st_mode & S_IFMT == S_IFDIR {
-            if recursive {
-                guard let names = list(bytes: path) else { throw FSFailure("cannot list", shown, errno) }
-                for name in names { try remove(bytes: path + [0x2F] + name, recursive: true) }
-            }
-            guard withCPath(path, { rmdir($0) }) == 0 else { throw FSFailure("cannot remove", shown, errno) }
-        } else {
-            guard withCPath(path, { unlink($0) }) == 0 else { throw FSFailure("cannot remove", shown, errno) }
-        }
-    }
-
     /// Whether `link` is a symlink that leads to the file `path` names.
     static func isSymlink(_ link: String, toSameFileAs path: String) -> Bool {
         var l = Glibc.stat(), target = Glibc.stat(), st = Glibc.stat()

@@ -136,6 +136,30 @@ import Testing
         ], "\(r.output)\(r.diagnostics)")
     }
 
+    /// A tree is removed through directory descriptors: deeper than
+    /// PATH_MAX is fine, a link inside is removed as a link (its target
+    /// stays), and `.` or `..` is refused before anything is removed.
+    @Test func aRecursiveRemoveWorksThroughDescriptorsAndRefusesDotAndDotDot() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        let r = try await runLua("""
+            local d = "\(d)"
+            local long = string.rep("n", 250)
+            -- 20 levels of 250-byte names: 5,000 bytes, past PATH_MAX
+            assert(os.execute("cd " .. d .. " && mkdir top && cd top && for i in $(seq 20); do mkdir " .. long .. " && cd -P " .. long .. " || exit 1; done && touch leaf"))
+            fs.mkdir(d .. "/outside")
+            fs.write(d .. "/outside/keep", "x")
+            assert(os.execute("ln -s " .. d .. "/outside " .. d .. "/top/link"))
+            fs.remove(d .. "/top", {recursive = true})
+            print(fs.exists(d .. "/top"), fs.read(d .. "/outside/keep"))
+            fs.mkdir(d .. "/sub")
+            fs.write(d .. "/sub/f", "y")
+            print(select(2, pcall(fs.remove, d .. "/sub/..", {recursive = true})).message:gsub(".*: ", ""))
+            print(fs.read(d .. "/sub/f"))
+            """)
+        #expect(r.lines == ["false\tx", "refusing to remove '.' or '..'\t1", "y"], "\(r.output)\(r.diagnostics)")
+    }
+
     @Test func everyFunctionRaisesKindFSWithItsPathOnFailure() async throws {
         let d = try scratch()
         defer { try? FileManager.default.removeItem(atPath: d) }
