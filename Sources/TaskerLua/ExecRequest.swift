@@ -35,7 +35,11 @@ struct ExecRequest: Sendable {
 
     /// `display` on one line for an error message: a script of many lines
     /// is its first line and `…`, a long one is cut at 200 characters.
-    var shortDisplay: String {
+    var shortDisplay: String { Self.short(display) }
+
+    /// A command line for an error message: its first line, at most 200
+    /// characters, secrets masked.
+    static func short(_ display: String) -> String {
         // Masked before it is cut: a secret cut in half is no longer found.
         let text = SecretMask.shared.mask(display)
         let first = text.prefix { $0 != "\n" }

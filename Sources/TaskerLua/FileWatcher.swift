@@ -63,7 +63,7 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
     /// Starts watching `path` (absolute or relative to the working
     /// directory). Throws when the file's own directory cannot be watched.
     func watch(file path: String) throws {
-        let absolute = URL(fileURLWithPath: path).standardizedFileURL.path
+        let absolute = Self.absolute(path)
         lock.lock()
         defer { lock.unlock() }
         let resolved = WatchedPath(resolving: Array(absolute.utf8))
@@ -114,6 +114,12 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
     private func unfollowUnused() {
         let used = watched.values.reduce(into: Set<[UInt8]>()) { $0.formUnion($1.path.directories) }
         for (wd, directory) in directories where !used.contains(directory) { forget(wd) }
+    }
+
+    /// `path` from `/`: the working directory before a relative one, and
+    /// nothing else changed (`..` is the kernel's to resolve, on disk).
+    static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
     }
 
     /// Stops watching; the reactor closes the descriptor.

@@ -39,19 +39,20 @@ enum ProcessSpawner {
         var permanent = false
     }
 
-    private static let resolved = Mutex([String: String]())
+    private static let resolved = Mutex([[UInt8]: [UInt8]]())
 
     /// The path of `program`: as given when it has a slash, else the first
-    /// executable match on PATH (remembered per PATH).
-    static func resolve(_ program: String, path: String?) -> String? {
-        if program.contains("/") { return program }
-        let searchPath = path ?? "/usr/local/bin:/usr/bin:/bin"
-        let key = searchPath + "\u{0}" + program
+    /// executable match on PATH (remembered per PATH). Bytes: a name or a
+    /// directory on PATH need not be UTF-8.
+    static func resolve(_ program: [UInt8], path: [UInt8]?) -> [UInt8]? {
+        if program.contains(0x2F) { return program }
+        let searchPath = path ?? Array("/usr/local/bin:/usr/bin:/bin".utf8)
+        let key = searchPath + [0] + program
         if let known = resolved.withLock({ $0[key] }) { return known }
-        for dir in searchPath.split(separator: ":", omittingEmptySubsequences: false) {
-            let candidate = (dir.isEmpty ? "." : String(dir)) + "/" + program
+        for dir in searchPath.split(separator: 0x3A, omittingEmptySubsequences: false) {
+            let candidate = (dir.isEmpty ? [0x2E] : Array(dir)) + [0x2F] + program
             var st = stat()
-            if access(candidate, X_OK) == 0, stat(candidate, &st) == 0, st.st_mode & S_IFMT != S_IFDIR {
+            if Files.withCPath(candidate, { access($0, X_OK) == 0 && stat($0, &st) == 0 }), st.st_mode & S_IFMT != S_IFDIR {
                 resolved.withLock { $0[key] = candidate }
                 return candidate
             }
@@ -59,35 +60,45 @@ enum ProcessSpawner {
         return nil
     }
 
-    /// tasker's environment, read once (nothing in a run changes it).
-    private static let inherited = ProcessInfo.processInfo.environment
-    private static let inheritedList = inherited.map { "\($0.key)=\($0.value)" }
+    /// tasker's environment as the process got it, read once (nothing in a
+    /// run changes it): bytes, as a value or a name need not be UTF-8 (read
+    /// as text, each bad byte became U+FFFD in every child's copy).
+    private static let inheritedList: [[UInt8]] = {
+        var out: [[UInt8]] = []
+        var p: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?> = environ
+        while let entry = p.pointee {
+            out.append(Array(UnsafeRawBufferPointer(start: entry, count: strlen(entry))))
+            p += 1
+        }
+        return out
+    }()
 
     /// The environment: tasker's own with `updates` applied.
-    static func environment(_ updates: [String: String]) -> [String] {
+    static func environment(_ updates: [String: String]) -> [[UInt8]] {
         guard !updates.isEmpty else { return inheritedList }
-        var env = inherited
-        for (k, v) in updates { env[k] = v }
-        return env.map { "\($0.key)=\($0.value)" }
+        let names = Set(updates.keys.map { Array($0.utf8) })
+        var env = inheritedList.filter { !names.contains(Array($0.prefix { $0 != 0x3D })) }
+        for (k, v) in updates { env.append(Array("\(k)=\(v)".utf8)) }
+        return env
     }
 
     /// `exec`'s child: stdout and stderr into pipes, stdin from `stdin` or /dev/null.
-    static func spawn(argv: [String], env: [String], cwd: String?, stdin: Int32?) throws(SpawnError) -> Child {
+    static func spawn(argv: [String], env: [[UInt8]], cwd: String?, stdin: Int32?) throws(SpawnError) -> Child {
         try spawn(arguments: argv.map { Array($0.utf8) }, env: env, cwd: cwd, stdin: stdin.map { .fd($0) } ?? .null,
                   stdout: .pipe, stderr: .pipe)
     }
 
-    static func spawn(argv: [String], env: [String], cwd: String?,
+    static func spawn(argv: [String], env: [[UInt8]], cwd: String?,
                       stdin: Stream, stdout: Stream, stderr: Stream) throws(SpawnError) -> Child {
         try spawn(arguments: argv.map { Array($0.utf8) }, env: env, cwd: cwd, stdin: stdin, stdout: stdout, stderr: stderr)
     }
 
     /// `arguments` as bytes, handed to the program as they are (a script's
     /// strings need not be UTF-8: a file name in Latin-1 stays that name).
-    static func spawn(arguments argv: [[UInt8]], env: [String], cwd: String?,
+    static func spawn(arguments argv: [[UInt8]], env: [[UInt8]], cwd: String?,
                       stdin: Stream, stdout: Stream, stderr: Stream) throws(SpawnError) -> Child {
-        let pathValue = env.first { $0.hasPrefix("PATH=") }.map { String($0.dropFirst(5)) }
-        guard let program = resolve(String(decoding: argv[0], as: UTF8.self), path: pathValue) else {
+        let pathValue = env.first { $0.starts(with: Array("PATH=".utf8)) }.map { Array($0.dropFirst(5)) }
+        guard let program = resolve(argv[0], path: pathValue) else {
             throw SpawnError(message: "no such program on PATH", permanent: true)
         }
         // pipes[k]: (child's end, tasker's end) for standard descriptor k.
@@ -138,8 +149,8 @@ enum ProcessSpawner {
 
         var pid: pid_t = 0
         let rc = withCStrings(argv) { cargv in
-            withCStrings(env.map { Array($0.utf8) }) { cenv in
-                posix_spawn(&pid, program, &actions, &attr, cargv, cenv)
+            withCStrings(env) { cenv in
+                Files.withCPath(program) { posix_spawn(&pid, $0, &actions, &attr, cargv, cenv) }
             }
         }
         guard rc == 0 else {

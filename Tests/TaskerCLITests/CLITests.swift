@@ -2,6 +2,22 @@ import Foundation
 import Testing
 
 @Suite struct CLITests {
+    /// tasker's own environment reaches the programs it runs as bytes: a
+    /// value (or a directory on PATH) that is not UTF-8 is not changed.
+    @Test func theEnvironmentReachesProgramsByteForByte() async throws {
+        let s = try Scratch(["p.lua": """
+            print(tasker.exec{"sh", "-c", 'printf %s "$WEIRD"'}.stdout == "a\\xffb")
+            print(tasker.sh('printf %s "$WEIRD"').stdout == "a\\xffb")
+            print(tasker.exec{"tool"}.stdout)
+            """])
+        defer { s.cleanup() }
+        let r = try await shell("""
+            d=$(printf 'bin\\376'); mkdir "$d" && printf '#!/bin/sh\\necho tool ran\\n' > "$d/tool" && chmod +x "$d/tool"
+            WEIRD=$(printf 'a\\377b') PATH="$PWD/$d:$PATH" "$TASKER" run --no-progress --no-journal p.lua
+            """, in: s.dir)
+        #expect(r.stdout == "true\ntrue\ntool ran\n\n", "\(r.stdout)\(r.stderr)")
+    }
+
     @Test func versionAndHelp() async throws {
         let v = try await tasker(["--version"])
         #expect(v.status == 0)

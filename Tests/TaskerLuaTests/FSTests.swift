@@ -121,6 +121,7 @@ import Testing
         let r = try await runLua("""
             local d = "\(d)"
             print(select(2, pcall(fs.write, d .. "/caf\\xe9.txt", "x")).message:gsub(".*%(", "("))
+            print(select(2, pcall(fs.exists, "日本\\xff")).message:match("byte.-;"))
             print(#fs.list(d))
             assert(io.open(d .. "/caf\\xe9.txt", "w")):close()
             assert(os.execute("mkdir " .. d .. "/sub\\xff && touch " .. d .. "/sub\\xff/in.txt"))
@@ -132,7 +133,7 @@ import Testing
             """)
         #expect(r.lines == [
             "(the path is not UTF-8: byte 0xE9 at \(d.utf8.count + 5); fs takes UTF-8 paths, io.open and os.remove any bytes)\t1",
-            "0", "true", "true", "1\ttrue", "false",
+            "byte 0xFF at 7;", "0", "true", "true", "1\ttrue", "false",
         ], "\(r.output)\(r.diagnostics)")
     }
 

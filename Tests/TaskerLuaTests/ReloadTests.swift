@@ -164,12 +164,25 @@ import Testing
             print(ok, e.kind, e.where, e.message)
             print(pcall(tasker.use, "broken.lua"))
             print(pcall(tasker.use, "raises.lua"))
+            print(pcall(tasker.use, "/dev/zero"))  -- read for ever, were it not refused
+            local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
+            assert(os.execute("mkfifo " .. dir .. "/fifo.lua"))
+            print(pcall(tasker.use, "fifo.lua"))  -- a wait for a writer, were it not refused
+            -- `..` after a link is the link target's parent, as on disk
+            assert(os.execute("mkdir -p " .. dir .. "/real/inner && ln -s real/inner " .. dir .. "/lk"))
+            assert(io.open(dir .. "/real/t.lua", "w")):write("print('real/t.lua')"):close()
+            assert(io.open(dir .. "/t.lua", "w")):write("print('the wrong t.lua')"):close()
+            tasker.use("lk/../t.lua")
+            tasker.use("real/t.lua")  -- the same file: used already
             print(rulesGlobal, type(tasker))
             """, files: ["rules.lua": Self.rule(1) + "rulesGlobal = 'set in its own environment'\n",
                          "broken.lua": "return +\n", "raises.lua": "\nerror({code = 3})\n"])
         #expect(r.lines == ["1", "false\tfs\tpipeline.lua:4\ttasker.use: cannot open 'missing.lua': No such file or directory",
                             "false\tbroken.lua:1: unexpected symbol near '+'",
                             "false\traises.lua:2: {\"code\":3}",
+                            "false\tfs: tasker.use: cannot open '/dev/zero': it is a device, not a file",
+                            "false\tfs: tasker.use: cannot open 'fifo.lua': it is a FIFO, not a file",
+                            "real/t.lua",
                             "nil\ttable"])
     }
 

@@ -41,11 +41,16 @@ import Testing
             print(select(2, pcall(tasker.exec, {"true", cwd = d .. "/caf\\xe9"})).message)
             print(select(2, pcall(tasker.exec, {"true"}, {cwd = d})).message:match("^[^;]*"))
             print(select(2, pcall(tasker.exec, {"ls", "caf\\xe9", host = "nohost.invalid"})).message)
+            print(select(2, pcall(tasker.exec, {"ls", host = "h\\xff"})).message)
+            -- the program's own name, and tasker's environment, as bytes too
+            assert(os.execute("printf '#!/bin/sh\\\\necho ran\\\\n' > " .. d .. "/pr\\xffog && chmod +x " .. d .. "/pr\\xffog"))
+            print(tasker.exec{d .. "/pr\\xffog"}.stdout == "ran\\n")
             """)
         #expect(r.lines == ["true", "true", "true", "true\texit\t0", "true", "true",
                             "bad option 'cwd' to 'tasker.exec' (UTF-8 string without a NUL byte expected, got string)",
                             "tasker.exec takes one argument, the command with its options, and got table as argument #2",
-                            "tasker.exec: a command on a host must be UTF-8 (run it here, or name the files in UTF-8)"],
+                            "tasker.exec: a command on a host must be UTF-8 (run it here, or name the files in UTF-8)",
+                            "bad option 'host' to 'tasker.exec' (a UTF-8 host name expected)", "true"],
                 "\(r.output)\(r.diagnostics)")
     }
 

@@ -129,6 +129,13 @@ final class ExecModule: LuaModule {
             } catch {
                 return runtime.usage(L, error.text)
             }
+            // a host name whose bytes would be changed names another host
+            s.rawGet(t, "host")
+            let hostBytes = s.bytes(-1)
+            s.pop()
+            if let hostBytes, String(validating: hostBytes, as: UTF8.self) == nil {
+                return runtime.usage(L, "bad option 'host' to '\(fn)' (a UTF-8 host name expected)")
+            }
             switch RemoteTarget.read(L, options: t, fn: fn, env: r.env) {
             case .success(let target): remote = target
             case .failure(let bad): return runtime.usage(L, bad.message)

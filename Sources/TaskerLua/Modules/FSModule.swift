@@ -157,21 +157,19 @@ final class FSModule: LuaModule {
         return p
     }
 
-    /// Where `bytes` stop being UTF-8 (they are not, somewhere).
+    /// Where `bytes` stop being UTF-8 (they are not, somewhere): the first
+    /// byte of the first sequence that does not decode.
     static func firstInvalidUTF8(_ bytes: UnsafeRawBufferPointer) -> Int {
-        var end = bytes.count
-        // the longest valid prefix: a valid prefix stays valid when shortened
-        // only at character boundaries, so halve towards the first bad byte
-        var good = 0
-        while good < end {
-            let mid = (good + end + 1) / 2
-            if String(validating: UnsafeRawBufferPointer(rebasing: bytes[..<mid]), as: UTF8.self) != nil {
-                good = mid
-            } else {
-                end = mid - 1
+        var parser = Unicode.UTF8.ForwardParser()
+        var input = bytes.makeIterator()
+        var offset = 0
+        while true {
+            switch parser.parseScalar(from: &input) {
+            case .valid(let scalar): offset += scalar.count
+            case .error: return min(offset, bytes.count - 1)
+            case .emptyInput: return max(0, bytes.count - 1)
             }
         }
-        return min(good, bytes.count - 1)
     }
 
     /// The bytes of a string argument, or nil with a usage error pushed.

@@ -211,7 +211,7 @@ extension ShellModule {
                                        runtime: runtime) { status in made?.processEnded(status) }
         } catch {
             // Out of descriptors or processes: the task fails, the run goes on.
-            runtime.pushErrorTable(L, kind: "exec", message: "cannot run '\(String(decoding: command, as: UTF8.self))': \(error.message)",
+            runtime.pushErrorTable(L, kind: "exec", message: "cannot run '\(ExecRequest.short(String(decoding: command, as: UTF8.self)))': \(error.message)",
                                    where: s.whereString(level: 1))
             return TASKER_RAISE
         }
@@ -384,7 +384,7 @@ final class ShellCommandWait: FiberWait {
                 runtime.finishWait(fiber, .push { co in ShellModule.pushStatus(co, status) })
             }
         } catch {
-            let message = "cannot run '\(String(decoding: command, as: UTF8.self))': \(error.message)", position = self.position
+            let message = "cannot run '\(ExecRequest.short(String(decoding: command, as: UTF8.self)))': \(error.message)", position = self.position
             runtime.finishWait(fiber, .push { [unowned runtime] co in
                 lua_pushboolean(co, 0)
                 runtime.pushErrorTable(co, kind: "exec", message: message, where: position)

@@ -79,12 +79,14 @@ final class UseModule: LuaModule {
             return runtime.usage(L, "bad argument #1 to 'tasker.use' (a UTF-8 path without a NUL byte expected)")
         }
         let chunkName = relative.hasPrefix("/") ? relative : (runtime.chunk.scriptDirectory == "." ? relative : runtime.chunk.scriptDirectory + "/" + relative)
-        let path = URL(fileURLWithPath: chunkName).standardizedFileURL.path
+        // `..` left to the kernel: after a symlinked directory it is that
+        // directory's parent, not the text's (standardizing ran another file)
+        let path = FileWatcher.absolute(chunkName)
         // a file that uses itself, or one that uses it: a usage error, not
         // Lua's C stack overflowing through nested loads (looked at first: a
         // reload runs a file that is used already)
         loading.last?.uses.insert(path)
-        if Self.sameFile(path, URL(fileURLWithPath: runtime.chunk.scriptPath).standardizedFileURL.path) {
+        if Self.sameFile(path, FileWatcher.absolute(runtime.chunk.scriptPath)) {
             // the pipeline itself: its main chunk would run again
             let names = ([runtime.chunk.scriptPath] + loading.map(\.chunkName) + [chunkName]).joined(separator: " -> ")
             return runtime.usage(L, "tasker.use: a cycle of used files (\(names)): the pipeline uses itself")
@@ -97,9 +99,10 @@ final class UseModule: LuaModule {
             let names = (loading.map(\.chunkName) + [chunkName] + rest).joined(separator: " -> ")
             return runtime.usage(L, "tasker.use: a cycle of used files (\(names))")
         }
-        if usedFiles[path] != nil { return 0 }
+        // used already (by this name, or another: a link, `..`, a hard link)
+        if usedFiles[path] != nil || usedFiles.values.contains(where: { Self.sameFile($0.path, path) }) { return 0 }
         let file = UsedFile(path: path, chunkName: chunkName)
-        if let why = PipelineRunner.unreadable(path: chunkName) {
+        if let why = PipelineRunner.unreadable(path: chunkName, regularOnly: true) {
             // an engine error like fs.read's, at the caller's line
             return runtime.raise(L, TaskFailure(.fs, "tasker.use: \(why)", position: LuaStack(L).whereString(level: 1)))
         }
@@ -226,6 +229,11 @@ final class UseModule: LuaModule {
         if access(file.path, F_OK) != 0 && errno == ENOENT {
             // written, then removed before the reload: no file is no change
             runtime.logger.info("\(file.chunkName) was removed; keeping the previous version until it is back")
+            return
+        }
+        if let why = PipelineRunner.unreadable(path: file.path, regularOnly: true) {
+            // a FIFO swapped in would hold the run's thread in the read
+            runtime.logger.warning("reload of \(file.chunkName): \(why); keeping the previous version")
             return
         }
         let registeredSomething = !old.interceptors.isEmpty || !old.reactors.isEmpty
