@@ -548,7 +548,17 @@ enum Glob {
 
     private static func isDirectory(_ path: [UInt8]) -> Bool { lstatMode(path) == S_IFDIR }
 
+    /// C.UTF-8 for this thread's matching (the process stays in the C
+    /// locale Lua expects); nil where there is none.
+    // Safety: made once and never changed or freed; glibc lets any number
+    // of threads use one locale object at once (uselocale only reads it).
+    nonisolated(unsafe) private static let utf8Locale: locale_t? = newlocale(LC_CTYPE_MASK, "C.UTF-8", nil)
+
     private static func matches(_ pattern: [UInt8], _ name: [UInt8]) -> Bool {
-        Files.withCPath(pattern) { p in Files.withCPath(name) { fnmatch(p, $0, FNM_PERIOD) } } == 0
+        // in UTF-8, so `?` is one character (`é`), not one byte; a name
+        // that is not UTF-8 is matched byte by byte (glibc falls back)
+        let saved = utf8Locale.map { uselocale($0) }
+        defer { if let saved { uselocale(saved) } }
+        return Files.withCPath(pattern) { p in Files.withCPath(name) { fnmatch(p, $0, FNM_PERIOD) } } == 0
     }
 }

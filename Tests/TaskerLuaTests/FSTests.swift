@@ -128,12 +128,15 @@ import Testing
             for _, name in ipairs(fs.list(d)) do print(name == "caf\\xe9.txt" or name == "sub\\xff") end
             local found = fs.glob(d .. "/*/*.txt")
             print(#found, found[1] == d .. "/sub\\xff/in.txt")
+            -- `?` is a character: é is one, \\xe9 (not UTF-8) one byte
+            fs.write(d .. "/é", "")
+            print((table.concat(fs.glob(d .. "/?"), ","):gsub(".*/", "")), #fs.glob(d .. "/caf?.txt"))
             fs.remove(d, {recursive = true})
             print(fs.exists(d))
             """)
         #expect(r.lines == [
             "(the path is not UTF-8: byte 0xE9 at \(d.utf8.count + 5); fs takes UTF-8 paths, io.open and os.remove any bytes)\t1",
-            "byte 0xFF at 7;", "0", "true", "true", "1\ttrue", "false",
+            "byte 0xFF at 7;", "0", "true", "true", "1\ttrue", "é\t1", "false",
         ], "\(r.output)\(r.diagnostics)")
     }
 
