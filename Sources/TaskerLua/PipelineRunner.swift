@@ -54,22 +54,14 @@ public enum PipelineRunner {
 
     /// Why the pipeline file cannot be read ("cannot open 'x.lua': No such
     /// file or directory", quoted as `fs` errors are), or nil.
-    /// `regularOnly`: a FIFO, a device or a socket is refused too (a used
-    /// file: /dev/zero would be read for ever, a FIFO wait for a writer).
-    public static func unreadable(path: String, regularOnly: Bool = false) -> String? {
+    public static func unreadable(path: String) -> String? {
         // O_NONBLOCK: the look at a FIFO without a writer does not wait for one
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return "cannot open '\(path)': \(String(cString: strerror(errno)))" }
         defer { close(fd) }
         var st = stat()
-        guard fstat(fd, &st) == 0 else { return nil }
-        let type = st.st_mode & S_IFMT
-        if type == S_IFDIR {
+        if fstat(fd, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR {
             return "cannot open '\(path)': \(String(cString: strerror(EISDIR)))"
-        }
-        if regularOnly && type != S_IFREG {
-            let what = type == S_IFIFO ? "a FIFO" : type == S_IFSOCK ? "a socket" : "a device"
-            return "cannot open '\(path)': it is \(what), not a file"
         }
         return nil
     }

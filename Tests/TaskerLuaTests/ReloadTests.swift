@@ -168,6 +168,8 @@ import Testing
             local dir = debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")
             assert(os.execute("mkfifo " .. dir .. "/fifo.lua"))
             print(pcall(tasker.use, "fifo.lua"))  -- a wait for a writer, were it not refused
+            assert(os.execute("truncate -s 17M " .. dir .. "/big.lua"))
+            print(pcall(tasker.use, "big.lua"))
             -- `..` after a link is the link target's parent, as on disk
             assert(os.execute("mkdir -p " .. dir .. "/real/inner && ln -s real/inner " .. dir .. "/lk"))
             assert(io.open(dir .. "/real/t.lua", "w")):write("print('real/t.lua')"):close()
@@ -182,6 +184,7 @@ import Testing
                             "false\traises.lua:2: {\"code\":3}",
                             "false\tfs: tasker.use: cannot open '/dev/zero': it is a device, not a file",
                             "false\tfs: tasker.use: cannot open 'fifo.lua': it is a FIFO, not a file",
+                            "false\tfs: tasker.use: cannot open 'big.lua': 17825792 bytes, more than a used file may have (16 MB)",
                             "real/t.lua",
                             "nil\ttable"])
     }

@@ -102,12 +102,15 @@ final class UseModule: LuaModule {
         // used already (by this name, or another: a link, `..`, a hard link)
         if usedFiles[path] != nil || usedFiles.values.contains(where: { Self.sameFile($0.path, path) }) { return 0 }
         let file = UsedFile(path: path, chunkName: chunkName)
-        if let why = PipelineRunner.unreadable(path: chunkName, regularOnly: true) {
+        let source: [UInt8]
+        switch UsedFileReader.read(chunkName) {
+        case .success(let bytes): source = bytes
+        case .failure(let failure):
             // an engine error like fs.read's, at the caller's line
-            return runtime.raise(L, TaskFailure(.fs, "tasker.use: \(why)", position: LuaStack(L).whereString(level: 1)))
+            return runtime.raise(L, TaskFailure(.fs, "tasker.use: \(failure.message)", position: LuaStack(L).whereString(level: 1)))
         }
         loading.append(file)
-        let outcome = runUsedFile(file, on: L)
+        let outcome = runUsedFile(file, source: source, on: L)
         loading.removeLast()
         switch outcome {
         case .failure(let failure):
@@ -148,10 +151,7 @@ final class UseModule: LuaModule {
 
     /// Loads and runs the file in a fresh environment (reads fall through to
     /// the globals), collecting its registrations instead of installing them.
-    private func runUsedFile(_ file: UsedFile, on S: OpaquePointer) -> Result<Registrations, LoadFailure> {
-        guard let data = FileManager.default.contents(atPath: file.path) else {
-            return .failure(LoadFailure(message: "tasker.use: cannot open '\(file.chunkName)'"))
-        }
+    private func runUsedFile(_ file: UsedFile, source data: [UInt8], on S: OpaquePointer) -> Result<Registrations, LoadFailure> {
         let base = lua_gettop(S)
         defer { lua_settop(S, base) }
         let status = data.withUnsafeBytes { raw in
@@ -226,18 +226,20 @@ final class UseModule: LuaModule {
     func reload(_ file: UsedFile) {
         guard !runtime.driver.finishedRun else { return }
         let old = file.registrations
-        if access(file.path, F_OK) != 0 && errno == ENOENT {
+        let source: [UInt8]
+        switch UsedFileReader.read(file.path) {
+        case .success(let bytes): source = bytes
+        case .failure(let failure) where failure.missing:
             // written, then removed before the reload: no file is no change
             runtime.logger.info("\(file.chunkName) was removed; keeping the previous version until it is back")
             return
-        }
-        if let why = PipelineRunner.unreadable(path: file.path, regularOnly: true) {
+        case .failure(let failure):
             // a FIFO swapped in would hold the run's thread in the read
-            runtime.logger.warning("reload of \(file.chunkName): \(why); keeping the previous version")
+            runtime.logger.warning("reload of \(file.chunkName): \(failure.message); keeping the previous version")
             return
         }
         let registeredSomething = !old.interceptors.isEmpty || !old.reactors.isEmpty
-        if registeredSomething, (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) == 0 {
+        if registeredSomething, source.isEmpty {
             // Caught between a truncate and a write: wait for the next change.
             runtime.logger.warning("\(file.chunkName) is empty (half-written?); keeping the previous version")
             return
@@ -246,7 +248,7 @@ final class UseModule: LuaModule {
         let oldUses = file.uses
         file.uses = []
         loading.append(file)
-        let outcome = runUsedFile(file, on: runtime.L)
+        let outcome = runUsedFile(file, source: source, on: runtime.L)
         loading.removeLast()
         switch outcome {
         case .failure(let failure):
