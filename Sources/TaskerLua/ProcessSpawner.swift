@@ -42,17 +42,25 @@ enum ProcessSpawner {
     private static let resolved = Mutex([[UInt8]: [UInt8]]())
 
     /// The path of `program`: as given when it has a slash, else the first
-    /// executable match on PATH (remembered per PATH). Bytes: a name or a
-    /// directory on PATH need not be UTF-8.
-    static func resolve(_ program: [UInt8], path: [UInt8]?) -> [UInt8]? {
+    /// executable match on PATH (remembered per PATH and working directory,
+    /// and looked at again when what was remembered is gone). Bytes: a name
+    /// or a directory on PATH need not be UTF-8. A relative directory on
+    /// PATH (an empty one is `.`) is the child's: under `cwd` when given, as
+    /// the program is started after the child's chdir.
+    static func resolve(_ program: [UInt8], path: [UInt8]?, cwd: String? = nil) -> [UInt8]? {
         if program.contains(0x2F) { return program }
         let searchPath = path ?? Array("/usr/local/bin:/usr/bin:/bin".utf8)
-        let key = searchPath + [0] + program
-        if let known = resolved.withLock({ $0[key] }) { return known }
+        let base: [UInt8]? = cwd.map { Array($0.utf8) + [0x2F] }
+        let key = searchPath + [0] + program + [0] + (base ?? [])
+        func runnable(_ candidate: [UInt8]) -> Bool {
+            let seen = candidate.first == 0x2F ? candidate : (base ?? []) + candidate
+            var st = stat()
+            return Files.withCPath(seen) { access($0, X_OK) == 0 && stat($0, &st) == 0 } && st.st_mode & S_IFMT != S_IFDIR
+        }
+        if let known = resolved.withLock({ $0[key] }), runnable(known) { return known }
         for dir in searchPath.split(separator: 0x3A, omittingEmptySubsequences: false) {
             let candidate = (dir.isEmpty ? [0x2E] : Array(dir)) + [0x2F] + program
-            var st = stat()
-            if Files.withCPath(candidate, { access($0, X_OK) == 0 && stat($0, &st) == 0 }), st.st_mode & S_IFMT != S_IFDIR {
+            if runnable(candidate) {
                 resolved.withLock { $0[key] = candidate }
                 return candidate
             }
@@ -98,7 +106,7 @@ enum ProcessSpawner {
     static func spawn(arguments argv: [[UInt8]], env: [[UInt8]], cwd: String?,
                       stdin: Stream, stdout: Stream, stderr: Stream) throws(SpawnError) -> Child {
         let pathValue = env.first { $0.starts(with: Array("PATH=".utf8)) }.map { Array($0.dropFirst(5)) }
-        guard let program = resolve(argv[0], path: pathValue) else {
+        guard let program = resolve(argv[0], path: pathValue, cwd: cwd) else {
             throw SpawnError(message: "no such program on PATH", permanent: true)
         }
         // pipes[k]: (child's end, tasker's end) for standard descriptor k.

@@ -54,6 +54,31 @@ import Testing
                 "\(r.output)\(r.diagnostics)")
     }
 
+    /// A relative directory on PATH (an empty one is `.`) is the child's,
+    /// under `cwd`, as a shell started there would search it; a program
+    /// found before and since removed is searched for again.
+    @Test func pathIsSearchedFromTheChildsDirectory() async throws {
+        let dir = NSTemporaryDirectory() + "path-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: dir + "/sub", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let r = try await runLua("""
+            local d = "\(dir)"
+            local function tool(path, says)
+              fs.write(path, "#!/bin/sh\\necho " .. says .. "\\n", {mode = tonumber("755", 8)})
+            end
+            tool(d .. "/tool", "top")
+            tool(d .. "/sub/tool", "sub")
+            local env = {PATH = ":/usr/bin:/bin"}
+            print(tasker.exec{"tool", cwd = d .. "/sub", env = env}.stdout)
+            print(tasker.exec{"tool", cwd = d, env = env}.stdout)
+            fs.remove(d .. "/sub/tool")
+            print(select(2, pcall(tasker.exec, {"tool", cwd = d .. "/sub", env = env})).message:match("no such program on PATH"))
+            tool(d .. "/sub/tool", "sub again")
+            print(tasker.exec{"tool", cwd = d .. "/sub", env = env}.stdout)
+            """)
+        #expect(r.lines == ["sub", "", "top", "", "no such program on PATH", "sub again", ""], "\(r.output)\(r.diagnostics)")
+    }
+
     @Test func popenStreamsLinesWhileOtherTasksRun() async throws {
         let marker = "/tmp/tk-ticks-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: marker) }
