@@ -66,7 +66,7 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
         let absolute = Self.absolute(path)
         lock.lock()
         defer { lock.unlock() }
-        let resolved = WatchedPath(resolving: Array(absolute.utf8))
+        let resolved = WatchedPath(resolving: Self.fromRoot(absolute))
         if let failure = follow(resolved).first(where: { resolved.fileEntry?.directory == $0.directory.utf8Bytes }) {
             throw failure
         }
@@ -118,8 +118,24 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
 
     /// `path` from `/`: the working directory before a relative one, and
     /// nothing else changed (`..` is the kernel's to resolve, on disk).
+    /// A working directory whose name is not UTF-8 cannot be text: the
+    /// path stays relative then (the kernel resolves it from there).
     static func absolute(_ path: String) -> String {
-        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        guard !path.hasPrefix("/"), let cwd = String(validating: workingDirectory, as: UTF8.self) else { return path }
+        return cwd + "/" + path
+    }
+
+    /// `path` from `/` as bytes (a relative one from the working directory).
+    static func fromRoot(_ path: String) -> [UInt8] {
+        path.hasPrefix("/") ? Array(path.utf8) : workingDirectory + [0x2F] + Array(path.utf8)
+    }
+
+    /// The working directory's bytes (Foundation's makes each byte that is
+    /// not UTF-8 U+FFFD, another directory).
+    static var workingDirectory: [UInt8] {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { return [0x2E] }
+        return buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
     }
 
     /// Stops watching; the reactor closes the descriptor.
@@ -197,7 +213,7 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
         var problems: [String] = []
         for key in recheck {
             guard let old = watched[key] else { continue }
-            let path = WatchedPath(resolving: Array(key.utf8))
+            let path = WatchedPath(resolving: Self.fromRoot(key))
             // the file's own directory matters (its writes are missed); one
             // above it only when it is removed, which a reader of it (711)
             // rarely is
