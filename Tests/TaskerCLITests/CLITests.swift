@@ -18,6 +18,17 @@ import Testing
         #expect(r.stdout == "true\ntrue\ntool ran\n\n", "\(r.stdout)\(r.stderr)")
     }
 
+    /// A working directory whose name is not UTF-8: a used file beside the
+    /// pipeline is found (the directory's name was made U+FFFD).
+    @Test func aUsedFileIsFoundFromADirectoryWhoseNameIsNotUTF8() async throws {
+        let s = try Scratch(["p.lua": "tasker.use('u.lua')\n", "u.lua": "print('used')\n"])
+        defer { s.cleanup() }
+        let r = try await shell("""
+            d=$(printf 'd\\351'); mkdir "$d" && cp p.lua u.lua "$d" && cd "$d" && "$TASKER" run --no-progress --no-journal p.lua
+            """, in: s.dir)
+        #expect(r.stdout == "used\n", "\(r.stdout)\(r.stderr)")
+    }
+
     @Test func versionAndHelp() async throws {
         let v = try await tasker(["--version"])
         #expect(v.status == 0)
