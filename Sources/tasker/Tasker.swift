@@ -51,6 +51,10 @@ struct Tasker: ParsableCommand {
         // start, while a resume reads the journal, in a worker).
         signal(SIGUSR1, SIG_IGN)
         signal(SIGUSR2, SIG_IGN)
+        if let problem = ArgumentBytes.problem() {
+            StandardError.write("tasker: error: \(problem)\n")
+            Foundation.exit(2)
+        }
         StoreAhead.start(CommandLine.arguments)
         if let script = CompletionScript.requested(CommandLine.arguments) {
             print(script)

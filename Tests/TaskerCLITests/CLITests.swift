@@ -18,6 +18,18 @@ import Testing
         #expect(r.stdout == "true\ntrue\ntool ran\n\n", "\(r.stdout)\(r.stderr)")
     }
 
+    /// An argument that is not UTF-8 (the pipeline's path, one of its
+    /// arguments) is refused, named: it would have become U+FFFD.
+    @Test func anArgumentThatIsNotUTF8IsRefusedByName() async throws {
+        let s = try Scratch(["p.lua": "print(tasker.args[1])\n"])
+        defer { s.cleanup() }
+        let r = try await shell("""
+            "$TASKER" run --no-progress --no-journal p.lua "$(printf 'x\\377y')"; echo "rc=$?"
+            """, in: s.dir)
+        #expect(r.stdout == "rc=2\n", "\(r.stdout)")
+        #expect(r.stderr.hasPrefix("tasker: error: argument 5 ('x\\xFFy') is not UTF-8: byte 0xFF at 2;"), "\(r.stderr)")
+    }
+
     /// A working directory whose name is not UTF-8: a used file beside the
     /// pipeline is found (the directory's name was made U+FFFD).
     @Test func aUsedFileIsFoundFromADirectoryWhoseNameIsNotUTF8() async throws {

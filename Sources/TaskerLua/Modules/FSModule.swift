@@ -149,27 +149,12 @@ final class FSModule: LuaModule {
             return nil
         }
         guard let p = String(validating: raw, as: UTF8.self) else {
-            let at = Self.firstInvalidUTF8(raw)
+            let at = UTF8Check.firstInvalidByte(raw) ?? 0
             _ = host.usage(L, "bad argument #\(i) to '\(fn)' (the path is not UTF-8: byte 0x\(String(format: "%02X", raw[at])) at \(at + 1); "
                             + "fs takes UTF-8 paths, io.open and os.remove any bytes)")
             return nil
         }
         return p
-    }
-
-    /// Where `bytes` stop being UTF-8 (they are not, somewhere): the first
-    /// byte of the first sequence that does not decode.
-    static func firstInvalidUTF8(_ bytes: UnsafeRawBufferPointer) -> Int {
-        var parser = Unicode.UTF8.ForwardParser()
-        var input = bytes.makeIterator()
-        var offset = 0
-        while true {
-            switch parser.parseScalar(from: &input) {
-            case .valid(let scalar): offset += scalar.count
-            case .error: return min(offset, bytes.count - 1)
-            case .emptyInput: return max(0, bytes.count - 1)
-            }
-        }
     }
 
     /// The bytes of a string argument, or nil with a usage error pushed.
