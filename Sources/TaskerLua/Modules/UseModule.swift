@@ -75,8 +75,10 @@ final class UseModule: LuaModule {
     /// in a fresh environment; with `--watch`, reloads it when it changes.
     func use(_ L: OpaquePointer) -> Int32 {
         guard let raw = LuaStack(L).bytes(1) else { return runtime.argError(L, "tasker.use", 1, "string") }
-        guard let relative = String(validating: raw, as: UTF8.self), !raw.contains(0) else {
-            return runtime.usage(L, "bad argument #1 to 'tasker.use' (a UTF-8 path without a NUL byte expected)")
+        guard !raw.contains(0) else { return runtime.usage(L, "bad argument #1 to 'tasker.use' (the path contains a NUL byte)") }
+        guard let relative = String(validating: raw, as: UTF8.self) else {
+            let at = raw.withUnsafeBytes { UTF8Check.firstInvalidByte($0) } ?? 0
+            return runtime.usage(L, "bad argument #1 to 'tasker.use' (the path is not UTF-8: byte 0x\(String(format: "%02X", raw[at])) at \(at + 1))")
         }
         let chunkName = relative.hasPrefix("/") ? relative : (runtime.chunk.scriptDirectory == "." ? relative : runtime.chunk.scriptDirectory + "/" + relative)
         // `..` left to the kernel: after a symlinked directory it is that
