@@ -92,7 +92,7 @@ enum FileOperation: Sendable {
             try Files.mkdir(path, parents: parents)
             return .nothing
         case .remove(let path, let recursive):
-            try Files.remove(path, recursive: recursive)
+            try Files.remove(path, recursive: recursive, cancel)
             return .nothing
         case .rename(let from, let to):
             // rename(2) onto the same file (a hard link, itself) leaves both

@@ -175,7 +175,10 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
         var changed: [String] = []
         var recheck: Set<String> = []
         #if canImport(Glibc)
-        while true {
+        // a bounded number of reads a wake (the set is level-triggered: the
+        // rest is read at the next): a writer that makes an event with each
+        // one read (a log in a watched directory) cannot hold the thread
+        for _ in 0..<16 {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             guard n > 0 else { break }
             var offset = 0

@@ -12,7 +12,7 @@ import Glibc
 /// through `..`, checked to be the directory it came down from, so any
 /// depth works within a few descriptors and a little stack. Names are bytes.
 extension Files {
-    static func remove(_ path: String, recursive: Bool) throws(FSFailure) {
+    static func remove(_ path: String, recursive: Bool, _ cancel: FileCancel) throws(FSFailure) {
         // as rm does: `.` or `..` would empty the directory, then fail
         if let last = path.split(separator: "/").last, last == "." || last == ".." {
             throw FSFailure(message: "cannot remove '\(shorter(path))': refusing to remove '.' or '..'", path: path)
@@ -34,7 +34,7 @@ extension Files {
         guard recursive, errno == ENOTEMPTY || errno == EEXIST else { throw FSFailure("cannot remove", shorter(path), errno) }
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw FSFailure("cannot remove", shorter(path), errno) }
-        try removeContents(of: fd, shown: path)
+        try removeContents(of: fd, shown: path, cancel)
         guard rmdir(path) == 0 else { throw FSFailure("cannot remove", shorter(path), errno) }
     }
 
@@ -50,10 +50,14 @@ extension Files {
     }
 
     /// Removes everything in the open directory `top`, which it closes.
-    private static func removeContents(of top: Int32, shown: String) throws(FSFailure) {
+    private static func removeContents(of top: Int32, shown: String, _ cancel: FileCancel) throws(FSFailure) {
         var fd = top
         defer { close(fd) }
         var levels = [try level(fd, name: nil, shown: shown)]
+        // another file system below (a mount, a bind mount of a directory
+        // elsewhere) is not entered: it is not this tree's to remove
+        let device = levels[0].device
+        var removed = 0
         // the path of `name` in the deepest level, for a message (built only then)
         func path(_ name: [UInt8]?) -> String {
             let parts = levels.compactMap(\.name) + (name.map { [$0] } ?? [])
@@ -64,6 +68,9 @@ extension Files {
             if levels[i].next < levels[i].names.count {
                 let name = levels[i].names[levels[i].next]
                 levels[i].next += 1
+                // a timeout, a cancel or a signal stops it between entries
+                removed &+= 1
+                if removed & 255 == 0 { try cancel.check(shown) }
                 var st = Glibc.stat()
                 let isDirectory = withCPath(name) { fstatat(fd, $0, &st, AT_SYMLINK_NOFOLLOW) } == 0
                     && st.st_mode & S_IFMT == S_IFDIR
@@ -77,6 +84,7 @@ extension Files {
                 if withCPath(name, { unlinkat(fd, $0, AT_REMOVEDIR) }) == 0 || errno == ENOENT { continue }
                 let child = withCPath(name) { openat(fd, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
                 guard child >= 0 else {
+                    if errno == ENOENT { continue }  // removed meanwhile by someone else
                     // not a directory any more (a link put in its place): removed as what it is now
                     guard errno == ENOTDIR || errno == ELOOP else { throw FSFailure("cannot remove", path(name), errno) }
                     if withCPath(name, { unlinkat(fd, $0, 0) }) != 0 && errno != ENOENT {
@@ -90,6 +98,11 @@ extension Files {
                 } catch {
                     close(child)
                     throw error
+                }
+                guard below.device == device else {
+                    close(child)
+                    throw FSFailure(message: "cannot remove '\(path(name))': it is a mount point (another file system is not removed)",
+                                    path: path(name))
                 }
                 close(fd)
                 fd = child

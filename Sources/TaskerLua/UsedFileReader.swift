@@ -30,15 +30,16 @@ enum UsedFileReader {
         guard st.st_size <= maxBytes else {
             return .failure(Failure(message: "cannot open '\(path)': \(st.st_size) bytes, more than a used file may have (\(maxBytes >> 20) MB)"))
         }
-        var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
+        // one byte more than the size: the read that finds nothing there is the end
+        var bytes = [UInt8](repeating: 0, count: Int(st.st_size) + 1)
         var count = 0
         while true {
             if count == bytes.count {
-                // grew since the stat: read on, within the bound
-                guard bytes.count < maxBytes else {
+                // grew since the stat: read on, within the bound (and one past it)
+                guard bytes.count <= maxBytes else {
                     return .failure(Failure(message: "cannot open '\(path)': more than a used file may have (\(maxBytes >> 20) MB)"))
                 }
-                bytes.append(contentsOf: [UInt8](repeating: 0, count: min(max(bytes.count, 4096), maxBytes - bytes.count)))
+                bytes.append(contentsOf: [UInt8](repeating: 0, count: min(max(bytes.count, 4096), maxBytes + 1 - bytes.count)))
             }
             let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + count, $0.count - count) }
             if n < 0 {

@@ -8,7 +8,8 @@ import TaskerCore
 enum ArgumentBytes {
     /// The message for the first argument that is not UTF-8, or nil.
     static func problem() -> String? {
-        for i in 1..<Int(CommandLine.argc) {
+        // argc is 0 where /proc is not mounted (a chroot): nothing to check
+        for i in 1..<max(1, Int(CommandLine.argc)) {
             guard let arg = CommandLine.unsafeArgv[i] else { continue }
             let bytes = UnsafeRawBufferPointer(start: arg, count: strlen(arg))
             guard let at = UTF8Check.firstInvalidByte(bytes) else { continue }

@@ -42,7 +42,7 @@ extension Tasker {
                 print("pruned \(n) run\(n == 1 ? "" : "s")")
                 return
             }
-            let pipeline = file.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path }
+            let pipeline = file.map(PipelineIdentity.of)
             // A run still going has no counts yet (they are written at its
             // end): they are counted from its tasks as recorded so far.
             let runs = try reader.runs(pipeline: pipeline, limit: limit).map { try History.withLiveCounts($0, reader) }
@@ -150,7 +150,7 @@ enum History {
             StandardError.write("tasker: error: a pipeline file goes with 'last' only (a run id names one run already)\n")
             throw ExitCode(2)
         }
-        let pipeline = file.map { URL(fileURLWithPath: $0).standardizedFileURL.resolvingSymlinksInPath().path }
+        let pipeline = file.map(PipelineIdentity.of)
         let found: JournalRun?
         do {
             found = try reader.run(id, pipeline: pipeline)

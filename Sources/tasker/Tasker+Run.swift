@@ -140,7 +140,7 @@ extension Tasker {
                 return
             }
             let journal = RunJournal(state: state, store: store)
-            let pipeline = URL(fileURLWithPath: file).standardizedFileURL.resolvingSymlinksInPath().path
+            let pipeline = PipelineIdentity.of(file)
             var options = LuaRuntime.Options()
             options.concurrency = concurrency
             options.tearDown = false  // the process exits right after the run

@@ -30,6 +30,20 @@ import Testing
         #expect(r.stderr.hasPrefix("tasker: error: argument 5 ('x\\xFFy') is not UTF-8: byte 0xFF at 2;"), "\(r.stderr)")
     }
 
+    /// Pipelines in directories whose names differ only in bytes that are
+    /// not UTF-8 are two pipelines in the journal (they were one: a resume
+    /// in one reused the other's results).
+    @Test func pipelinesInDirectoriesNamedInOtherBytesAreKeptApart() async throws {
+        let s = try Scratch(["p.lua": "tasker.add{name = 'one', run = function() return 1 end}\n"])
+        defer { s.cleanup() }
+        let r = try await shell("""
+            for b in 376 377; do d=$(printf "d\\\\$b"); mkdir "$d" && cp p.lua "$d" && (cd "$d" && "$TASKER" run --no-progress p.lua); done
+            cd "$(printf 'd\\376')" && "$TASKER" run --no-progress --resume p.lua; "$TASKER" runs
+            """, in: s.dir)
+        #expect(r.stdout.contains("d\\xFE/p.lua") && r.stdout.contains("d\\xFF/p.lua"), "\(r.stdout)\(r.stderr)")
+        #expect(r.stderr.contains("1 reused"), "\(r.stderr)")
+    }
+
     /// A working directory whose name is not UTF-8: a used file beside the
     /// pipeline is found (the directory's name was made U+FFFD).
     @Test func aUsedFileIsFoundFromADirectoryWhoseNameIsNotUTF8() async throws {

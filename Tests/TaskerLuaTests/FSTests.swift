@@ -170,6 +170,22 @@ import Testing
                 "\(r.output)\(r.diagnostics)")
     }
 
+    /// A recursive remove whose task times out stops there (it went on
+    /// to the end, and the run waited for it).
+    @Test func aRecursiveRemoveStopsWhenItsTaskTimesOut() async throws {
+        let d = try scratch()
+        defer { try? FileManager.default.removeItem(atPath: d) }
+        let r = try await runLua("""
+            local d = "\(d)"
+            assert(os.execute("cd " .. d .. " && mkdir big && cd big && for i in $(seq 10); do mkdir d$i && (cd d$i && seq 1000 | xargs touch); done"))
+            local rm = tasker.add{timeout = 0.01, run = function() fs.remove(d .. "/big", {recursive = true}) end}
+            print(select(2, pcall(rm.await, rm)).kind)
+            """)
+        #expect(r.lines == ["timeout"], "\(r.output)\(r.diagnostics)")
+        // the run ends once the removal has let go: it stopped, not finished
+        #expect(FileManager.default.fileExists(atPath: d + "/big"))
+    }
+
     @Test func everyFunctionRaisesKindFSWithItsPathOnFailure() async throws {
         let d = try scratch()
         defer { try? FileManager.default.removeItem(atPath: d) }

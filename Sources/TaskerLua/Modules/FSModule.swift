@@ -47,7 +47,7 @@ final class FSModule: LuaModule {
 
     /// Removes the temporary directories the run made (unless kept).
     func runEnded() {
-        for dir in tempDirs { try? Files.remove(dir, recursive: true) }
+        for dir in tempDirs { try? Files.remove(dir, recursive: true, FileCancel()) }
         tempDirs = []
     }
 
