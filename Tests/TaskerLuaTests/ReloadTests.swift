@@ -170,6 +170,8 @@ import Testing
             print(pcall(tasker.use, "fifo.lua"))  -- a wait for a writer, were it not refused
             assert(os.execute("truncate -s 17M " .. dir .. "/big.lua"))
             print(pcall(tasker.use, "big.lua"))
+            assert(os.execute("truncate -s 16M " .. dir .. "/exact.lua"))  -- at the bound: read (and not Lua)
+            print((select(2, pcall(tasker.use, "exact.lua")):match("exact.lua:1: unexpected symbol")))
             print(pcall(tasker.use, "r\\xe9.lua"))
             -- `..` after a link is the link target's parent, as on disk
             assert(os.execute("mkdir -p " .. dir .. "/real/inner && ln -s real/inner " .. dir .. "/lk"))
@@ -186,6 +188,7 @@ import Testing
                             "false\tfs: tasker.use: cannot open '/dev/zero': it is a device, not a file",
                             "false\tfs: tasker.use: cannot open 'fifo.lua': it is a FIFO, not a file",
                             "false\tfs: tasker.use: cannot open 'big.lua': 17825792 bytes, more than a used file may have (16 MB)",
+                            "exact.lua:1: unexpected symbol",
                             "false\tusage: bad argument #1 to 'tasker.use' (the path is not UTF-8: byte 0xE9 at 2)",
                             "real/t.lua",
                             "nil\ttable"])
