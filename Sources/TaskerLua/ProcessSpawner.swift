@@ -156,10 +156,19 @@ enum ProcessSpawner {
         posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
 
         var pid: pid_t = 0
-        let rc = withCStrings(argv) { cargv in
-            withCStrings(env) { cenv in
-                Files.withCPath(program) { posix_spawn(&pid, $0, &actions, &attr, cargv, cenv) }
+        var rc: Int32 = 0
+        // ETXTBSY: a program just written (fs.write, then exec) is still
+        // open for writing in a child another thread is starting at that
+        // moment, until that child execs; a few tries a millisecond or two
+        // apart outlast it
+        for attempt in 0..<4 {
+            rc = withCStrings(argv) { cargv in
+                withCStrings(env) { cenv in
+                    Files.withCPath(program) { posix_spawn(&pid, $0, &actions, &attr, cargv, cenv) }
+                }
             }
+            guard rc == ETXTBSY, attempt < 3 else { break }
+            usleep(useconds_t(1000 << attempt))
         }
         guard rc == 0 else {
             closeAll(mine: true)

@@ -63,8 +63,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = try await runLua("""
             local d = "\(dir)"
+            -- written by a shell: a file this process has open for writing
+            -- cannot be run while another test's child is being started
             local function tool(path, says)
-              fs.write(path, "#!/bin/sh\\necho " .. says .. "\\n", {mode = tonumber("755", 8)})
+              assert(os.execute("printf '#!/bin/sh\\\\necho " .. says .. "\\\\n' > '" .. path .. "' && chmod 755 '" .. path .. "'"))
             end
             tool(d .. "/tool", "top")
             tool(d .. "/sub/tool", "sub")
