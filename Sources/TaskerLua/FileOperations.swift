@@ -403,12 +403,18 @@ enum Files {
     static func list(bytes dir: [UInt8]) -> [[UInt8]]? {
         guard let d = withCPath(dir, { opendir($0) }) else { return nil }
         defer { closedir(d) }
+        return names(in: d).sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    /// Every name an open directory listing gives, but `.` and `..`, in
+    /// the order it gives them.
+    static func names(in d: OpaquePointer) -> [[UInt8]] {
         var names: [[UInt8]] = []
         while let e = readdir(d) {
             let name = withUnsafeBytes(of: e.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
             if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
         }
-        return names.sorted { $0.lexicographicallyPrecedes($1) }
+        return names
     }
 
     /// Calls `body` with `path` (bytes without NUL) as a C string.

@@ -43,9 +43,9 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
 
     /// A directory that cannot be watched (permissions, a name too long).
     struct CannotWatch: Error, CustomStringConvertible {
-        let directory: String
+        let directory: [UInt8]
         let code: Int32
-        var description: String { "cannot watch '\(directory)': \(String(cString: strerror(code)))" }
+        var description: String { "cannot watch '\(String(decoding: directory, as: UTF8.self))': \(String(cString: strerror(code)))" }
     }
 
     init(onChange: @escaping @Sendable (String) -> Void, onProblem: @escaping @Sendable (String) -> Void = { _ in }) throws {
@@ -54,7 +54,7 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
         #else
         fd = -1
         #endif
-        guard fd >= 0 else { throw CannotWatch(directory: "(inotify)", code: errno) }
+        guard fd >= 0 else { throw CannotWatch(directory: Array("(inotify)".utf8), code: errno) }
         self.onChange = onChange
         self.onProblem = onProblem
         ProcessReactor.shared.add(self)
@@ -67,7 +67,7 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let resolved = WatchedPath(resolving: Self.fromRoot(absolute))
-        if let failure = follow(resolved).first(where: { resolved.fileEntry?.directory == $0.directory.utf8Bytes }) {
+        if let failure = follow(resolved).first(where: { resolved.fileEntry?.directory == $0.directory }) {
             throw failure
         }
         watched[absolute] = (resolved, FileStamp(resolved.target))
@@ -87,7 +87,7 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
                 let code = errno
                 // gone, or not a directory now: the entry above says when it is back
                 if code != ENOENT && code != ENOTDIR {
-                    failures.append(CannotWatch(directory: String(decoding: directory, as: UTF8.self), code: code))
+                    failures.append(CannotWatch(directory: directory, code: code))
                 }
                 continue
             }
@@ -220,8 +220,8 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
             // the file's own directory matters (its writes are missed); one
             // above it only when it is removed, which a reader of it (711)
             // rarely is
-            for failure in follow(path) where Array(failure.directory.utf8) == path.fileEntry?.directory
-                && reported.insert(Array(failure.directory.utf8)).inserted {
+            for failure in follow(path) where failure.directory == path.fileEntry?.directory
+                && reported.insert(failure.directory).inserted {
                 problems.append("\(failure); changes there are not seen")
             }
             // read after the new watches are in: a write in between is seen
@@ -232,8 +232,4 @@ final class FileWatcher: ReactorStream, @unchecked Sendable {
         if !recheck.isEmpty { unfollowUnused() }
         return (changed, problems)
     }
-}
-
-private extension String {
-    var utf8Bytes: [UInt8] { Array(utf8) }
 }

@@ -143,12 +143,7 @@ extension Files {
         }
         defer { closedir(d) }
         // every name first: a directory changed while it is read may skip entries
-        var names: [[UInt8]] = []
-        while let e = readdir(d) {
-            let n = withUnsafeBytes(of: e.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
-            if n != [0x2E] && n != [0x2E, 0x2E] { names.append(n) }
-        }
-        return Level(names: names, device: UInt64(st.st_dev), inode: UInt64(st.st_ino), name: name)
+        return Level(names: Files.names(in: d), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), name: name)
     }
 
     /// A path for a message, cut to its last 200 bytes when long (a deep

@@ -3,11 +3,7 @@ import Testing
 
 /// README, Files: the fs module on real files.
 @Suite struct FSTests {
-    func scratch() throws -> String {
-        let d = NSTemporaryDirectory() + "fs-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
-        return d
-    }
+    func scratch() throws -> String { try makeScratchDirectory("fs") }
 
     @Test func readWriteAppendStatListAndRemove() async throws {
         let d = try scratch()

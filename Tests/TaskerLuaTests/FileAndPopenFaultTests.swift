@@ -6,11 +6,7 @@ import Testing
 /// that stops reading. (Faults that could hang a run are tested from the
 /// CLI, where a watchdog bounds them.)
 @Suite struct FileAndPopenFaultTests {
-    func scratch() throws -> String {
-        let d = NSTemporaryDirectory() + "fsf-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
-        return d
-    }
+    func scratch() throws -> String { try makeScratchDirectory("fsf") }
 
     @Test func aCopyOntoTheSameFileIsAnErrorAndNeverATruncation() async throws {
         let d = try scratch()

@@ -78,3 +78,11 @@ private func appendLine(_ line: String, to path: String) {
 enum PipelineCheck {
     static func compiles(_ path: String) -> Bool { PipelineRunner.check(path: path) == nil }
 }
+
+/// A new directory under the temporary directory, named `prefix-` and a
+/// random part, for a test to work in (and remove when done).
+func makeScratchDirectory(_ prefix: String) throws -> String {
+    let d = NSTemporaryDirectory() + "\(prefix)-\(UUID().uuidString.prefix(8))"
+    try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+    return d
+}

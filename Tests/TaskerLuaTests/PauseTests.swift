@@ -40,8 +40,7 @@ import Testing
     }
 
     @Test func pausingStopsTheTaskProcessesAndResumingContinuesThem() async throws {
-        let dir = NSTemporaryDirectory() + "pause-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try makeScratchDirectory("pause")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = try await runLua("""
             local f = "\(dir)/ticks"

@@ -27,8 +27,7 @@ import Testing
     /// UTF-8 (a file name in Latin-1) reaches the program as it is, through
     /// every way of running one (each bad byte became U+FFFD, another name).
     @Test func commandsAndArgumentsReachTheProgramByteForByte() async throws {
-        let dir = NSTemporaryDirectory() + "bytes-\(UUID().uuidString.prefix(8))"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try makeScratchDirectory("bytes")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = try await runLua("""
             local d = "\(dir)"
@@ -58,7 +57,7 @@ import Testing
     /// under `cwd`, as a shell started there would search it; a program
     /// found before and since removed is searched for again.
     @Test func pathIsSearchedFromTheChildsDirectory() async throws {
-        let dir = NSTemporaryDirectory() + "path-\(UUID().uuidString.prefix(8))"
+        let dir = try makeScratchDirectory("path")
         try FileManager.default.createDirectory(atPath: dir + "/sub", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let r = try await runLua("""
