@@ -35,6 +35,9 @@ public protocol JournalStore: AnyObject {
     /// Ends a run that died, unless it has an end by now: appends `lost`
     /// (a log row) and records the end, in one transaction.
     func settle(run: String, lost: [UInt8]?, ended: Double, counts: [String: Int]) throws
+    /// Called by a run's writer between writes while the run goes on
+    /// (nobody waits for it then): the store may tidy up.
+    func maintain()
 }
 
 public struct UnendedRun: Sendable {
@@ -53,4 +56,5 @@ public struct UnendedRun: Sendable {
 
 extension JournalStore {
     public var endWait: Double { JournalWriter.lockWait }
+    public func maintain() {}
 }

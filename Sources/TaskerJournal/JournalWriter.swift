@@ -27,7 +27,7 @@ public final class JournalWriter {
         // Only the directory here (a read-only home shows at once); SQLite
         // opens on the writer's thread, so a run does not wait for it.
         try Journal.prepare(directory: directory)
-        self.init(run: run) { try SQLiteJournalStore(directory: directory, busyTimeout: 100) }
+        self.init(run: run) { try SQLiteJournalStore(directory: directory, busyTimeout: 100, checkpointsItself: true) }
     }
 
     /// Starts the thread, which opens the store with `open`, records `run`
@@ -57,6 +57,7 @@ public final class JournalWriter {
                 batch.identities.removeAll()
                 if let end { rows.end = end }
                 rows.write()
+                if !closing { rows.maintain() }
                 if !rows.rows.isEmpty || rows.dropped > 0 { queue.publish(unrecorded: rows.unrecorded()) }
                 for f in flushed { f.signal() }
                 guard closing else { continue }
@@ -300,6 +301,12 @@ private struct PendingRows {
                 nextTry = now + Self.retryDelay
             }
         }
+    }
+
+    /// Between writes while the run goes on: the store may tidy up.
+    func maintain() {
+        guard !hopeless, rows.isEmpty, log != nil else { return }
+        store?.maintain()
     }
 
     /// The run's args and vars with the secrets registered so far masked,

@@ -29,6 +29,43 @@ import Testing
         #expect(shortfall?.contains("1 journal entry could not be recorded") == true, "\(shortfall ?? "nil")")
     }
 
+    /// A run's writer folds the WAL into the file between writes
+    /// (`maintain`), never in a commit: the commit that passed 1,000 pages
+    /// was often the run's last, and the run's end waited for its syncs.
+    /// A run's end still folds in a WAL grown past 4,000 pages (runs too
+    /// short to maintain), and no connection folds it in as it closes.
+    @Test func theWritersConnectionFoldsTheWALInOnlyWhenMaintainingOrPastTheEndBound() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let path = dir + "/journal.db"
+        func size(_ file: String) -> Int { ((try? FileManager.default.attributesOfItem(atPath: file))?[.size] as? Int) ?? 0 }
+        let row = [UInt8](repeating: 7, count: 64 << 10)
+        do {
+            let store = try SQLiteJournalStore(directory: dir, checkpointsItself: true)
+            try store.insert(run("r1"))
+            for seq in 1...80 { try store.appendLog(run: "r1", seq: seq, data: row) }  // ~1,300 pages
+            #expect(size(path) < 1 << 20, "no checkpoint in a commit: \(size(path)) bytes in the file")
+            #expect(size(path + "-wal") > 5 << 20)
+            store.maintain()
+            #expect(size(path) > 5 << 20, "maintain folded the WAL in: \(size(path)) bytes")
+            // a few more rows, then the connection closes: nothing folded
+            let before = size(path)
+            for seq in 81...90 { try store.appendLog(run: "r1", seq: seq, data: row) }
+            try store.end(run: "r1", ended: 2, exitCode: 0, counts: [:], requests: [])
+            #expect(size(path) == before)
+        }
+        #expect(size(path + "-wal") > 0, "the last connection's close left the WAL as it was")
+        // a WAL past the end's bound: the end folds it in
+        let store = try SQLiteJournalStore(directory: dir, checkpointsItself: true)
+        try store.insert(run("r2"))
+        for seq in 1...260 { try store.appendLog(run: "r2", seq: seq, data: row) }  // ~4,200 pages
+        let before = size(path)
+        try store.end(run: "r2", ended: 3, exitCode: 0, counts: [:], requests: [])
+        #expect(size(path) > before + (10 << 20), "\(before) -> \(size(path))")
+        let rows = try JournalReader(store: SQLiteJournalStore(directory: dir, create: false))
+        #expect(try rows.runs().count == 2)
+    }
+
     @Test func entriesRoundTripThroughTheCodec() {
         var e = JournalEntry(id: 300, state: .failed)
         e.identity = .derived(0xdead_beef_0000_0001, occurrence: 3)
