@@ -355,6 +355,55 @@ public enum JournalCodec {
 
     private static func encode(plain p: PlainEntry, value: UnsafeRawBufferPointer?, scale: TickScale, previous: inout (UInt64, Int)?,
                                values: UnsafeRawBufferPointer, masking: Bool, into row: inout RowBuilder) {
+        if !masking, p.nameLength < 0, p.started > 0, p.ended > 0, let value, value.count < 0x80 {
+            encodeCommon(plain: p, value: value, scale: scale, previous: &previous, into: &row)
+        } else {
+            encodeAny(plain: p, value: value, scale: scale, previous: &previous, values: values, masking: masking, into: &row)
+        }
+    }
+
+    /// The commonest plain entry (no name, nothing to mask, started and
+    /// ended, a value of under 128 bytes) in the bytes `encodeAny` writes,
+    /// without its branches for the rest: the writer thread spent ~300
+    /// instructions an entry there.
+    @inline(__always)
+    static func encodeCommon(plain p: PlainEntry, value: UnsafeRawBufferPointer, scale: TickScale, previous: inout (UInt64, Int)?,
+                             into row: inout RowBuilder) {
+        var flags = stateAndKind(p.state, .task)
+        var identity = p.occurrence > 0
+        if identity {
+            if let (h, n) = previous, h == p.identityHash, n + 1 == p.occurrence {
+                flags |= Flag.derived | Flag.explicit
+                identity = false
+            } else {
+                flags |= Flag.derived
+            }
+            previous = (p.identityHash, p.occurrence)
+        }
+        let added = scale.nanosSinceOrigin(p.added), started = scale.nanosSinceOrigin(p.started)
+        let ended = scale.nanosSinceOrigin(p.ended)
+        row.reserve(Self.plainScratch + value.count)
+        row.write { w in
+            w.varint(UInt64(p.id))
+            w.byte(flags)
+            w.byte(Field.value | Field.started | Field.ended)
+            if identity {
+                w.word(p.identityHash)
+                w.varint(UInt64(p.occurrence))
+            }
+            w.varint(UInt64(p.attempts))
+            w.nanos(added)
+            w.byte(0)  // held
+            w.nanos(started &- added)
+            w.nanos(ended &- started)
+            w.byte(UInt8(truncatingIfNeeded: value.count))
+            w.bytes(value)
+        }
+    }
+
+    /// Any plain entry.
+    static func encodeAny(plain p: PlainEntry, value: UnsafeRawBufferPointer?, scale: TickScale, previous: inout (UInt64, Int)?,
+                          values: UnsafeRawBufferPointer, masking: Bool, into row: inout RowBuilder) {
         var flags = stateAndKind(p.state, .task)
         let name: UnsafeRawBufferPointer? = p.nameLength >= 0 && Int(p.nameStart) + Int(p.nameLength) <= values.count
             ? UnsafeRawBufferPointer(rebasing: values[Int(p.nameStart)..<Int(p.nameStart + p.nameLength)]) : nil

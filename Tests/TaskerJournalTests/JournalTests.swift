@@ -176,6 +176,32 @@ import Testing
         #expect(d[4].name == "[\"v\"]" && d[4].attempts == 3)
     }
 
+    /// The commonest entry's short path writes the bytes the general one
+    /// does: identities repeated or not, times across varint lengths,
+    /// values from empty to 127 bytes, several attempts.
+    @Test func theCommonPlainEntryIsWrittenAsTheGeneralPathWritesIt() {
+        let values = Array(String(repeating: "x", count: 127).utf8)
+        var common = RowBuilder(capacity: 1)
+        var general = RowBuilder(capacity: 1)
+        var previousCommon: (UInt64, Int)?
+        var previousGeneral: (UInt64, Int)?
+        let scale = TickScale.nanoseconds()
+        for i in 1...3_000 {
+            let added = UInt64(i) * 977 &* UInt64(1 + i % 5) &* 1_000_003
+            let p = PlainEntry(id: i * (i % 3 == 0 ? 9_973 : 1), state: i % 11 == 0 ? .failed : .succeeded, attempts: 1 + i % 4,
+                               identityHash: UInt64(i / 4), occurrence: i % 9 == 0 ? 0 : i % 4 + 1,
+                               added: added, started: added + UInt64(i % 17) * 131_071, ended: added + UInt64(i) * 7_919_000 + 1)
+            values.withUnsafeBytes { all in
+                let value = UnsafeRawBufferPointer(rebasing: all[0..<(i % 128)])
+                JournalCodec.encodeCommon(plain: p, value: value, scale: scale, previous: &previousCommon, into: &common)
+                JournalCodec.encodeAny(plain: p, value: value, scale: scale, previous: &previousGeneral, values: all,
+                                       masking: false, into: &general)
+            }
+        }
+        #expect(common.array == general.array)
+        #expect(common.count > 3_000 * 8)
+    }
+
     /// A task named by its spec is a plain entry too: its name (in the
     /// values buffer) reads back, whether its identity is written or is the
     /// one before it one occurrence later.
