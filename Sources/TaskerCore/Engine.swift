@@ -145,6 +145,7 @@ public final class Engine {
         r.delay = spec.delay
         r.key = spec.key
         r.body = spec.body
+        r.identityHandedOver = spec.identityHandedOver
         if let stamps { r.addedAt = stamps.now() }
         records.append(r)
         unfinishedCount += 1
@@ -441,6 +442,8 @@ public struct TaskFacts: Sendable {
     /// An `every` run.
     public var isEphemeral = false
     public var hasDependencies = false
+    /// See `TaskSpec.identityHandedOver`.
+    public var identityHandedOver = false
     /// When it was added and first started (`Engine.stamps` readings; 0:
     /// not started, or the engine does not keep times).
     public var added: UInt64 = 0
@@ -469,6 +472,7 @@ extension Engine {
         f.isReused = r.reused
         f.isEphemeral = r.ephemeral
         f.hasDependencies = !r.after.isEmpty
+        f.identityHandedOver = r.identityHandedOver
         return f
     }
 }

@@ -166,11 +166,13 @@ public struct AddedIdentities: Sendable {
 
 /// Occurrences counted from identities in add order (`AddedIdentity`): the
 /// n-th task with an identity is occurrence n, as the run's thread would
-/// have counted it.
+/// have counted it. Each task's identity is kept by id too: the run's
+/// thread need not look it up again at the finish.
 public final class OccurrenceTable {
     private let counts = IdentityCounts()
     /// By task id (0: not added yet, or no derived identity).
     private var byID: [Int32] = []
+    private var hashes: [UInt64] = []
 
     public init() {}
 
@@ -192,11 +194,20 @@ public final class OccurrenceTable {
                 // Zeros past the last id read as "not counted", as before.
                 let size = max(last + 1, 2 * byID.count, 4096)
                 byID.append(contentsOf: repeatElement(0, count: size - byID.count))
+                hashes.append(contentsOf: repeatElement(0, count: size - hashes.count))
             }
-            for id in a.id...last { byID[id] = Int32(truncatingIfNeeded: counts.increment(a.hash)) }
+            for id in a.id...last {
+                byID[id] = Int32(truncatingIfNeeded: counts.increment(a.hash))
+                hashes[id] = a.hash
+            }
         }
     }
 
     /// Task `id`'s occurrence (0: it was not counted).
     public subscript(id: Int) -> Int { id >= 0 && id < byID.count ? Int(byID[id]) : 0 }
+
+    /// Task `id`'s identity and its occurrence (0: it was not counted).
+    public func identity(of id: Int) -> (hash: UInt64, occurrence: Int) {
+        id >= 0 && id < byID.count ? (hashes[id], Int(byID[id])) : (0, 0)
+    }
 }

@@ -29,6 +29,8 @@ final class TaskRecord {
     let ownedByReaction: Bool
     /// Succeeded in an earlier run; never started in this one.
     var reused = false
+    /// See `TaskSpec.identityHandedOver`.
+    var identityHandedOver = false
     /// An `every` instance: nobody holds its handle, so once it has ended
     /// well its record can go (see `Engine.forgetFinished`).
     var ephemeral = false

@@ -27,6 +27,11 @@ public struct TaskSpec {
     public var key: String?
     /// Work of a reaction (see `TaskRecord.ownedByReaction`).
     public var ownedByReaction = false
+    /// The task's derived identity went to whoever counts identities by
+    /// task id (a journal's writer thread, see `AddedIdentities`), and it
+    /// has no tags: a recorder of its finish can leave the identity to
+    /// that counter instead of looking it up.
+    public var identityHandedOver = false
     public var body: TaskBody?
 
     public init(name: String? = nil, body: TaskBody?) {

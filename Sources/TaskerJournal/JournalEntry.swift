@@ -139,7 +139,8 @@ public struct PlainEntry: Sendable {
     public var attempts: Int
     public var identityHash: UInt64
     /// 0 when the task has no identity; -1 when the writer thread counts it
-    /// (`JournalWriter.submit(identities:)`).
+    /// (`JournalWriter.submit(identities:)`) and finds it by id (the
+    /// hash here is then not read).
     public var occurrence: Int
     public var added: UInt64
     public var started: UInt64

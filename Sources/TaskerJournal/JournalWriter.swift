@@ -235,7 +235,7 @@ private struct PendingRows {
         for part in batch.plain {
             part.values.withUnsafeBytes { values in
                 for var p in part.entries {
-                    if p.occurrence < 0 { p.occurrence = occurrences[p.id] }
+                    if p.occurrence < 0 { (p.identityHash, p.occurrence) = occurrences.identity(of: p.id) }
                     JournalCodec.encode(plain: p, scale: part.scale, values: values, previous: &previous, masking: masking,
                                         into: &row)
                 }

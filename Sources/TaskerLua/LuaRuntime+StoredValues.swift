@@ -174,18 +174,22 @@ extension LuaRuntime {
         return IdentityParts(notResumable: "it was added without an identity")
     }
 
-    /// Decodes stored values (a JSON array) into the values table under
-    /// `slot`; nil if they do not decode (the task then runs again).
     /// Records task `id`'s identity (when the run identifies tasks or the
     /// spec names an `id`) and, on resume, returns the values it succeeded
     /// with in the earlier run, stored under `id` (nil: it runs). For every
     /// task that can be reused: added, a group's member, a rolling host's.
-    func identify(_ p: ParsedSpec, as id: TaskID, in L: OpaquePointer) -> TaskValue? {
+    /// `spec` (the task's) learns whether its identity was handed over to
+    /// be counted elsewhere (`TaskSpec.identityHandedOver`).
+    func identify(_ p: ParsedSpec, as id: TaskID, into spec: inout TaskSpec, in L: OpaquePointer) -> TaskValue? {
         guard options.identify || p.explicitID != nil else { return nil }
         if p.explicitID == nil, p.spec.name == nil, p.args == 0, p.body != 0,
-           identities.recordBodyCountedElsewhere(id, body: p.body, in: L) { return nil }
+           identities.recordBodyCountedElsewhere(id, body: p.body, in: L) {
+            spec.identityHandedOver = p.tags == 0
+            return nil
+        }
         let entry = identities.record(id, explicitID: p.explicitID, name: p.spec.name, body: p.body, args: p.args,
                                       in: L, needOccurrence: !options.reuse.isEmpty)
+        if entry.occurrence == Int(TaskIdentities.uncounted) { spec.identityHandedOver = p.tags == 0 }
         guard !options.reuse.isEmpty, let text = entry.text, let stored = options.reuse[text] else { return nil }
         return storedValues(stored, slot: id, in: L)
     }
@@ -198,6 +202,8 @@ extension LuaRuntime {
         identities.recordGroup(id, kind: kind, members: (id + 1)..<(id + 1 + count))
     }
 
+    /// Decodes stored values (a JSON array) into the values table under
+    /// `slot`; nil if they do not decode (the task then runs again).
     func storedValues(_ text: String, slot: TaskID, in L: OpaquePointer) -> TaskValue? {
         let top = lua_gettop(L)
         let n = pushJSONValues(text, onto: L)

@@ -164,7 +164,7 @@ final class TaskIdentities {
     /// from its explicit name, args and body (stack indices; 0 = absent).
     /// `needOccurrence`: the caller reads the entry's occurrence (else it
     /// may be counted at the next add, and the entry says 0).
-    @discardableResult
+    @discardableResult @inline(never)  // not into `identify`'s common path
     func record(_ id: TaskID, explicitID: String?, name: String?, body: Int32, args: Int32, in L: OpaquePointer,
                 needOccurrence: Bool = true) -> Entry {
         if explicitID == nil, name == nil, args == 0, body != 0 {

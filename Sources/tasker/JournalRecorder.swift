@@ -234,11 +234,14 @@ final class JournalRecorder: FinishSink, EngineObserver {
     /// The common case as a plain value, or nil when the task needs more
     /// (`spec.id`, tags, dependencies, values that cannot be stored, a held
     /// time…).
+    @inline(__always)
     private func plainEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended: UInt64,
                             _ engine: Engine) -> PlainEntry? {
         guard case .succeeded(let value) = outcome, !f.isReused, !f.isGroup,
               !f.isSchedule, !f.isEphemeral, !f.hasDependencies, extras.isEmpty || extras[id] == nil else { return nil }
-        let d = runtime.plainIdentity(of: id)  // occurrence -1: the writer counts it
+        // Occurrence -1: the writer finds the identity by id and counts it
+        // (the common case takes no look-up here: ~60 instructions a task).
+        let d = f.identityHandedOver ? (hash: 0, occurrence: -1) : runtime.plainIdentity(of: id)
         guard d.occurrence != 0 else { return nil }
         var p = PlainEntry(id: id, state: .succeeded, attempts: f.attempts, identityHash: d.hash,
                            occurrence: d.occurrence, added: f.added, started: f.started, ended: ended)
@@ -306,18 +309,25 @@ final class JournalRecorder: FinishSink, EngineObserver {
     override func taskFinished(_ id: TaskID, outcome: TaskOutcome, facts f: TaskFacts, engine: Engine) {
         let end = source.now()
         recordOutput(id, failed: outcome.state == .failed)
+        if f.started > 0 { noteDuration(id, ticks: end &- f.started, f, engine) }
+        if let p = plainEntry(id, outcome, f, ended: end, engine) {
+            plain.append(p)
+            if plain.count >= Self.plainBatch || plainValues.count >= Self.plainValuesBatch { submitPlain() }
+        } else {
+            recordEntry(id, outcome, f, ended: end, engine)
+        }
+        scheduleTick(engine)
+    }
+
+    /// A finish that is not a plain entry: apart, so the common path keeps
+    /// a small frame.
+    @inline(never)
+    private func recordEntry(_ id: TaskID, _ outcome: TaskOutcome, _ f: TaskFacts, ended end: UInt64, _ engine: Engine) {
         let state: JournalEntry.State = switch outcome.state {
         case .succeeded: .succeeded
         case .failed: .failed
         case .skipped: .skipped
         default: .cancelled
-        }
-        if f.started > 0 { noteDuration(id, ticks: end &- f.started, f, engine) }
-        if let p = plainEntry(id, outcome, f, ended: end, engine) {
-            plain.append(p)
-            if plain.count >= Self.plainBatch || plainValues.count >= Self.plainValuesBatch { submitPlain() }
-            scheduleTick(engine)
-            return
         }
         var e = entry(id, f, engine, state: state)
         let t = seconds(end)
@@ -350,7 +360,6 @@ final class JournalRecorder: FinishSink, EngineObserver {
             }
         }
         entries.append(e)
-        scheduleTick(engine)
     }
 
     /// Keeps the slowest tasks (groups and schedules apart): one comparison

@@ -66,6 +66,31 @@ import Testing
         #expect(try rows.runs().count == 2)
     }
 
+    /// A plain entry whose identity was handed over (occurrence -1) takes
+    /// it from the writer's table by task id, hash and occurrence both,
+    /// whatever hash it carries: the run's thread does not look it up.
+    @Test func plainEntriesHandedOverTakeTheirIdentityByIDOnTheWriter() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let (a, b): (UInt64, UInt64) = (0xaaaa, 0xbbbb)
+        let w = try JournalWriter(directory: dir, run: run("ids"))
+        var added = AddedIdentities()
+        for x in [AddedIdentity(id: 1, hash: a, count: 3), AddedIdentity(id: 4, hash: b), AddedIdentity(id: 5, hash: a)] {
+            added.append(x)
+        }
+        w.submit(identities: &added)
+        // finished out of add order; task 6 was never handed over
+        var plain = [5, 2, 1, 4, 3, 6].map {
+            PlainEntry(id: $0, state: .succeeded, attempts: 1, identityHash: 0xbad, occurrence: -1, added: 1, started: 2, ended: 3)
+        }
+        var values: [UInt8] = []
+        w.submit(plain: &plain, values: &values, scale: .nanoseconds())
+        #expect(w.close(ended: 2, exitCode: 0, counts: [:], requests: []) == nil)
+        let tasks = try JournalReader(store: SQLiteJournalStore(directory: dir, create: false)).tasks(of: "ids")
+        let hex = { (h: UInt64) in String(repeating: "0", count: 12) + String(h, radix: 16) }
+        #expect(tasks.map(\.identity) == [hex(a), hex(a) + "#2", hex(a) + "#3", hex(b), hex(a) + "#4", nil])
+    }
+
     @Test func entriesRoundTripThroughTheCodec() {
         var e = JournalEntry(id: 300, state: .failed)
         e.identity = .derived(0xdead_beef_0000_0001, occurrence: 3)

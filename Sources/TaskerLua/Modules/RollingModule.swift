@@ -89,7 +89,7 @@ final class RollingModule: LuaModule {
             p.body = lua_gettop(L)
             var spec = p.spec
             // a host done in the run resumed is not done again
-            reused[k] = rt.identify(p, as: groupID + k + 1, in: L)
+            reused[k] = rt.identify(p, as: groupID + k + 1, into: &spec, in: L)
             rt.commit(p, as: groupID + k + 1, into: &spec, in: L)
             members.append(spec)
             lua_settop(L, top)

@@ -77,7 +77,7 @@ final class TaskerModule: LuaModule {
         let id = rt.engine.taskCount + 1
         var spec = parsed.spec
         if case .reaction? = rt.driver.current?.kind { spec.ownedByReaction = true }
-        let reused = rt.identify(parsed, as: id, in: L)
+        let reused = rt.identify(parsed, as: id, into: &spec, in: L)
         rt.commit(parsed, as: id, into: &spec, in: L)
         let added = reused.map { rt.engine.addReused(spec, value: $0) } ?? rt.engine.add(spec)
         precondition(added == id, "task ids are assigned in add order")
@@ -196,7 +196,7 @@ final class TaskerModule: LuaModule {
                     return rt.usage(L, "\(fn): id '\(explicitID)' is already used by another task in this run (member #\(k))")
                 }
                 var spec = parsed.spec
-                reused[k - 1] = rt.identify(parsed, as: groupID + k, in: L)
+                reused[k - 1] = rt.identify(parsed, as: groupID + k, into: &spec, in: L)
                 rt.commit(parsed, as: groupID + k, into: &spec, in: L)
                 members.append(spec)
             } catch {
