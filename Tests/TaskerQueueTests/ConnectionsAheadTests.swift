@@ -33,7 +33,8 @@ import Testing
 
     @Test func theFirstConnectionsToTheURLAreTheOnesOpenedAhead() async throws {
         let (server, url) = try await PostgresTestServer.freshDatabase()
-        PGConnectionsAhead.open(url: url, count: 2)
+        // unclaimed for longer than the polls below may take on a loaded machine
+        PGConnectionsAhead.open(url: url, count: 2, unclaimedAfter: 120)
         var ahead: Set<Int> = []
         #expect(try await Self.eventually {
             ahead = Self.backends(server, url)
@@ -53,7 +54,7 @@ import Testing
     @Test func anotherURLConnectsAnew() async throws {
         let (server, url) = try await PostgresTestServer.freshDatabase()
         let other = server.freshDatabase()
-        PGConnectionsAhead.open(url: url, count: 1)
+        PGConnectionsAhead.open(url: url, count: 1, unclaimedAfter: 120)
         var ahead: Set<Int> = []
         #expect(try await Self.eventually {
             ahead = Self.backends(server, url)
@@ -111,7 +112,7 @@ import Testing
         let server = try await PostgresTestServer.isolated()
         defer { server.destroy() }
         let url = server.url()
-        PGConnectionsAhead.open(url: url, count: 2)
+        PGConnectionsAhead.open(url: url, count: 2, unclaimedAfter: 120)
         #expect(try await ConnectionsAheadTests.eventually { ConnectionsAheadTests.backends(server, url).count == 2 })
         #expect(server.restart())
         // a new connection to the server that is back
