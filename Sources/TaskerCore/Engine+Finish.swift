@@ -91,7 +91,7 @@ extension Engine {
         unfinishedCount -= 1
         if startLog != nil { startLog!.finished(r.id) }
         for o in finishObservers { o.taskFinished(r.id, outcome: outcome, engine: self) }
-        if let sink = finishSink {
+        if let sink = finishSink, !keptQuickly(r, outcome) {
             let f = facts(of: r)
             sink._withUnsafeGuaranteedRef { $0.taskFinished(r.id, outcome: outcome, facts: f, engine: self) }
         }

@@ -30,6 +30,8 @@ public final class Engine {
     private(set) var finishObservers: [EngineObserver] = []
     /// Set by `keepStartLog(wake:)`.
     var startLog: StartLog?
+    /// Set by `keepQuickFinishes`.
+    var quickFinishes: QuickFinishLog?
     /// Set by `setFinishSink(_:)`: the owner keeps the sink alive for as
     /// long as `finishSink` lends it to calls (both are set together, and
     /// never cleared).

@@ -9,7 +9,8 @@ open class FinishSink {
 
     /// Task `id` ended with `outcome` (after the observers were told);
     /// `facts` are the engine's (`Engine.facts`), read from the record the
-    /// finish holds instead of looked up again.
+    /// finish holds instead of looked up again. Not called for a finish
+    /// the engine keeps as quick (`Engine.keepQuickFinishes`).
     open func taskFinished(_ id: TaskID, outcome: TaskOutcome, facts: TaskFacts, engine: Engine) {}
 }
 

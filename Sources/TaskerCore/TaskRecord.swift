@@ -31,6 +31,8 @@ final class TaskRecord {
     var reused = false
     /// See `TaskSpec.identityHandedOver`.
     var identityHandedOver = false
+    /// See `Engine.finishThroughSink`.
+    var finishesThroughSink = false
     /// An `every` instance: nobody holds its handle, so once it has ended
     /// well its record can go (see `Engine.forgetFinished`).
     var ephemeral = false

@@ -52,6 +52,7 @@ public final class JournalWriter {
                 occurrences.count(batch.identities)
                 if !batch.isEmpty { rows.add(batch, occurrences) }
                 queue.recycle(&batch.plain)
+                queue.recycle(&batch.quick)
                 batch.encoded.removeAll(keepingCapacity: true)
                 batch.entries.removeAll(keepingCapacity: true)
                 batch.identities.removeAll()
@@ -91,6 +92,15 @@ public final class JournalWriter {
     public func submit(plain: inout [PlainEntry], values: inout [UInt8], scale: TickScale) {
         guard !plain.isEmpty else { return }
         queue.append(plain: &plain, values: &values, scale: scale)
+    }
+
+    /// Hands over quick finishes (see `QuickFinish`), whose times `scale`
+    /// converts and whose identities this thread finds by task id; they
+    /// come back empty, with the storage of a batch written before when
+    /// there is one.
+    public func submit(quick: inout [QuickFinish], scale: TickScale) {
+        guard !quick.isEmpty else { return }
+        queue.append(quick: &quick, scale: scale)
     }
 
     /// Hands over entries this thread encodes; empties `entries`. An entry
@@ -227,11 +237,23 @@ private struct PendingRows {
         // About the row's size: it grows at most once or twice.
         var size = 1 + batch.encoded.count + batch.entries.count * 64
         for part in batch.plain { size += part.entries.count * 32 + part.values.count }
+        for part in batch.quick { size += part.entries.count * 24 }
         var row = RowBuilder(capacity: size)
         row.reserve(1)
         row.write { $0.byte(JournalCodec.version) }
         var previous: (UInt64, Int)?
         let masking = !SecretMask.shared.isEmpty
+        let none = UnsafeRawBufferPointer(start: nil, count: 0)
+        for part in batch.quick {
+            for q in part.entries {
+                let identity = occurrences.identity(of: q.id)
+                var p = PlainEntry(id: q.id, state: .succeeded, attempts: Int(q.attempts), identityHash: identity.hash,
+                                   occurrence: identity.occurrence, added: q.added, started: q.started, ended: q.ended,
+                                   valueLength: q.hasInteger ? PlainEntry.loneInteger : PlainEntry.noValues)
+                p.integer = q.integer
+                JournalCodec.encode(plain: p, scale: part.scale, values: none, previous: &previous, masking: masking, into: &row)
+            }
+        }
         for part in batch.plain {
             part.values.withUnsafeBytes { values in
                 for var p in part.entries {
@@ -350,11 +372,17 @@ private struct PendingRows {
 /// in), encoded ones, entries to encode, and the identities added (which
 /// alone make no row).
 struct Batch {
+    var quick: [QuickPart] = []
     var plain: [PlainPart] = []
     var encoded: [UInt8] = []
     var entries: [JournalEntry] = []
     var identities = AddedIdentities()
-    var isEmpty: Bool { plain.isEmpty && encoded.isEmpty && entries.isEmpty }
+    var isEmpty: Bool { quick.isEmpty && plain.isEmpty && encoded.isEmpty && entries.isEmpty }
+}
+
+struct QuickPart {
+    var entries: [QuickFinish]
+    var scale: TickScale
 }
 
 struct PlainPart {
@@ -388,6 +416,7 @@ private final class WriteQueue: @unchecked Sendable {
         /// run's thread to reuse.
         var spare: [[PlainEntry]] = []
         var spareValues: [[UInt8]] = []
+        var spareQuick: [[QuickFinish]] = []
     }
     private let condition = NSCondition()
     private var state = State()
@@ -431,6 +460,27 @@ private final class WriteQueue: @unchecked Sendable {
         values = state.spareValues.popLast() ?? []
         condition.signal()
         condition.unlock()
+    }
+
+    /// Quick finishes come in batches too, queued as they are.
+    func append(quick: inout [QuickFinish], scale: TickScale) {
+        condition.lock()
+        state.pending.quick.append(QuickPart(entries: quick, scale: scale))
+        quick = state.spareQuick.popLast() ?? []
+        condition.signal()
+        condition.unlock()
+    }
+
+    func recycle(_ parts: inout [QuickPart]) {
+        while var part = parts.popLast() {  // popped: unique, emptied in place
+            part.entries.removeAll(keepingCapacity: true)
+            condition.lock()
+            let kept = state.spareQuick.count < Self.spareKept
+            if kept { state.spareQuick.append(part.entries) }
+            condition.unlock()
+            if !kept { break }
+        }
+        parts.removeAll(keepingCapacity: true)
     }
 
     /// Arrays of plain entries (and values) the writer is done with; a few
@@ -525,6 +575,7 @@ private final class WriteQueue: @unchecked Sendable {
         }
         if state.finished { return state.shortfall }
         var n = state.unrecorded + state.pending.plain.reduce(0) { $0 + $1.entries.count } + state.pending.entries.count
+            + state.pending.quick.reduce(0) { $0 + $1.entries.count }
         if !state.pending.encoded.isEmpty {
             n += ([JournalCodec.version] + state.pending.encoded).withUnsafeBytes { JournalCodec.decode($0)?.count ?? 0 }
         }

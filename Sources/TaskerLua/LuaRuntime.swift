@@ -135,6 +135,9 @@ public final class LuaRuntime {
     /// What task `id`'s processes wrote (the last MiB), once; nil if nothing.
     public func takeTaskOutput(_ id: TaskID) -> [UInt8]? { modules.exec.outputs.take(id) }
 
+    /// Whether some task's output waits for `takeTaskOutput`.
+    public var holdsTaskOutput: Bool { modules.exec.outputs.holdsAny }
+
     /// A fiber running pure Lua this long without waiting is paused so the
     /// rest of the run can move (a time slice).
     static let sliceNanos: UInt64 = 10_000_000

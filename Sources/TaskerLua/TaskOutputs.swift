@@ -28,6 +28,8 @@ final class TaskOutputs {
         outputs[task] = out
     }
 
+    var holdsAny: Bool { !outputs.isEmpty }
+
     /// The task's output, given once (nil: its processes wrote nothing).
     func take(_ task: TaskID) -> [UInt8]? {
         guard !outputs.isEmpty else { return nil }  // most runs: every task, at once

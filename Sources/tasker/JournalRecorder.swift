@@ -50,6 +50,10 @@ final class JournalRecorder: FinishSink, EngineObserver {
     /// this many bytes).
     private var plainValues: [UInt8] = []
     static let plainValuesBatch = 1 << 20
+    /// Quick finishes taken from the engine (see `QuickFinish`), checked
+    /// here and handed to the writer as they are: between takes an empty
+    /// array whose storage the engine's log takes over.
+    private var quick: [QuickFinish] = []
     /// Marks, encoded here.
     private var encoded: [UInt8] = []
     /// Entries that are not plain: the writer thread encodes them.
@@ -80,6 +84,12 @@ final class JournalRecorder: FinishSink, EngineObserver {
         plain.reserveCapacity(Self.plainBatch)
         runtime.engine.keepTimes(source)
         runtime.engine.keepStartLog { [unowned engine = runtime.engine] in self.scheduleTick(engine) }
+        // Quick finishes go to the writer in batches, like plain entries.
+        runtime.engine.keepQuickFinishes(batch: Self.plainBatch) { [unowned engine = runtime.engine] in
+            self.scheduleTick(engine)
+        } full: {
+            self.submitPlain()
+        }
         runtime.keepTaskOutput()
         runtime.engine.observers.append(self)
         runtime.engine.setFinishSink(self)
@@ -194,17 +204,37 @@ final class JournalRecorder: FinishSink, EngineObserver {
     }
 
     /// The identities added so far go first: the writer counts their
-    /// occurrences before it writes an entry that needs one.
+    /// occurrences before it writes an entry that needs one. Then the
+    /// quick finishes, then the plain entries.
     private func submitPlain() {
         if occurrencesOnWriter {
             runtime.takeAddedIdentities(into: &added)
             writer.submit(identities: &added)
         }
-        writer.submit(plain: &plain, values: &plainValues, scale: clock.scale(origin: start))
+        let scale = clock.scale(origin: start)
+        takeQuickFinishes()
+        writer.submit(quick: &quick, scale: scale)
+        writer.submit(plain: &plain, values: &plainValues, scale: scale)
         plain.reserveCapacity(Self.plainBatch)
     }
 
+    /// The engine's quick finishes into `quick`, each seen here as a
+    /// finish through the sink would be: the slowest kept, output taken.
+    /// (Also at the run's end, off the loop: nothing here may need it.)
+    private func takeQuickFinishes() {
+        let engine = runtime.engine
+        engine.takeQuickFinishes(into: &quick)
+        guard !quick.isEmpty else { return }
+        quick.withUnsafeBufferPointer { all in
+            for q in all where q.ended > q.started { noteDuration(q.id, ticks: q.ended &- q.started, engine) }
+            if runtime.holdsTaskOutput {
+                for q in all { recordOutput(q.id, failed: false) }
+            }
+        }
+    }
+
     func taskRetrying(_ id: TaskID, failedAttempt: Int, failure: TaskFailure, delay: Double, engine: Engine) {
+        engine.finishThroughSink(id)  // its attempts are recorded
         let t = now
         var x = extras[id] ?? Extra()
         let started = engine.facts(id).started
@@ -222,6 +252,7 @@ final class JournalRecorder: FinishSink, EngineObserver {
     }
 
     func taskHeld(_ id: TaskID, by interceptor: String, engine: Engine) {
+        engine.finishThroughSink(id)  // its held time is recorded
         extras[id, default: Extra()].heldSince = now
     }
 
@@ -309,7 +340,7 @@ final class JournalRecorder: FinishSink, EngineObserver {
     override func taskFinished(_ id: TaskID, outcome: TaskOutcome, facts f: TaskFacts, engine: Engine) {
         let end = source.now()
         recordOutput(id, failed: outcome.state == .failed)
-        if f.started > 0 { noteDuration(id, ticks: end &- f.started, f, engine) }
+        if f.started > 0, !f.isGroup, !f.isSchedule { noteDuration(id, ticks: end &- f.started, engine) }
         if let p = plainEntry(id, outcome, f, ended: end, engine) {
             plain.append(p)
             if plain.count >= Self.plainBatch || plainValues.count >= Self.plainValuesBatch { submitPlain() }
@@ -364,9 +395,9 @@ final class JournalRecorder: FinishSink, EngineObserver {
 
     /// Keeps the slowest tasks (groups and schedules apart): one comparison
     /// for a task that is not among them.
-    private func noteDuration(_ id: TaskID, ticks: UInt64, _ f: TaskFacts, _ engine: Engine) {
-        guard slowestTicks.count < Self.slowestKept || ticks > slowestTicks[slowestTicks.count - 1].ticks,
-              !f.isGroup, !f.isSchedule else { return }
+    @inline(__always)
+    private func noteDuration(_ id: TaskID, ticks: UInt64, _ engine: Engine) {
+        guard slowestTicks.count < Self.slowestKept || ticks > slowestTicks[slowestTicks.count - 1].ticks else { return }
         slowestTicks.append((engine.name(id), ticks))
         slowestTicks.sort { $0.ticks > $1.ticks }
         if slowestTicks.count > Self.slowestKept { slowestTicks.removeLast() }

@@ -57,6 +57,45 @@ import Testing
         #expect(Set(keys).count == 1 && keys.first?.hasPrefix("key=") == true, "\(keys)")
     }
 
+    /// The commonest finishes (no name, no values or one integer) reach
+    /// the journal as the engine's quick finishes, in batches past the
+    /// writer's 4,096: their identities, values, output and times are
+    /// recorded as any task's, a retried task's attempts are, and a resume
+    /// reuses every one with its values.
+    @Test func quickFinishesAreRecordedAndResumedAsAnyTask() async throws {
+        let s = try Scratch(["p.lua": """
+            local hs = {}
+            hs[1] = tasker.add(function() tasker.sh("echo out-one") end)
+            hs[2] = tasker.add(function() return 42 end)
+            local n = 0
+            hs[3] = tasker.add{run = function() n = n + 1; if n < 2 then error("again") end end, retry = {attempts = 2, delay = 0}}
+            for i = 1, 5000 do hs[#hs + 1] = tasker.add(function() return i end) end
+            hs[#hs + 1] = tasker.add(function() end)
+            -- retried, and the last to finish: recorded in full, on the loop
+            local m = 0
+            hs[#hs + 1] = tasker.add{run = function() m = m + 1; if m < 2 then error("again") end end,
+                                     retry = {attempts = 2, delay = 0.05}}
+            tasker.all(hs)
+            print("values", hs[2]:await(), hs[4]:await(), hs[5003]:await(), hs[5004]:await())
+            """])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(first.status == 0 && first.stdout.contains("values\t42\t1\t5000"), "\(first.stdout)\(first.stderr)")
+        let show = try await tasker(["show", "last", "--json"], in: s.dir)
+        let run = try #require(try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        let tasks = try #require(run["tasks"] as? [[String: Any]])
+        #expect(tasks.count == 5005)
+        #expect(tasks.allSatisfy { $0["state"] as? String == "succeeded" && ($0["identity"] as? String)?.count == 16 })
+        #expect(Set(tasks.compactMap { $0["identity"] as? String }).count == 5005)
+        #expect(tasks.map { $0["attempts"] as? Int } == [1, 1, 2] + Array(repeating: 1, count: 5001) + [2])
+        #expect(tasks.allSatisfy { ($0["duration"] as? Double ?? -1) >= 0 })
+        let output = try await tasker(["show", "last", "--task", "task-1", "--output"], in: s.dir)
+        #expect(output.stdout.contains("out-one"), "\(output.stdout)")
+        let resumed = try await tasker(["run", "--no-progress", "--resume", "p.lua"], in: s.dir)
+        #expect(resumed.stderr.contains("5005 succeeded (5005 reused)"), "\(resumed.stderr)")
+        #expect(resumed.stdout.contains("values\t42\t1\t5000"), "\(resumed.stdout)")
+    }
+
     func runs(_ s: Scratch, _ name: String) -> Int {
         (try? String(contentsOf: s.dir.appendingPathComponent("out/\(name)"), encoding: .utf8))?.count ?? 0
     }
