@@ -6,6 +6,9 @@ import Foundation
 /// unfinished tasks become failed attempts of kind `lost`.
 public final class JournalReader {
     let store: JournalStore
+    /// Runs that died but could not be settled now (see `settleDeadRuns`):
+    /// read as died all the same.
+    private var unsettled: Set<String> = []
 
     /// The journal file in `directory`.
     public convenience init(directory: String, create: Bool = false) throws {
@@ -19,7 +22,16 @@ public final class JournalReader {
 
     /// Runs newest first; of one pipeline when given.
     public func runs(pipeline: String? = nil, limit: Int? = nil) throws -> [JournalRun] {
-        try store.runs(id: nil, pipeline: pipeline, limit: limit)
+        try store.runs(id: nil, pipeline: pipeline, limit: limit).map(asRead)
+    }
+
+    /// `r` as a reader shows it: one that died is `died` even if it could
+    /// not be settled (exit code -1, as settling records).
+    private func asRead(_ r: JournalRun) -> JournalRun {
+        guard !unsettled.isEmpty, unsettled.contains(r.id) else { return r }
+        var r = r
+        r.exitCode = -1
+        return r
     }
 
     /// The run `id`, or for `last` the newest run (of `pipeline` when
@@ -27,11 +39,11 @@ public final class JournalReader {
     /// run has (4 characters or more).
     public func run(_ id: String, pipeline: String? = nil) throws -> JournalRun? {
         if id == "last" { return try runs(pipeline: pipeline, limit: 1).first }
-        if let r = try store.runs(id: id, pipeline: nil, limit: 1).first { return r }
+        if let r = try store.runs(id: id, pipeline: nil, limit: 1).first { return asRead(r) }
         guard id.count >= 4 else { return nil }
         let matches = try store.runIDs(skippingNewest: 0).filter { $0.hasPrefix(id) }
         guard matches.count <= 1 else { throw AmbiguousRunID(prefix: id, matches: matches) }
-        return try matches.first.flatMap { try store.runs(id: $0, pipeline: nil, limit: 1).first }
+        return try matches.first.flatMap { try store.runs(id: $0, pipeline: nil, limit: 1).first }.map(asRead)
     }
 
     /// The run's tasks in add order, each as last recorded.
@@ -127,15 +139,24 @@ public final class JournalReader {
     func settleDeadRuns() throws {
         // Only runs of this machine can be checked (a shared store holds
         // other machines' runs too).
-        for run in try store.unendedRuns() where !Self.mayBeLive(run) {
+        let dead = try store.unendedRuns().filter { !Self.mayBeLive($0) }
+        for (k, run) in dead.enumerated() {
             do {
                 try settle(run)
-            } catch where (error as? SQLiteError).map({ $0.isLock || $0.code & 0xff == SQLITE_READONLY }) == true {
-                // Another process holds the journal, or it is on read-only
-                // media: settling waits for a later read; reading does not.
+            } catch where (error as? SQLiteError).map(Self.settlingWaits) == true {
+                // Another process holds the journal, it is on read-only
+                // media, or its disk is full: settling waits for a later
+                // read; reading does not (and shows them died).
+                unsettled = Set(dead[k...].map(\.id))
                 return
             }
         }
+    }
+
+    /// Errors that leave a dead run unsettled for now (the journal is read
+    /// as it is).
+    static func settlingWaits(_ error: SQLiteError) -> Bool {
+        [SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN].contains(error.code & 0xff) || error.isLock
     }
 
     private func settle(_ run: UnendedRun) throws {

@@ -372,6 +372,37 @@ import Testing
         #expect(alone.status == 0 && alone.stdout.contains("only"), "WAL folded: \(folded); \(alone.stdout)\(alone.stderr)")
     }
 
+    /// A run whose end could not be written on a full disk either: the
+    /// readers still read the journal there (settling the dead run, a
+    /// write, waits for room) and show the run as died.
+    @Test func aJournalOnAFullDiskIsStillReadAndItsDeadRunShownDied() async throws {
+        // once the run is recorded, a task fills the journal's disk
+        let s = try Scratch(["fill.lua": """
+            local dir = tasker.args[1]
+            tasker.add(function()
+              tasker.sleep(0.3)
+              local f = assert(io.open(dir .. "/filler", "w"))
+              local chunk = string.rep("x", 65536)
+              while f:write(chunk) and f:flush() do end
+              f:close()
+              for i = 1, 300 do tasker.add(function() return string.rep("v", 4000) .. i end) end
+            end)
+            """])
+        defer { s.cleanup() }
+        let full = s.dir.appendingPathComponent("full")
+        try FileManager.default.createDirectory(at: full, withIntermediateDirectories: true)
+        let mount = try await shell("mount -t tmpfs -o size=1m tmpfs full 2>/dev/null", in: s.dir)
+        guard mount.status == 0 else { return }
+        defer { _ = umount2(full.path, Int32(MNT_DETACH)) }
+        let r = try await tasker(["run", "--no-progress", "--state", "full", "fill.lua", "full"], in: s.dir)
+        #expect(r.status == 0)
+        #expect(r.stderr.contains("could not be recorded, nor its end (database or disk is full"), "\(r.stderr)")
+        let runs = try await tasker(["runs", "--state", "full"], in: s.dir)
+        #expect(runs.status == 0 && runs.stdout.contains("died"), "\(runs.stdout)\(runs.stderr)")
+        let show = try await tasker(["show", "last", "--state", "full"], in: s.dir)
+        #expect(show.status == 0 && show.stdout.contains("exit died"), "\(show.stdout)\(show.stderr)")
+    }
+
     @Test func aFullDiskLeavesAnHonestlyIncompleteRunNotADeadOne() async throws {
         let s = try Scratch(["big.lua": """
             for i = 1, 300 do tasker.add{name = "t" .. i, run = function() return string.rep("v", 4000) .. i end} end
