@@ -14,6 +14,8 @@ public protocol JournalStore: AnyObject {
     /// The run's highest log sequence number (0: none yet).
     func lastLogSeq(run: String) throws -> Int
     func appendLog(run: String, seq: Int, data: [UInt8]) throws
+    /// Appends `rows` from `seq` on, all or none.
+    func appendLogs(run: String, seq: Int, rows: [[UInt8]]) throws
     /// The run's args and vars again (with secrets registered since its
     /// start masked).
     func update(run: String, args: [String], vars: [String: String]) throws
@@ -57,4 +59,8 @@ public struct UnendedRun: Sendable {
 extension JournalStore {
     public var endWait: Double { JournalWriter.lockWait }
     public func maintain() {}
+
+    public func appendLogs(run: String, seq: Int, rows: [[UInt8]]) throws {
+        for (k, row) in rows.enumerated() { try appendLog(run: run, seq: seq + k, data: row) }
+    }
 }

@@ -213,9 +213,17 @@ private struct PendingRows {
     static let retryDelay = 1.0
     /// How long the end waited before giving up (nil: it did not wait).
     var waitedAtEnd: Double?
-    /// Beyond this much waiting in memory, recording stops for good (a
-    /// gap would break the dependency order of the log).
+    /// Beyond this much waiting in memory for `patience` seconds (at once
+    /// beyond `hardMaxBytes`), recording stops for good (a gap would break
+    /// the dependency order of the log). Not at once past `maxBytes`: a
+    /// run whose tasks return large values (100 MB a second) has that much
+    /// in one batch, and one lock another run's writer held for 100 ms
+    /// made it drop every entry.
     static let maxBytes = 64 << 20
+    static let hardMaxBytes = 1 << 30
+    static let patience = 2.0
+    /// When the rows that wait first failed to be written.
+    var waitingSince: Double?
 
     init(run: JournalRun, open: @escaping () throws -> JournalStore) {
         self.run = run
@@ -278,17 +286,33 @@ private struct PendingRows {
         }
         rows.append((blob, nil))
         bytes += blob.count
-        if bytes > Self.maxBytes {
-            reason = "over \(Self.maxBytes >> 20) MiB waited to be written: \(reason ?? "the journal is slow")"
-            giveUp()
+        if bytes > Self.hardMaxBytes { tooMuchWaits(Self.hardMaxBytes) }
+    }
+
+    private mutating func tooMuchWaits(_ limit: Int) {
+        reason = "over \(limit >> 20) MiB waited to be written: \(reason ?? "the journal is slow")"
+        giveUp()
+    }
+
+    /// After a try: what still waits past `maxBytes` for `patience` is
+    /// given up.
+    private mutating func checkWaiting(_ now: Double) {
+        guard !rows.isEmpty else {
+            waitingSince = nil
+            return
         }
+        let since = waitingSince ?? now
+        waitingSince = since
+        if bytes > Self.maxBytes && now - since >= Self.patience { tooMuchWaits(Self.maxBytes) }
     }
 
     /// Writes what it can, in order; a failure leaves the rest for the
     /// next try.
     mutating func write() {
         let now = Date().timeIntervalSinceReferenceDate
-        guard !hopeless, now >= nextTry else { return }
+        guard !hopeless else { return }
+        defer { if !hopeless { checkWaiting(now) } }
+        guard now >= nextTry else { return }
         do {
             if log == nil {
                 let store: JournalStore
@@ -305,10 +329,10 @@ private struct PendingRows {
                 log = try TaskLog(store, run: run.id)
             }
             try maskCommandLine()
-            while let first = rows.first {
-                try log!.append(encoded: first.blob)
-                rows.removeFirst()
-                bytes -= first.blob.count
+            if !rows.isEmpty {
+                try log!.append(encoded: rows.map(\.blob))
+                rows.removeAll()
+                bytes = 0
             }
             if let end, !endRecorded {
                 try log!.end(end)
@@ -598,10 +622,11 @@ final class TaskLog {
         seq = try store.lastLogSeq(run: run)
     }
 
-    /// Appends a blob: the version byte, then encoded entries.
-    func append(encoded blob: [UInt8]) throws {
-        try store.appendLog(run: run, seq: seq + 1, data: blob)
-        seq += 1
+    /// Appends blobs (each the version byte, then encoded entries), all
+    /// or none.
+    func append(encoded blobs: [[UInt8]]) throws {
+        try store.appendLogs(run: run, seq: seq + 1, rows: blobs)
+        seq += blobs.count
     }
 
     func end(_ e: RunEnd) throws {

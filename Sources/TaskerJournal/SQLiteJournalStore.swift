@@ -16,9 +16,13 @@ public final class SQLiteJournalStore: JournalStore {
     /// that passes 1,000 pages: that one was often the run's last, and the
     /// run's end waited for its syncs (5-15 ms).
     public init(directory: String, create: Bool = true, busyTimeout: Int32 = 5000, checkpointsItself: Bool = false) throws {
+        self.busyTimeout = busyTimeout
         db = try Journal.open(directory: directory, create: create, busyTimeout: busyTimeout,
                               attempts: busyTimeout < 1000 ? 3 : 20)
         if checkpointsItself {
+            // A WAL grown while other runs kept it from being rewound (its
+            // frames still read) is cut back to this when it is.
+            try? db.execute("PRAGMA journal_size_limit = \(Self.walSizeLimit)")
             let pages = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
             pages.initialize(to: 0)
             tasker_sqlite_count_wal_pages(db.handle, pages)
@@ -37,22 +41,34 @@ public final class SQLiteJournalStore: JournalStore {
         }
     }
 
-    /// The WAL's size past which `maintain` folds it in (SQLite's own
-    /// default), and past which a run's end does (a series of runs too
-    /// short to maintain would otherwise grow it without end).
-    static let checkpointPages: Int32 = 1_000
-    static let endCheckpointPages: Int32 = 4_000
+    private let busyTimeout: Int32
 
+    /// The WAL's size past which `maintain` and a run's end fold it in
+    /// (SQLite's own default).
+    static let checkpointPages: Int32 = 1_000
+    static let walSizeLimit = 16 << 20
+
+    /// Folds what it can of the WAL into the file, waiting for nobody: the
+    /// next commit of this connection writes the WAL from its start again
+    /// when all of it is in and nobody reads it.
     public func maintain() {
         guard let walPages, walPages.pointee >= Self.checkpointPages else { return }
-        checkpoint()
+        try? db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        walPages.pointee = 0
     }
 
-    /// Folds what it can of the WAL into the file, waiting for nobody; the
-    /// WAL is written from its start again once all of it is in.
-    private func checkpoint() {
-        try? db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        walPages?.pointee = 0
+    /// At a run's end, a WAL past `checkpointPages` is folded in and
+    /// emptied, unless another connection reads it (not waited for: the
+    /// last run to end empties it). A folded-in WAL is only written from
+    /// its start again by the connection that folded it: the next process
+    /// to open the journal rebuilds the WAL's index and takes every frame
+    /// for new, so a series of short runs grew it without end.
+    private func emptyWAL() {
+        guard let walPages, walPages.pointee >= Self.checkpointPages else { return }
+        sqlite3_busy_timeout(db.handle, 0)
+        try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        sqlite3_busy_timeout(db.handle, busyTimeout)
+        walPages.pointee = 0
     }
 
     private static let runColumns = "id, pipeline, args, vars, started, ended, exit_code, counts, pid, resumed_from"
@@ -81,6 +97,21 @@ public final class SQLiteJournalStore: JournalStore {
     }
 
     public func appendLog(run: String, seq: Int, data: [UInt8]) throws { try insertLogRow(run: run, seq: seq, data: data) }
+
+    /// In one transaction, which takes the write lock at its start: a
+    /// writer that is behind held it for one commit after another, and
+    /// another run's writer waiting for it in SQLite's busy handler (which
+    /// sleeps and looks again) nearly never found it free: it gave up on
+    /// 64 MiB of entries.
+    public func appendLogs(run: String, seq: Int, rows: [[UInt8]]) throws {
+        guard rows.count > 1 else {
+            if let row = rows.first { try insertLogRow(run: run, seq: seq, data: row) }
+            return
+        }
+        try db.transaction { () throws(SQLiteError) in
+            for (k, row) in rows.enumerated() { try insertLogRow(run: run, seq: seq + k, data: row) }
+        }
+    }
 
     private func insertLogRow(run: String, seq: Int, data: [UInt8]) throws(SQLiteError) {
         let s: SQLiteStatement
@@ -127,8 +158,8 @@ public final class SQLiteJournalStore: JournalStore {
         // (its masked version) and the log emptied
         if rewroteCommandLine {
             try? db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        } else if let walPages, walPages.pointee >= Self.endCheckpointPages {
-            checkpoint()
+        } else {
+            emptyWAL()
         }
     }
 
