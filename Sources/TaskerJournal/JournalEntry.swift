@@ -252,8 +252,18 @@ public enum JournalCodec {
         string(m.detail ?? "", &out)
     }
 
+    /// Why a value is not stored when the mask changes it: a secret was
+    /// registered after the task ended (before, it is refused at the
+    /// finish). Stored as `***` it would come back as that on resume.
+    static let heldASecret = "its values hold a secret registered after it ended"
+
     /// One entry, appended (a blob is the version byte, then entries).
     public static func encode(_ e: JournalEntry, into out: inout [UInt8]) {
+        var e = e
+        if let v = e.value, !SecretMask.shared.isEmpty, SecretMask.shared.maskJSON(v) != v {
+            e.value = nil
+            e.notResumable = e.notResumable ?? heldASecret
+        }
         do {
             varint(UInt64(e.id), &out)
             var flags = stateAndKind(e.state, e.kind)
@@ -302,7 +312,7 @@ public enum JournalCodec {
                 string(e.error ?? "", &out)
                 string(e.errorKind ?? "", &out)
             }
-            if let v = e.value { string(SecretMask.shared.maskJSON(v), &out) }
+            if let v = e.value { string(v, &out) }
             if !e.attemptLog.isEmpty {
                 varint(UInt64(e.attemptLog.count), &out)
                 for a in e.attemptLog {
@@ -419,26 +429,29 @@ public enum JournalCodec {
             }
             previous = (p.identityHash, p.occurrence)
         }
-        var fields: UInt8 = 0
-        if value != nil { fields |= Field.value }
-        if p.started > 0 { fields |= Field.started }
-        if p.ended > 0 { fields |= Field.ended }
         // In integer nanoseconds: the Double seconds and their rounding were
         // a quarter of the writer's work on each plain entry.
         let added = scale.nanosSinceOrigin(p.added), started = scale.nanosSinceOrigin(p.started)
         let ended = scale.nanosSinceOrigin(p.ended)
-        // A value or name holding a registered secret is kept with it as
-        // *** (rare: the common case checks one atomic), like every name.
-        var masked: [UInt8]?
+        // A name holding a registered secret is kept with it as *** (rare:
+        // the common case checks one atomic); values holding one are not
+        // kept at all (as *** they would come back wrong on resume).
+        var value = value
         var maskedName: [UInt8]?
         if masking {
-            if let value { masked = SecretMask.shared.maskJSON(Array(value)) }
+            if let v = value, SecretMask.shared.maskJSON(Array(v)) != nil { value = nil }
             if let name { maskedName = Array(SecretMask.shared.mask(String(decoding: name, as: UTF8.self)).utf8) }
         }
-        let valueCount = masked?.count ?? value?.count ?? 0
+        let refused = masking && value == nil && p.valueLength != PlainEntry.notStored
+        var fields: UInt8 = 0
+        if value != nil { fields |= Field.value }
+        if refused { fields |= Field.notResumable }
+        if p.started > 0 { fields |= Field.started }
+        if p.ended > 0 { fields |= Field.ended }
+        let valueCount = value?.count ?? 0
         let nameCount = maskedName?.count ?? name?.count ?? 0
         // One check of the row's room; every part below is written in place.
-        row.reserve(Self.plainScratch + nameCount + valueCount)
+        row.reserve(Self.plainScratch + nameCount + valueCount + (refused ? Self.heldASecret.utf8.count + 10 : 0))
         row.write { w in
             w.varint(UInt64(p.id))
             w.byte(flags)
@@ -456,9 +469,16 @@ public enum JournalCodec {
             w.byte(0)  // held
             if p.started > 0 { w.nanos(started &- added) }
             if p.ended > 0 { w.nanos(ended &- (p.started > 0 ? started : added)) }
+            if refused {
+                var reason = Self.heldASecret
+                reason.withUTF8 { r in
+                    w.varint(UInt64(r.count))
+                    w.bytes(UnsafeRawBufferPointer(r))
+                }
+            }
             if let value {
                 w.varint(UInt64(valueCount))
-                if let masked { masked.withUnsafeBytes { w.bytes($0) } } else { w.bytes(value) }
+                w.bytes(value)
             }
         }
     }

@@ -284,6 +284,29 @@ import Testing
         }
     }
 
+    /// A value recorded before a secret it holds is registered is not
+    /// kept as `***` (a resume gave that back, a string for an integer):
+    /// it is not kept, and the task runs again. Plain and full entries.
+    @Test func aValueHoldingASecretRegisteredAfterItsTaskEndedRunsAgainOnResume() async throws {
+        let s = try Scratch(["p.lua": """
+            local v = math.tointeger(os.getenv("MYSEC"))
+            local a = tasker.add(function() return v end)
+            local b = tasker.add{name = "named", run = function() return "s" .. v end}
+            print("got", a:await(), math.type(a:await()), b:await())
+            tasker.secret("MY" .. "SEC")
+            tasker.sleep(0.2)
+            """])
+        defer { s.cleanup() }
+        let env = "MYSEC=31415926535"
+        let first = try await shell("\(env) $TASKER run --no-progress --state st p.lua", in: s.dir)
+        #expect(first.status == 0 && first.stdout.contains("got\t31415926535\tinteger\ts31415926535"), "\(first.stdout)\(first.stderr)")
+        let resumed = try await shell("\(env) $TASKER run --no-progress --state st --resume p.lua", in: s.dir)
+        #expect(resumed.stdout.contains("got\t31415926535\tinteger\ts31415926535"), "\(resumed.stdout)\(resumed.stderr)")
+        #expect(!resumed.stderr.contains("reused"), "\(resumed.stderr)")
+        let plan = try await shell("\(env) $TASKER run --state st --resume --plan p.lua", in: s.dir)
+        #expect(plan.stdout.contains("named  (succeeded, but its values were not stored)"), "\(plan.stdout)")
+    }
+
     @Test func secretsAreMaskedInEveryOutput() async throws {
         let s = try Scratch(["p.lua": Self.pipeline, "db.pass": "db-pa55word\n"])
         defer { s.cleanup() }
