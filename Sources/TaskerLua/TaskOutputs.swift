@@ -17,7 +17,9 @@ final class TaskOutputs {
         var out = outputs[task] ?? []
         // Masked before the cut below: a secret cut in half is no longer found.
         let mask = SecretMask.shared
-        out += Array(mask.mask("$ \(command)\n").utf8)
+        // one line (masked first: escaped, a secret would no longer match):
+        // a newline in an argument would start a fake one
+        out += Array((TerminalText.escape(mask.mask("$ " + command), keepTabs: false) + "\n").utf8)
         for part in [stdout, stderr] where !part.isEmpty {
             out += mask.mask(part) ?? part
             if part.last != UInt8(ascii: "\n") { out.append(UInt8(ascii: "\n")) }
