@@ -38,7 +38,14 @@ extension Tasker {
         func run() throws {
             let reader = try journal.reader()
             if prune {
-                let n = try reader.prune(keep: keep ?? 0)
+                let n: Int
+                do {
+                    n = try reader.prune(keep: keep ?? 0)
+                } catch {
+                    // a read-only or full journal: said as other journal errors are
+                    StandardError.write("tasker: error: cannot prune the journal: \(error)\n")
+                    throw ExitCode(2)
+                }
                 print("pruned \(n) run\(n == 1 ? "" : "s")")
                 return
             }

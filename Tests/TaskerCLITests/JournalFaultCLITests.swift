@@ -360,6 +360,9 @@ import Testing
         #expect(show.status == 0 && show.stdout.contains("only"), "\(show.stdout)\(show.stderr)")
         let plan = try await tasker(["run", "--state", "ro", "--resume", "--plan", "p.lua"], in: s.dir)
         #expect(plan.stdout.contains("reuse  only"), "\(plan.stdout)\(plan.stderr)")
+        // pruning (a write) is refused as other journal errors are
+        let prune = try await tasker(["runs", "--state", "ro", "--prune", "--keep", "0"], in: s.dir)
+        #expect(prune.status == 2 && prune.stderr.hasPrefix("tasker: error: cannot prune the journal"), "\(prune.stderr)")
         guard wal else { return }
         // a reader where it may write closes the journal last: the WAL is
         // folded into the file and goes; then the file alone is read
