@@ -218,10 +218,12 @@ private struct PendingRows {
     /// the dependency order of the log). Not at once past `maxBytes`: a
     /// run whose tasks return large values (100 MB a second) has that much
     /// in one batch, and one lock another run's writer held for 100 ms
-    /// made it drop every entry.
-    static let maxBytes = 64 << 20
+    /// made it drop every entry; three such runs at once kept one waiting
+    /// past 64 MiB for over 2 s.
+    static let maxBytes = 256 << 20
+    static let transactionBytes = 8 << 20
     static let hardMaxBytes = 1 << 30
-    static let patience = 2.0
+    static let patience = 5.0
     /// When the rows that wait first failed to be written.
     var waitingSince: Double?
 
@@ -329,10 +331,21 @@ private struct PendingRows {
                 log = try TaskLog(store, run: run.id)
             }
             try maskCommandLine()
-            if !rows.isEmpty {
-                try log!.append(encoded: rows.map(\.blob))
-                rows.removeAll()
-                bytes = 0
+            // In transactions of at most `transactionBytes` (one row at
+            // least): one row after another, a writer that was behind held
+            // the lock for commit after commit, and one transaction for all
+            // of a large backlog held it for that long; either way another
+            // run's writer, which SQLite's busy handler lets look again only
+            // now and then, hardly ever found it free.
+            while !rows.isEmpty {
+                var n = 0, size = 0
+                while n < rows.count, n == 0 || size + rows[n].blob.count <= Self.transactionBytes {
+                    size += rows[n].blob.count
+                    n += 1
+                }
+                try log!.append(encoded: rows[..<n].map(\.blob))
+                rows.removeFirst(n)
+                bytes -= size
             }
             if let end, !endRecorded {
                 try log!.end(end)
