@@ -208,9 +208,14 @@ extension Tasker {
                     journalWriter = try journal.place.writer(run: run)
                     options.identify = true
                 } catch {
-                    // The work matters more than its record: run without it.
+                    // The work matters more than its record: run without it
+                    // (a resume too: it read what to reuse already).
                     StandardError.write("tasker: warning: no journal for this run (\(error)); --no-journal silences this\n")
-                    if report != nil || resume { throw ExitCode(2) }
+                    if report != nil {
+                        StandardError.write("tasker: error: --report draws the run from its journal, and this run cannot have one\n")
+                        throw ExitCode(2)
+                    }
+                    options.identify = resume  // to match the earlier run's tasks
                 }
             }
             var queue: QueueCoordinator?

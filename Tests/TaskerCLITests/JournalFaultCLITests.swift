@@ -360,6 +360,10 @@ import Testing
         #expect(show.status == 0 && show.stdout.contains("only"), "\(show.stdout)\(show.stderr)")
         let plan = try await tasker(["run", "--state", "ro", "--resume", "--plan", "p.lua"], in: s.dir)
         #expect(plan.stdout.contains("reuse  only"), "\(plan.stdout)\(plan.stderr)")
+        // a resume runs, reusing what the journal there says, unrecorded
+        let resumed = try await tasker(["run", "--no-progress", "--state", "ro", "--resume", "p.lua"], in: s.dir)
+        #expect(resumed.status == 0 && resumed.stderr.contains("1 succeeded (1 reused)"), "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("no journal for this run"), "\(resumed.stderr)")
         // pruning (a write) is refused as other journal errors are
         let prune = try await tasker(["runs", "--state", "ro", "--prune", "--keep", "0"], in: s.dir)
         #expect(prune.status == 2 && prune.stderr.hasPrefix("tasker: error: cannot prune the journal"), "\(prune.stderr)")
