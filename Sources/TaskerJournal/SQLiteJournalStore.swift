@@ -98,11 +98,9 @@ public final class SQLiteJournalStore: JournalStore {
 
     public func appendLog(run: String, seq: Int, data: [UInt8]) throws { try insertLogRow(run: run, seq: seq, data: data) }
 
-    /// In one transaction, which takes the write lock at its start: a
-    /// writer that is behind held it for one commit after another, and
-    /// another run's writer waiting for it in SQLite's busy handler (which
-    /// sleeps and looks again) nearly never found it free: it gave up on
-    /// 64 MiB of entries.
+    /// In one transaction, which takes the write lock at its start (the
+    /// writer hands over at most 8 MiB at a time, so another run's writer
+    /// finds the lock free between them: see `PendingRows.write`).
     public func appendLogs(run: String, seq: Int, rows: [[UInt8]]) throws {
         guard rows.count > 1 else {
             if let row = rows.first { try insertLogRow(run: run, seq: seq, data: row) }
