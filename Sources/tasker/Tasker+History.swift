@@ -220,11 +220,14 @@ enum History {
     /// A run still going has no counts yet (they are written at its end):
     /// they are counted from its tasks as recorded so far.
     static func withLiveCounts(_ r: JournalRun, _ reader: JournalReader) throws -> JournalRun {
-        guard r.exitCode == nil, r.counts.isEmpty else { return r }
+        // no end: still going, or died and not settled yet (its disk full),
+        // whose tasks still running count as failed, as settling makes them
+        guard r.ended == nil, r.counts.isEmpty else { return r }
+        let died = r.exitCode.map { $0 < 0 } ?? false
         var live = r
         try reader.forEachTask(of: r.id) { t in
             guard t.kind == "task" else { return }
-            live.counts[t.state, default: 0] += 1
+            live.counts[died && t.state == "running" ? "failed" : t.state, default: 0] += 1
             if t.reused { live.counts["reused", default: 0] += 1 }
         }
         return live

@@ -406,6 +406,8 @@ import Testing
         #expect(r.stderr.contains("could not be recorded, nor its end (database or disk is full"), "\(r.stderr)")
         let runs = try await tasker(["runs", "--state", "full"], in: s.dir)
         #expect(runs.status == 0 && runs.stdout.contains("died"), "\(runs.stdout)\(runs.stderr)")
+        // counted from its tasks as recorded (the filling one was running: lost)
+        #expect(runs.stdout.contains("1 failed"), "\(runs.stdout)")
         let show = try await tasker(["show", "last", "--state", "full"], in: s.dir)
         #expect(show.status == 0 && show.stdout.contains("exit died"), "\(show.stdout)\(show.stderr)")
     }
