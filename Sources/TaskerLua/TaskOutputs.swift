@@ -19,7 +19,9 @@ final class TaskOutputs {
         let mask = SecretMask.shared
         // one line (masked first: escaped, a secret would no longer match):
         // a newline in an argument would start a fake one
-        out += Array((TerminalText.escape(mask.mask("$ " + command), keepTabs: false) + "\n").utf8)
+        // (a backslash doubled: a typed `\n` reads apart from an escaped newline)
+        let line = String(mask.mask("$ " + command).flatMap { $0 == "\\" ? ["\\", "\\"] : [$0] })
+        out += Array((TerminalText.escape(line, keepTabs: false) + "\n").utf8)
         for part in [stdout, stderr] where !part.isEmpty {
             out += mask.mask(part) ?? part
             if part.last != UInt8(ascii: "\n") { out.append(UInt8(ascii: "\n")) }

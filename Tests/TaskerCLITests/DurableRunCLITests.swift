@@ -65,7 +65,7 @@ import Testing
     @Test func quickFinishesAreRecordedAndResumedAsAnyTask() async throws {
         let s = try Scratch(["p.lua": """
             local hs = {}
-            hs[1] = tasker.add(function() tasker.sh("echo out-one"); tasker.exec{"printf", "x%s\\n", "two\\nlines"} end)
+            hs[1] = tasker.add(function() tasker.sh("echo out-one"); tasker.exec{"printf", "x%s\\n", "two\\nlines"}; tasker.exec{"echo", "typed\\\\n"} end)
             hs[2] = tasker.add(function() return 42 end)
             local n = 0
             hs[3] = tasker.add{run = function() n = n + 1; if n < 2 then error("again") end end, retry = {attempts = 2, delay = 0}}
@@ -93,6 +93,8 @@ import Testing
         #expect(output.stdout.contains("out-one"), "\(output.stdout)")
         // the command's line stays one line: the newlines in its arguments are escaped
         #expect(output.stdout.contains("$ printf x%s\\n two\\nlines\nxtwo\nlines"), "\(output.stdout)")
+        // a typed backslash is doubled: it reads apart from an escaped newline
+        #expect(output.stdout.contains("$ echo typed\\\\n\ntyped\\n"), "\(output.stdout)")
         let resumed = try await tasker(["run", "--no-progress", "--resume", "p.lua"], in: s.dir)
         #expect(resumed.stderr.contains("5005 succeeded (5005 reused)"), "\(resumed.stderr)")
         #expect(resumed.stdout.contains("values\t42\t1\t5000"), "\(resumed.stdout)")
