@@ -380,17 +380,8 @@ public enum JournalCodec {
     @inline(__always)
     static func encodeCommon(plain p: PlainEntry, value: UnsafeRawBufferPointer, scale: TickScale, previous: inout (UInt64, Int)?,
                              into row: inout RowBuilder) {
-        var flags = stateAndKind(p.state, .task)
-        var identity = p.occurrence > 0
-        if identity {
-            if let (h, n) = previous, h == p.identityHash, n + 1 == p.occurrence {
-                flags |= Flag.derived | Flag.explicit
-                identity = false
-            } else {
-                flags |= Flag.derived
-            }
-            previous = (p.identityHash, p.occurrence)
-        }
+        var (flags, identity) = identityFlags(p, previous: &previous)
+        flags |= stateAndKind(p.state, .task)
         let added = scale.nanosSinceOrigin(p.added), started = scale.nanosSinceOrigin(p.started)
         let ended = scale.nanosSinceOrigin(p.ended)
         row.reserve(Self.plainScratch + value.count)
@@ -412,23 +403,24 @@ public enum JournalCodec {
         }
     }
 
+    /// A plain entry's identity flags, and whether its identity is written:
+    /// not when it is the one before it one occurrence later.
+    @inline(__always)
+    private static func identityFlags(_ p: PlainEntry, previous: inout (UInt64, Int)?) -> (UInt8, Bool) {
+        guard p.occurrence > 0 else { return (0, false) }
+        defer { previous = (p.identityHash, p.occurrence) }
+        if let (h, n) = previous, h == p.identityHash, n + 1 == p.occurrence { return (Flag.derived | Flag.explicit, false) }
+        return (Flag.derived, true)
+    }
+
     /// Any plain entry.
     static func encodeAny(plain p: PlainEntry, value: UnsafeRawBufferPointer?, scale: TickScale, previous: inout (UInt64, Int)?,
                           values: UnsafeRawBufferPointer, masking: Bool, into row: inout RowBuilder) {
-        var flags = stateAndKind(p.state, .task)
+        var (flags, writesIdentity) = identityFlags(p, previous: &previous)
+        flags |= stateAndKind(p.state, .task)
         let name: UnsafeRawBufferPointer? = p.nameLength >= 0 && Int(p.nameStart) + Int(p.nameLength) <= values.count
             ? UnsafeRawBufferPointer(rebasing: values[Int(p.nameStart)..<Int(p.nameStart + p.nameLength)]) : nil
         if name != nil { flags |= Flag.name }
-        var same = false
-        if p.occurrence > 0 {
-            if let (h, n) = previous, h == p.identityHash, n + 1 == p.occurrence {
-                flags |= Flag.derived | Flag.explicit
-                same = true
-            } else {
-                flags |= Flag.derived
-            }
-            previous = (p.identityHash, p.occurrence)
-        }
         // In integer nanoseconds: the Double seconds and their rounding were
         // a quarter of the writer's work on each plain entry.
         let added = scale.nanosSinceOrigin(p.added), started = scale.nanosSinceOrigin(p.started)
@@ -456,7 +448,7 @@ public enum JournalCodec {
             w.varint(UInt64(p.id))
             w.byte(flags)
             w.byte(fields)
-            if p.occurrence > 0 && !same {
+            if writesIdentity {
                 w.word(p.identityHash)
                 w.varint(UInt64(p.occurrence))
             }

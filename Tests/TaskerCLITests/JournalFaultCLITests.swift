@@ -379,6 +379,15 @@ import Testing
         #expect(alone.status == 0 && alone.stdout.contains("only"), "WAL folded: \(folded); \(alone.stdout)\(alone.stderr)")
     }
 
+    /// A 1 MiB file system at `full` in the scratch directory, for the
+    /// journal; nil where this may not mount one. The caller unmounts it.
+    static func tinyDisk(in s: Scratch) async throws -> URL? {
+        let full = s.dir.appendingPathComponent("full")
+        try FileManager.default.createDirectory(at: full, withIntermediateDirectories: true)
+        let mount = try await shell("mount -t tmpfs -o size=1m tmpfs full 2>/dev/null", in: s.dir)
+        return mount.status == 0 ? full : nil
+    }
+
     /// A run whose end could not be written on a full disk either: the
     /// readers still read the journal there (settling the dead run, a
     /// write, waits for room) and show the run as died.
@@ -396,10 +405,7 @@ import Testing
             end)
             """])
         defer { s.cleanup() }
-        let full = s.dir.appendingPathComponent("full")
-        try FileManager.default.createDirectory(at: full, withIntermediateDirectories: true)
-        let mount = try await shell("mount -t tmpfs -o size=1m tmpfs full 2>/dev/null", in: s.dir)
-        guard mount.status == 0 else { return }
+        guard let full = try await Self.tinyDisk(in: s) else { return }
         defer { _ = umount2(full.path, Int32(MNT_DETACH)) }
         let r = try await tasker(["run", "--no-progress", "--state", "full", "fill.lua", "full"], in: s.dir)
         #expect(r.status == 0)
@@ -417,11 +423,7 @@ import Testing
             for i = 1, 300 do tasker.add{name = "t" .. i, run = function() return string.rep("v", 4000) .. i end} end
             """])
         defer { s.cleanup() }
-        let full = s.dir.appendingPathComponent("full")
-        try FileManager.default.createDirectory(at: full, withIntermediateDirectories: true)
-        // A 1 MiB file system for the journal: only where this may mount one.
-        let mount = try await shell("mount -t tmpfs -o size=1m tmpfs full 2>/dev/null", in: s.dir)
-        guard mount.status == 0 else { return }
+        guard let full = try await Self.tinyDisk(in: s) else { return }
         defer { _ = umount2(full.path, Int32(MNT_DETACH)) }
         let r = try await tasker(["run", "--no-progress", "--state", "full", "big.lua"], in: s.dir)
         #expect(r.status == 0)
