@@ -199,7 +199,8 @@ final class RareBox: Sendable {
 ///
 /// Version 2 packs state and kind into the low four bits as
 /// `state * 3 + kind` (five states, three kinds); version 1 had two bits
-/// each, room for four states only, and is still read.
+/// each, room for four states only, and is still read. Version 3 rows may
+/// also hold runs of quick finishes (`QuickRunCodec.swift`).
 public enum JournalCodec {
     static let version: UInt8 = 2
 
@@ -483,11 +484,16 @@ public enum JournalCodec {
     /// `onMark` is handed the run's marks among them (pauses, an interrupt).
     static func decode(_ bytes: UnsafeRawBufferPointer, onMark: ((JournalMark) -> Void)? = nil) -> [JournalEntry]? {
         var r = Reader(bytes: bytes)
-        guard let blobVersion = r.byte(), blobVersion == 1 || blobVersion == version else { return nil }
+        guard let blobVersion = r.byte(), (1...quickRunsVersion).contains(blobVersion) else { return nil }
         var out: [JournalEntry] = []
         var previous: (UInt64, Int)?
         while !r.atEnd {
-            guard let id = r.varint(), let flags = r.byte(), let fields = r.byte() else { return nil }
+            guard let id = r.varint(), let flags = r.byte() else { return nil }
+            if blobVersion >= 3 && flags == quickRunTag {
+                guard decodeQuickRun(firstID: id, &r, previous: &previous, into: &out) else { return nil }
+                continue
+            }
+            guard let fields = r.byte() else { return nil }
             if blobVersion >= 2 && flags == markTag {
                 guard let kind = JournalMark.Kind(rawValue: fields), let at = r.time(), let detail = r.string() else { return nil }
                 onMark?(JournalMark(kind, at: at, task: Int(id), detail: detail.isEmpty ? nil : detail))
@@ -503,12 +509,7 @@ public enum JournalCodec {
                 e.identity = .derived(h, occurrence: n + 1)
                 previous = (h, n + 1)
             } else if flags & Flag.derived != 0 {
-                var h: UInt64 = 0
-                for k in 0..<8 {
-                    guard let b = r.byte() else { return nil }
-                    h |= UInt64(b) << (8 * UInt64(k))
-                }
-                guard let n = r.varint() else { return nil }
+                guard let h = r.word(), let n = r.varint() else { return nil }
                 e.identity = .derived(h, occurrence: Int(n))
                 previous = (h, Int(n))
             } else if flags & Flag.explicit != 0 {
@@ -576,11 +577,12 @@ public enum JournalCodec {
         out.append(contentsOf: s.utf8)
     }
 
-    private struct Reader {
+    struct Reader {
         let bytes: UnsafeRawBufferPointer
         var i = 0
 
         var atEnd: Bool { i >= bytes.count }
+        var remaining: Int { bytes.count - i }
 
         mutating func byte() -> UInt8? {
             guard i < bytes.count else { return nil }
@@ -600,6 +602,15 @@ public enum JournalCodec {
         }
 
         mutating func time() -> Double? { varint().map { Double($0) / 1e6 } }
+
+        /// Eight bytes, little-endian (an identity's hash).
+        mutating func word() -> UInt64? {
+            guard remaining >= 8 else { return nil }
+            var h: UInt64 = 0
+            for k in 0..<8 { h |= UInt64(bytes[i + k]) << (8 * UInt64(k)) }
+            i += 8
+            return h
+        }
 
         mutating func string() -> String? {
             guard let n = varint(), n <= UInt64(bytes.count - i) else { return nil }

@@ -21,7 +21,16 @@ enum JournalSchema {
             run TEXT NOT NULL, host TEXT NOT NULL, requests INTEGER NOT NULL, retries INTEGER NOT NULL,
             failures INTEGER NOT NULL, PRIMARY KEY(run, host)) WITHOUT ROWID;
         """,
+        // 2: log rows may hold runs of quick finishes (blob version 3),
+        // which builds that know version 1 cannot read: they refuse the
+        // file as newer instead of misreading it. No table changes.
+        "",
     ]
+
+    /// The version from which a writer may put runs of quick finishes in
+    /// the log (a file left at an older one, which could not be upgraded
+    /// as it opened, gets plain entries).
+    static let quickRunsFrom = 2
 
     /// The version this build writes.
     static var version: Int { migrations.count }

@@ -40,6 +40,9 @@ public protocol JournalStore: AnyObject {
     /// Called by a run's writer between writes while the run goes on
     /// (nobody waits for it then): the store may tidy up.
     func maintain()
+    /// Whether log rows may hold runs of quick finishes (`JournalCodec`'s
+    /// `quickRunsVersion`): every reader of the store knows them.
+    var takesQuickRuns: Bool { get }
 }
 
 public struct UnendedRun: Sendable {
@@ -59,6 +62,7 @@ public struct UnendedRun: Sendable {
 extension JournalStore {
     public var endWait: Double { JournalWriter.lockWait }
     public func maintain() {}
+    public var takesQuickRuns: Bool { false }
 
     public func appendLogs(run: String, seq: Int, rows: [[UInt8]]) throws {
         for (k, row) in rows.enumerated() { try appendLog(run: run, seq: seq + k, data: row) }

@@ -249,12 +249,20 @@ private struct PendingRows {
         for part in batch.plain { size += part.entries.count * 32 + part.values.count }
         for part in batch.quick { size += part.entries.count * 24 }
         var row = RowBuilder(capacity: size)
-        row.reserve(1)
-        row.write { $0.byte(JournalCodec.version) }
-        var previous: (UInt64, Int)?
+        // Quick runs take no mask: an integer is stored as a quick finish
+        // only while no secret is registered; one registered since then
+        // has each checked as a plain entry.
         let masking = !SecretMask.shared.isEmpty
+        let quickRuns = !masking && store?.takesQuickRuns == true
+        row.reserve(1)
+        row.write { $0.byte(quickRuns ? JournalCodec.quickRunsVersion : JournalCodec.version) }
+        var previous: (UInt64, Int)?
         let none = UnsafeRawBufferPointer(start: nil, count: 0)
         for part in batch.quick {
+            if quickRuns {
+                JournalCodec.encode(quick: part.entries, scale: part.scale, identities: occurrences, previous: &previous, into: &row)
+                continue
+            }
             for q in part.entries {
                 let identity = occurrences.identity(of: q.id)
                 var p = PlainEntry(id: q.id, state: .succeeded, attempts: Int(q.attempts), identityHash: identity.hash,

@@ -104,12 +104,6 @@ final class SQLiteStatement {
         }
     }
 
-    func bind(_ i: Int32, blob: [UInt8]) {
-        blob.withUnsafeBytes { b in
-            _ = sqlite3_bind_blob(stmt, i, b.baseAddress, Int32(b.count), tasker_sqlite_transient())
-        }
-    }
-
     /// The bytes of a blob column, read in place.
     func withBlob<T>(_ c: Int32, _ body: (UnsafeRawBufferPointer) -> T) -> T {
         let p = sqlite3_column_blob(stmt, c)
@@ -134,6 +128,22 @@ final class SQLiteStatement {
     func run() throws(SQLiteError) {
         let rc = sqlite3_step(stmt)
         sqlite3_reset(stmt)
+        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw db.error(rc) }
+    }
+
+    /// Runs a statement that returns no rows with `blob` bound at `i` in
+    /// place (SQLite keeps the pointer instead of a copy: a run's log rows
+    /// are megabytes), then resets it and unbinds the blob, so the pointer
+    /// is never used after the array's buffer is gone.
+    func run(bindingInPlace blob: [UInt8], at i: Int32) throws(SQLiteError) {
+        let rc = blob.withUnsafeBytes { b in
+            sqlite3_bind_blob(stmt, i, b.baseAddress, Int32(b.count), nil)  // nil: SQLITE_STATIC
+            defer {
+                sqlite3_reset(stmt)
+                sqlite3_bind_null(stmt, i)
+            }
+            return sqlite3_step(stmt)
+        }
         guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw db.error(rc) }
     }
 

@@ -7,6 +7,7 @@ public final class SQLiteJournalStore: JournalStore {
     /// Pages in the WAL after this connection's last commit, when it
     /// checkpoints itself (a run's writer); nil otherwise.
     private let walPages: UnsafeMutablePointer<Int32>?
+    public let takesQuickRuns: Bool
 
     /// Opens (and unless `create` is false, creates) the journal in `directory`.
     /// `busyTimeout`: ms one statement waits for another process's lock
@@ -19,6 +20,7 @@ public final class SQLiteJournalStore: JournalStore {
         self.busyTimeout = busyTimeout
         db = try Journal.open(directory: directory, create: create, busyTimeout: busyTimeout,
                               attempts: busyTimeout < 1000 ? 3 : 20)
+        takesQuickRuns = ((try? JournalSchema.storedVersion(db)) ?? 0) >= JournalSchema.quickRunsFrom
         if checkpointsItself {
             // A WAL grown while other runs kept it from being rewound (its
             // frames still read) is cut back to this when it is.
@@ -121,8 +123,7 @@ public final class SQLiteJournalStore: JournalStore {
         }
         s.bind(1, run)
         s.bind(2, seq)
-        s.bind(3, blob: data)
-        try s.run()
+        try s.run(bindingInPlace: data, at: 3)
     }
 
     public func update(run: String, args: [String], vars: [String: String]) throws {

@@ -354,8 +354,7 @@ import Testing
             var blob: [UInt8] = []
             JournalCodec.encode(e, into: &blob)
             let insert = try old.prepare("INSERT INTO task_log(run, seq, data) VALUES('old1', 1, ?)")
-            insert.bind(1, blob: [JournalCodec.version] + blob)
-            try insert.run()
+            try insert.run(bindingInPlace: [JournalCodec.version] + blob, at: 1)
             #expect(try JournalSchema.storedVersion(old) == 0)
         }
         // A new run is recorded beside the old one; the old one reads back.
