@@ -249,18 +249,16 @@ private struct PendingRows {
         for part in batch.plain { size += part.entries.count * 32 + part.values.count }
         for part in batch.quick { size += part.entries.count * 24 }
         var row = RowBuilder(capacity: size)
-        // Quick runs take no mask: an integer is stored as a quick finish
-        // only while no secret is registered; one registered since then
-        // has each checked as a plain entry.
         let masking = !SecretMask.shared.isEmpty
-        let quickRuns = !masking && store?.takesQuickRuns == true
+        let quickRuns = store?.takesQuickRuns == true
         row.reserve(1)
         row.write { $0.byte(quickRuns ? JournalCodec.quickRunsVersion : JournalCodec.version) }
         var previous: (UInt64, Int)?
         let none = UnsafeRawBufferPointer(start: nil, count: 0)
         for part in batch.quick {
             if quickRuns {
-                JournalCodec.encode(quick: part.entries, scale: part.scale, identities: occurrences, previous: &previous, into: &row)
+                JournalCodec.encode(quick: part.entries, scale: part.scale, identities: occurrences, previous: &previous,
+                                    masking: masking, into: &row)
                 continue
             }
             for q in part.entries {

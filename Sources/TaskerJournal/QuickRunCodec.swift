@@ -36,34 +36,38 @@ extension JournalCodec {
     /// Appends `quick` to a row of version `quickRunsVersion`: runs of
     /// consecutive ids as records, any other finish (a second attempt, a
     /// time missing) as a plain entry. `previous` is the row's last derived
-    /// identity, as for plain entries.
+    /// identity, as for plain entries. `masking`: a secret is registered,
+    /// so an integer goes the plain entries' way, where the mask sees it (a
+    /// secret may be digits); no values (`[]`) hold none.
     static func encode(quick: [QuickFinish], scale: TickScale, identities: OccurrenceTable, previous: inout (UInt64, Int)?,
-                       into row: inout RowBuilder) {
+                       masking: Bool, into row: inout RowBuilder) {
         var i = 0
         while i < quick.count {
-            guard fitsARun(quick[i]) else {
-                encodeAsPlain(quick[i], scale: scale, identities: identities, previous: &previous, into: &row)
+            guard fitsARun(quick[i], masking) else {
+                encodeAsPlain(quick[i], scale: scale, identities: identities, previous: &previous, masking: masking, into: &row)
                 i += 1
                 continue
             }
             var end = i + 1
-            while end < quick.count, quick[end].id == quick[end - 1].id + 1, fitsARun(quick[end]) { end += 1 }
+            while end < quick.count, quick[end].id == quick[end - 1].id + 1, fitsARun(quick[end], masking) { end += 1 }
             encodeRun(quick[i..<end], scale: scale, identities: identities, previous: &previous, into: &row)
             i = end
         }
     }
 
     @inline(__always)
-    private static func fitsARun(_ q: QuickFinish) -> Bool { q.attempts == 1 && q.started > 0 && q.ended > 0 && q.id >= 0 }
+    private static func fitsARun(_ q: QuickFinish, _ masking: Bool) -> Bool {
+        q.attempts == 1 && q.started > 0 && q.ended > 0 && q.id >= 0 && !(masking && q.hasInteger)
+    }
 
     private static func encodeAsPlain(_ q: QuickFinish, scale: TickScale, identities: OccurrenceTable, previous: inout (UInt64, Int)?,
-                                      into row: inout RowBuilder) {
+                                      masking: Bool, into row: inout RowBuilder) {
         let identity = identities.identity(of: q.id)
         var p = PlainEntry(id: q.id, state: .succeeded, attempts: Int(q.attempts), identityHash: identity.hash,
                            occurrence: identity.occurrence, added: q.added, started: q.started, ended: q.ended,
                            valueLength: q.hasInteger ? PlainEntry.loneInteger : PlainEntry.noValues)
         p.integer = q.integer
-        encode(plain: p, scale: scale, values: UnsafeRawBufferPointer(start: nil, count: 0), previous: &previous, masking: false,
+        encode(plain: p, scale: scale, values: UnsafeRawBufferPointer(start: nil, count: 0), previous: &previous, masking: masking,
                into: &row)
     }
 

@@ -57,12 +57,12 @@ import TaskerCore
         return blob
     }
 
-    func asQuickRuns(_ quick: [QuickFinish], _ identities: OccurrenceTable, scale: TickScale) -> [UInt8] {
+    func asQuickRuns(_ quick: [QuickFinish], _ identities: OccurrenceTable, scale: TickScale, masking: Bool = false) -> [UInt8] {
         var row = RowBuilder(capacity: 1)
         row.reserve(1)
         row.write { $0.byte(JournalCodec.quickRunsVersion) }
         var previous: (UInt64, Int)?
-        JournalCodec.encode(quick: quick, scale: scale, identities: identities, previous: &previous, into: &row)
+        JournalCodec.encode(quick: quick, scale: scale, identities: identities, previous: &previous, masking: masking, into: &row)
         return row.array
     }
 
@@ -82,6 +82,13 @@ import TaskerCore
         #expect(fromRuns[9].identity == JournalEntry.Identity.none && fromRuns[59].attempts == 2)
         #expect(fromRuns.allSatisfy { $0.state == .succeeded && $0.name == nil && $0.started != nil && $0.ended != nil })
         #expect(runs.count * 10 < plain.count * 7, "\(runs.count) bytes as quick runs, \(plain.count) as plain entries")
+        // While a secret is registered, integers go as plain entries (the
+        // mask sees their text) and the rest still as runs.
+        let masked = asQuickRuns(quick, identities, scale: scale, masking: true)
+        let fromMasked = try #require(masked.withUnsafeBytes { JournalCodec.decode($0) })
+        #expect(fromMasked.count == fromPlain.count)
+        #expect(fromMasked.indices.allSatisfy { "\(fromMasked[$0].task)" == "\(fromPlain[$0].task)" })
+        #expect(masked.count > runs.count && masked.count < plain.count, "\(masked.count) bytes")
     }
 
     /// A run of a loop's tasks (one body, nothing returned) is a few bytes
