@@ -87,7 +87,7 @@ public enum Journal {
         let start = Monotonic.now()
         while true {
             do {
-                try setUp(db, path: path)
+                try setUp(db, path: path, upgrades: create)
                 // No checkpoint when the connection closes: a run's process
                 // exits right after its last commit, and the exit waited for
                 // that checkpoint's sync (2-3 ms of a 200,000-task run's
@@ -150,14 +150,19 @@ public enum Journal {
 
     /// WAL mode (kept in the file once set) and the tables, at the schema
     /// version this build knows. A journal already at it is only read
-    /// here: a lock another process holds does not stop a reader.
-    private static func setUp(_ db: SQLiteDatabase, path: String) throws(SQLiteError) {
+    /// here: a lock another process holds does not stop a reader. Only a
+    /// writer (`upgrades`) raises the version of a file it can use as it
+    /// is: `tasker runs` once made a file an older tasker then refused.
+    private static func setUp(_ db: SQLiteDatabase, path: String, upgrades: Bool) throws(SQLiteError) {
         let mode = try db.prepare("PRAGMA journal_mode")
         let isWAL = try mode.next() && mode.text(0) == "wal"
         mode.reset()
         if !isWAL { try db.execute("PRAGMA journal_mode=WAL") }
         try db.execute("PRAGMA synchronous=NORMAL")
         if try JournalSchema.isCurrent(db, path: path) { return }
+        if !upgrades, try JournalSchema.checkedVersion(db, path: path) >= JournalSchema.usableFrom, try JournalSchema.hasTables(db) {
+            return
+        }
         do {
             // Read again inside: another process may have upgraded it meanwhile.
             try db.transaction { () throws(SQLiteError) in try JournalSchema.upgrade(db, path: path) }

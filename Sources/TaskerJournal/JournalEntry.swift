@@ -483,12 +483,15 @@ public enum JournalCodec {
     /// The entries of one blob; nil if it is not one this version reads.
     /// `onMark` is handed the run's marks among them (pauses, an interrupt).
     static func decode(_ bytes: UnsafeRawBufferPointer, onMark: ((JournalMark) -> Void)? = nil) -> [JournalEntry]? {
-        var r = Reader(bytes: bytes)
-        guard let blobVersion = r.byte(), (1...quickRunsVersion).contains(blobVersion) else { return nil }
+        guard let blobVersion = bytes.first, (1...quickRunsVersion).contains(blobVersion),
+              let body = blobVersion >= quickRunsVersion ? unsealed(bytes) : bytes else { return nil }
+        var r = Reader(bytes: body, i: 1)
         var out: [JournalEntry] = []
         var previous: (UInt64, Int)?
         while !r.atEnd {
-            guard let id = r.varint(), let flags = r.byte() else { return nil }
+            // ids, occurrences, attempts as `int()`: a damaged row may hold
+            // any varint, and one past Int's range trapped the reader
+            guard let id = r.int(), let flags = r.byte() else { return nil }
             if blobVersion >= 3 && flags == quickRunTag {
                 guard decodeQuickRun(firstID: id, &r, previous: &previous, into: &out) else { return nil }
                 continue
@@ -496,22 +499,22 @@ public enum JournalCodec {
             guard let fields = r.byte() else { return nil }
             if blobVersion >= 2 && flags == markTag {
                 guard let kind = JournalMark.Kind(rawValue: fields), let at = r.time(), let detail = r.string() else { return nil }
-                onMark?(JournalMark(kind, at: at, task: Int(id), detail: detail.isEmpty ? nil : detail))
+                onMark?(JournalMark(kind, at: at, task: id, detail: detail.isEmpty ? nil : detail))
                 continue
             }
             guard let (state, kind) = stateAndKind(flags, version: blobVersion) else { return nil }
-            var e = JournalEntry(id: Int(id), state: state)
+            var e = JournalEntry(id: id, state: state)
             e.kind = kind
             e.reused = flags & Flag.reused != 0
             if flags & Flag.derived != 0 && flags & Flag.explicit != 0 {
                 // the previous derived identity, one occurrence later
-                guard let (h, n) = previous else { return nil }
+                guard let (h, n) = previous, n < Int.max else { return nil }
                 e.identity = .derived(h, occurrence: n + 1)
                 previous = (h, n + 1)
             } else if flags & Flag.derived != 0 {
-                guard let h = r.word(), let n = r.varint() else { return nil }
-                e.identity = .derived(h, occurrence: Int(n))
-                previous = (h, Int(n))
+                guard let h = r.word(), let n = r.int() else { return nil }
+                e.identity = .derived(h, occurrence: n)
+                previous = (h, n)
             } else if flags & Flag.explicit != 0 {
                 guard let s = r.string() else { return nil }
                 e.identity = .explicit(s)
@@ -520,8 +523,8 @@ public enum JournalCodec {
                 guard let s = r.string() else { return nil }
                 e.name = s
             }
-            guard let attempts = r.varint(), let added = r.time(), let held = r.time() else { return nil }
-            e.attempts = Int(attempts)
+            guard let attempts = r.int(), let added = r.time(), let held = r.time() else { return nil }
+            e.attempts = attempts
             e.added = added
             e.held = held
             if fields & Field.started != 0 { guard let t = r.time() else { return nil }; e.started = added + t }
@@ -533,7 +536,7 @@ public enum JournalCodec {
             }
             if fields & Field.after != 0 {
                 guard let n = r.varint(), n < 1 << 24 else { return nil }
-                for _ in 0..<n { guard let a = r.varint() else { return nil }; e.after.append(Int(a)) }
+                for _ in 0..<n { guard let a = r.int() else { return nil }; e.after.append(a) }
             }
             if fields & Field.error != 0 {
                 guard let m = r.string(), let k = r.string() else { return nil }
@@ -602,6 +605,12 @@ public enum JournalCodec {
         }
 
         mutating func time() -> Double? { varint().map { Double($0) / 1e6 } }
+
+        /// A varint that is a count or an id: nil past 2^62 (damage).
+        mutating func int() -> Int? {
+            guard let v = varint(), v < 1 << 62 else { return nil }
+            return Int(v)
+        }
 
         /// Eight bytes, little-endian (an identity's hash).
         mutating func word() -> UInt64? {

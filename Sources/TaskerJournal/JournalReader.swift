@@ -9,14 +9,20 @@ public final class JournalReader {
     /// Runs that died but could not be settled now (see `settleDeadRuns`):
     /// read as died all the same.
     private var unsettled: Set<String> = []
+    /// Told once per run of the log rows of it that could not be read (a
+    /// damaged file): their tasks are missing from what is read.
+    private let onUnreadableRows: ((_ run: String, _ rows: Int) -> Void)?
+    private var toldUnreadable: Set<String> = []
 
     /// The journal file in `directory`.
-    public convenience init(directory: String, create: Bool = false) throws {
-        try self.init(store: SQLiteJournalStore(directory: directory, create: create))
+    public convenience init(directory: String, create: Bool = false,
+                            onUnreadableRows: ((_ run: String, _ rows: Int) -> Void)? = nil) throws {
+        try self.init(store: SQLiteJournalStore(directory: directory, create: create), onUnreadableRows: onUnreadableRows)
     }
 
-    public init(store: JournalStore) throws {
+    public init(store: JournalStore, onUnreadableRows: ((_ run: String, _ rows: Int) -> Void)? = nil) throws {
         self.store = store
+        self.onUnreadableRows = onUnreadableRows
         try settleDeadRuns()
     }
 
@@ -68,8 +74,15 @@ public final class JournalReader {
         // whole entries would take twice the memory at 100,000s of tasks.
         var latest: [JournalEntry] = []
         var slot: [Int: Int] = [:]
+        var unreadable = 0
+        defer {
+            if unreadable > 0, toldUnreadable.insert(run).inserted { onUnreadableRows?(run, unreadable) }
+        }
         try store.logRows(run: run) { row in
-            guard let list = JournalCodec.decode(row, onMark: onMark) else { return }
+            guard let list = JournalCodec.decode(row, onMark: onMark) else {
+                unreadable += 1
+                return
+            }
             // The latest entry wins, except that a task seen running never
             // undoes a final state (the two may share a batch in any order).
             for e in list {

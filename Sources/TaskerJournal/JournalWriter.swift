@@ -287,6 +287,7 @@ private struct PendingRows {
             JournalCodec.encode(e, into: &scratch)
             row.append(scratch)
         }
+        if quickRuns { JournalCodec.seal(&row) }
         let blob = row.array
         if hopeless {
             dropped += Self.count(blob)

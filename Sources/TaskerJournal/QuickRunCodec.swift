@@ -18,6 +18,7 @@ import TaskerCore
 /// - varint started − added and ended − started, in µs;
 /// - zigzag varint integer, with `+ 4`.
 /// Times round as a plain entry's do: a task reads back the same either way.
+/// A version-3 row ends with 8 bytes that check it (`seal`).
 extension JournalCodec {
     /// Rows that may hold quick runs. Older builds do not read them: a
     /// writer uses this version only in a file at `JournalSchema`'s
@@ -111,6 +112,47 @@ extension JournalCodec {
         }
     }
 
+    /// A version-3 row ends with 8 bytes that check the bytes before
+    /// them. A row of varints read back from damaged bytes mostly still
+    /// decodes (a flipped bit was another value, which a resume reused);
+    /// checked, the row is refused and its tasks run again. Each 8 bytes
+    /// go through a bijection of the state, so a change inside one word
+    /// always changes the check. ~1 ms for a 200,000-task run's rows.
+    static func seal(_ row: inout RowBuilder) {
+        let c = row.withBytes(check)
+        row.reserve(8)
+        row.write { $0.word(c) }
+    }
+
+    /// The row without its check; nil if the check fails.
+    static func unsealed(_ b: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard b.count > 8 else { return nil }
+        let body = UnsafeRawBufferPointer(rebasing: b[..<(b.count - 8)])
+        let stored = UInt64(littleEndian: b.loadUnaligned(fromByteOffset: b.count - 8, as: UInt64.self))
+        return stored == check(body) ? body : nil
+    }
+
+    static func check(_ b: UnsafeRawBufferPointer) -> UInt64 {
+        @inline(__always) func mix(_ x: UInt64) -> UInt64 {
+            let z = x &* 0xBF58_476D_1CE4_E5B9
+            return z ^ (z >> 31)
+        }
+        var h = 0x9E37_79B9_7F4A_7C15 &* UInt64(b.count &+ 1)
+        var i = 0
+        while i + 8 <= b.count {
+            h = mix(h ^ UInt64(littleEndian: b.loadUnaligned(fromByteOffset: i, as: UInt64.self)))
+            i += 8
+        }
+        var tail: UInt64 = 0
+        var shift: UInt64 = 0
+        while i < b.count {
+            tail |= UInt64(b[i]) << shift
+            shift += 8
+            i += 1
+        }
+        return mix(mix(h ^ tail) ^ 0xFF51_AFD7_ED55_8CCD)
+    }
+
     @inline(__always)
     static func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
 
@@ -119,24 +161,24 @@ extension JournalCodec {
 
     /// The tasks of a quick run whose first id and tag `r` has read; nil
     /// if the bytes are not one.
-    static func decodeQuickRun(firstID: UInt64, _ r: inout Reader, previous: inout (UInt64, Int)?,
+    static func decodeQuickRun(firstID: Int, _ r: inout Reader, previous: inout (UInt64, Int)?,
                                into out: inout [JournalEntry]) -> Bool {
         // every task takes at least four bytes: a count past that is damage
-        guard let count = r.varint(), count <= UInt64(r.remaining / 4), firstID < 1 << 62 else { return false }
+        guard let count = r.int(), count <= r.remaining / 4 else { return false }
         var added: Int64 = 0
-        for k in 0..<Int(count) {
+        for k in 0..<count {
             guard let code = r.byte(), code & ~7 == 0, code & 3 != 3 else { return false }
-            var e = JournalEntry(id: Int(firstID) + k, state: .succeeded)
+            var e = JournalEntry(id: firstID + k, state: .succeeded)
             e.attempts = 1
             switch code & 3 {
             case QuickByte.repeated:
-                guard let (h, n) = previous else { return false }
+                guard let (h, n) = previous, n < Int.max else { return false }
                 e.identity = .derived(h, occurrence: n + 1)
                 previous = (h, n + 1)
             case QuickByte.hashed:
-                guard let h = r.word(), let n = r.varint() else { return false }
-                e.identity = .derived(h, occurrence: Int(truncatingIfNeeded: n))
-                previous = (h, Int(truncatingIfNeeded: n))
+                guard let h = r.word(), let n = r.int() else { return false }
+                e.identity = .derived(h, occurrence: n)
+                previous = (h, n)
             default: break
             }
             guard let delta = r.varint(), let started = r.varint(), let ended = r.varint() else { return false }

@@ -87,6 +87,11 @@ struct RowBuilder: ~Copyable {
         a.withUnsafeBytes { b in write { $0.bytes(b) } }
     }
 
+    /// The bytes written so far, read in place.
+    func withBytes<T>(_ body: (UnsafeRawBufferPointer) -> T) -> T {
+        body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
     /// The bytes as an array (one copy, once a row).
     var array: [UInt8] {
         [UInt8](UnsafeBufferPointer(start: base, count: count))

@@ -136,15 +136,17 @@ final class SQLiteStatement {
     /// are megabytes), then resets it and unbinds the blob, so the pointer
     /// is never used after the array's buffer is gone.
     func run(bindingInPlace blob: [UInt8], at i: Int32) throws(SQLiteError) {
-        let rc = blob.withUnsafeBytes { b in
+        let failure: SQLiteError? = blob.withUnsafeBytes { b in
             sqlite3_bind_blob(stmt, i, b.baseAddress, Int32(b.count), nil)  // nil: SQLITE_STATIC
-            defer {
-                sqlite3_reset(stmt)
-                sqlite3_bind_null(stmt, i)
-            }
-            return sqlite3_step(stmt)
+            let rc = sqlite3_step(stmt)
+            sqlite3_reset(stmt)
+            // read before the unbinding: a bind sets the connection's
+            // message back to "not an error"
+            let failure = rc == SQLITE_DONE || rc == SQLITE_ROW ? nil : db.error(rc)
+            sqlite3_bind_null(stmt, i)
+            return failure
         }
-        guard rc == SQLITE_DONE || rc == SQLITE_ROW else { throw db.error(rc) }
+        if let failure { throw failure }
     }
 
     /// Steps to the next row; false when there are no more (then resets).

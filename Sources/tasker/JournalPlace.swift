@@ -51,9 +51,15 @@ enum JournalPlace: CustomStringConvertible {
         switch self {
         case .directory(let d):
             Self.announce(d)
-            return try JournalReader(directory: d)
-        case .store(let url): return try JournalReader(store: PGJournalStore(url: url))
+            return try JournalReader(directory: d, onUnreadableRows: Self.warnUnreadable)
+        case .store(let url): return try JournalReader(store: PGJournalStore(url: url), onUnreadableRows: Self.warnUnreadable)
         }
+    }
+
+    /// Rows a reader skipped: what is shown and reused lacks their tasks.
+    private static func warnUnreadable(run: String, rows: Int) {
+        StandardError.write("tasker: warning: run \(run): \(rows) of its journal rows could not be read (the file is damaged): "
+                            + "their tasks are missing here, and a resume runs them again\n")
     }
 
     /// The writer of a new run (it connects on its own thread).

@@ -4,7 +4,7 @@ import TaskerCore
 @testable import TaskerJournal
 
 /// Runs of quick finishes: a row of them reads back exactly as the plain
-/// entries they replace, in fewer bytes; damaged ones are refused; a file
+/// entries they replace, in fewer bytes; damaged rows are refused; a file
 /// whose readers may not know them never gets them.
 @Suite struct QuickRunTests {
     func tempDir() -> String { NSTemporaryDirectory() + "journal-quick-\(UUID().uuidString)" }
@@ -63,6 +63,7 @@ import TaskerCore
         row.write { $0.byte(JournalCodec.quickRunsVersion) }
         var previous: (UInt64, Int)?
         JournalCodec.encode(quick: quick, scale: scale, identities: identities, previous: &previous, masking: masking, into: &row)
+        JournalCodec.seal(&row)
         return row.array
     }
 
@@ -106,30 +107,57 @@ import TaskerCore
         #expect(abs((d.last?.ended ?? 0) - 0.012301) < 1e-9)
     }
 
-    /// Cut anywhere inside, a row of quick runs is refused, not misread
-    /// (the reader skips a row it cannot read); a count larger than the
-    /// bytes could hold is refused before anything is made for it.
-    @Test func aDamagedQuickRunIsRefused() {
+    /// A row of quick runs damaged anywhere (a byte changed, cut short) is
+    /// refused, not misread: its check fails. Varints read from damaged
+    /// bytes mostly decode, as another value a resume would reuse.
+    @Test func aDamagedRowOfQuickRunsIsRefused() throws {
         let (quick, identities) = mixedFinishes()
         let runs = asQuickRuns(Array(quick.prefix(40)), identities, scale: .nanoseconds())
-        let whole = (runs.withUnsafeBytes { JournalCodec.decode($0) } ?? []).map { "\($0.task)" }
-        #expect(whole.count == 40)
-        // a cut between records reads as the records before it; any other is refused
-        var read = 0, misread = 0
-        for cut in 1..<runs.count {
-            guard let d = Array(runs[..<cut]).withUnsafeBytes({ JournalCodec.decode($0) }) else { continue }
-            read += 1
-            if d.count >= 40 || d.map({ "\($0.task)" }) != Array(whole.prefix(d.count)) { misread += 1 }
+        #expect(runs.withUnsafeBytes { JournalCodec.decode($0) }?.count == 40)
+        var misread = 0
+        for i in runs.indices {
+            for bit in 0..<8 {
+                var damaged = runs
+                damaged[i] ^= 1 << bit
+                if damaged.withUnsafeBytes({ JournalCodec.decode($0) }) != nil { misread += 1 }
+            }
         }
+        for cut in 1..<runs.count where Array(runs[..<cut]).withUnsafeBytes({ JournalCodec.decode($0) }) != nil { misread += 1 }
         #expect(misread == 0)
-        #expect(read < 10, "\(read) of \(runs.count) cuts read")
-        var huge: [UInt8] = [JournalCodec.quickRunsVersion, 1, JournalCodec.quickRunTag]
-        huge += [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]
-        #expect(huge.withUnsafeBytes { JournalCodec.decode($0) } == nil)
-        // a version-2 row never holds one
-        var old = runs
-        old[0] = JournalCodec.version
-        #expect(old.withUnsafeBytes { JournalCodec.decode($0) } == nil)
+    }
+
+    /// Rows whose check holds but whose numbers cannot be (as another
+    /// tasker, or damage that kept the check, could leave them) are
+    /// refused: a count past what the bytes hold, ids, occurrences and
+    /// attempts past Int's range (which trapped the reader: `tasker runs`
+    /// died on a damaged run it settled), a repeat with nothing before it.
+    @Test func aRowOfImpossibleNumbersIsRefusedNotTrappedOn() {
+        func sealed(_ bytes: [UInt8]) -> [UInt8] {
+            var row = RowBuilder(capacity: 1)
+            row.append(bytes)
+            JournalCodec.seal(&row)
+            return row.array
+        }
+        let huge: [UInt8] = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]
+        let tag = JournalCodec.quickRunTag, v3 = JournalCodec.quickRunsVersion, v2 = JournalCodec.version
+        let hash: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+        let rows: [(String, [UInt8])] = [
+            ("a count past the bytes", sealed([v3, 1, tag] + huge)),
+            ("a first id past Int", sealed([v3] + huge + [tag, 1, 0, 0, 0, 0])),
+            ("an occurrence past Int", sealed([v3, 1, tag, 1, 2] + hash + huge + [0, 0, 0])),
+            ("a repeat with nothing before it", sealed([v3, 1, tag, 1, 1, 0, 0, 0])),
+            ("attempts past Int, version 2", [v2, 1, 3, 0] + huge + [0, 0]),
+            ("an id past Int, version 2", [v2] + huge + [3, 0, 1, 0, 0]),
+            ("an occurrence past Int, version 2", [v2, 1, 3 | 1 << 5, 0] + hash + huge + [1, 0, 0]),
+            ("a dependency past Int, version 2", [v2, 1, 3, 1 << 2, 1, 0, 0, 1] + huge),
+            ("no check", [v3, 1, tag, 1, 0, 0, 0, 0]),
+        ]
+        for (what, row) in rows {
+            #expect(row.withUnsafeBytes { JournalCodec.decode($0) } == nil, "\(what)")
+        }
+        // the same shapes with possible numbers read
+        #expect(sealed([v3, 1, tag, 1, 2] + hash + [1, 0, 0, 0]).withUnsafeBytes { JournalCodec.decode($0) }?.count == 1)
+        #expect(([v2, 1, 3, 1 << 2, 1, 0, 0, 1, 5] as [UInt8]).withUnsafeBytes { JournalCodec.decode($0) }?.first?.after == [5])
     }
 
     /// A fresh journal takes quick runs; one left at version 1 because
@@ -141,6 +169,10 @@ import TaskerCore
         #expect(try SQLiteJournalStore(directory: dir).takesQuickRuns)
         let other = try SQLiteDatabase(path: dir + "/" + Journal.fileName)
         try other.execute("PRAGMA user_version = 1")
+        // reading (`tasker runs`, `show`) leaves the version as it is: an
+        // older tasker still reads the file
+        _ = try JournalReader(directory: dir).runs()
+        #expect(try JournalSchema.storedVersion(other) == 1)
         try other.execute("BEGIN IMMEDIATE")
         #expect(try SQLiteJournalStore(directory: dir, busyTimeout: 50).takesQuickRuns == false)
         try other.execute("ROLLBACK")
