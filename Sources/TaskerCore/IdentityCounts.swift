@@ -61,6 +61,20 @@ public final class IdentityCounts {
         return count
     }
 
+    /// `n` more tasks with identity `h` (a loop adding one body again and
+    /// again); returns the count with them.
+    public func increment(_ h: UInt64, by n: Int) -> Int {
+        let first = increment(h)
+        guard n > 1 else { return first }
+        // `h` is the cached one now (or the zero hash's own count)
+        if h == 0 {
+            zeroCount += n - 1
+            return zeroCount
+        }
+        lastCount += n - 1
+        return lastCount
+    }
+
     /// Fetches the slot where `h` is looked for into the cache, ahead of
     /// its `increment`.
     public func prefetch(_ h: UInt64) {
@@ -171,8 +185,8 @@ public struct AddedIdentities: Sendable {
 public final class OccurrenceTable {
     private let counts = IdentityCounts()
     /// By task id (0: not added yet, or no derived identity).
-    private var byID: [Int32] = []
-    private var hashes: [UInt64] = []
+    @usableFromInline var byID: [Int32] = []
+    @usableFromInline var hashes: [UInt64] = []
 
     public init() {}
 
@@ -185,20 +199,29 @@ public final class OccurrenceTable {
         // the slots a few keys ahead while counting this one.
         let ahead = 8
         for k in 0..<min(ahead, added.count) { counts.prefetch(added[k].hash) }
-        for (k, a) in added.enumerated() {
-            if k + ahead < added.count { counts.prefetch(added[k + ahead].hash) }
-            let last = a.id + a.count - 1
-            if byID.count <= last {
-                // Ahead by doubling: a loop of closures adds one id at a
-                // time, and growing by one cost ~75 instructions a task.
-                // Zeros past the last id read as "not counted", as before.
-                let size = max(last + 1, 2 * byID.count, 4096)
-                byID.append(contentsOf: repeatElement(0, count: size - byID.count))
-                hashes.append(contentsOf: repeatElement(0, count: size - hashes.count))
-            }
-            for id in a.id...last {
-                byID[id] = Int32(truncatingIfNeeded: counts.increment(a.hash))
-                hashes[id] = a.hash
+        let last = added.reduce(-1) { max($0, $1.id + $1.count - 1) }
+        guard last >= 0 else { return }
+        if byID.count <= last {
+            // Ahead by doubling: a loop of closures adds one id at a
+            // time, and growing by one cost ~75 instructions a task.
+            // Zeros past the last id read as "not counted", as before.
+            let size = max(last + 1, 2 * byID.count, 4096)
+            byID.append(contentsOf: repeatElement(0, count: size - byID.count))
+            hashes.append(contentsOf: repeatElement(0, count: size - hashes.count))
+        }
+        // The storage taken once for the whole array: each subscript write
+        // checked that it was not shared (~25 instructions a task).
+        byID.withUnsafeMutableBufferPointer { ids in
+            hashes.withUnsafeMutableBufferPointer { hs in
+                for (k, a) in added.enumerated() where a.id >= 0 && a.count > 0 {
+                    if k + ahead < added.count { counts.prefetch(added[k + ahead].hash) }
+                    // a run of one body: counted at once, then numbered
+                    let first = counts.increment(a.hash, by: a.count) - a.count + 1
+                    for j in 0..<a.count {
+                        ids[a.id + j] = Int32(truncatingIfNeeded: first + j)
+                        hs[a.id + j] = a.hash
+                    }
+                }
             }
         }
     }
@@ -207,6 +230,8 @@ public final class OccurrenceTable {
     public subscript(id: Int) -> Int { id >= 0 && id < byID.count ? Int(byID[id]) : 0 }
 
     /// Task `id`'s identity and its occurrence (0: it was not counted).
+    /// Inlinable: the journal's writer asks for each task's.
+    @inlinable
     public func identity(of id: Int) -> (hash: UInt64, occurrence: Int) {
         id >= 0 && id < byID.count ? (hashes[id], Int(byID[id])) : (0, 0)
     }

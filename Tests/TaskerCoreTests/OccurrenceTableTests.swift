@@ -19,7 +19,13 @@ import TaskerCore
         runs.count([AddedIdentity(id: 5, hash: 7, count: 2), AddedIdentity(id: 9, hash: 9, count: 4096)])
         single.count([1, 2, 3].map { AddedIdentity(id: $0, hash: 7) } + [AddedIdentity(id: 4, hash: 9)])
         single.count([5, 6].map { AddedIdentity(id: $0, hash: 7) } + (9..<(9 + 4096)).map { AddedIdentity(id: $0, hash: 9) })
+        // the zero hash (its count kept apart) and a key counted before another
+        runs.count([AddedIdentity(id: 4110, hash: 0, count: 3), AddedIdentity(id: 4113, hash: 7, count: 2),
+                    AddedIdentity(id: 4115, hash: 0, count: 2)])
+        single.count([4110, 4111, 4112].map { AddedIdentity(id: $0, hash: 0) } + [4113, 4114].map { AddedIdentity(id: $0, hash: 7) }
+                     + [4115, 4116].map { AddedIdentity(id: $0, hash: 0) })
         #expect((0...4200).allSatisfy { runs[$0] == single[$0] })
+        #expect([4112, 4114, 4116].map { runs[$0] } == [3, 7, 5])
         #expect([1, 3, 4, 6, 7, 9, 4104, 4105].map { runs[$0] } == [1, 3, 1, 5, 0, 2, 4097, 0])
     }
 
