@@ -163,9 +163,12 @@ public enum Journal {
         if !upgrades, try JournalSchema.checkedVersion(db, path: path) >= JournalSchema.usableFrom, try JournalSchema.hasTables(db) {
             return
         }
+        // A reader that finds no tables (an empty file) makes them at the
+        // first version that has them, which every tasker reads.
+        let target = upgrades ? JournalSchema.version : JournalSchema.tablesFrom
         do {
             // Read again inside: another process may have upgraded it meanwhile.
-            try db.transaction { () throws(SQLiteError) in try JournalSchema.upgrade(db, path: path) }
+            try db.transaction { () throws(SQLiteError) in try JournalSchema.upgrade(db, path: path, to: target) }
         } catch where error.isLock || error.code & 0xff == SQLITE_READONLY {
             // Not now (a lock, a read-only file): a file this build uses as
             // it is still opens; the next writer upgrades it.

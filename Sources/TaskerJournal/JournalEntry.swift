@@ -530,13 +530,21 @@ public enum JournalCodec {
             if fields & Field.started != 0 { guard let t = r.time() else { return nil }; e.started = added + t }
             if fields & Field.ended != 0 { guard let t = r.time() else { return nil }; e.ended = (e.started ?? added) + t }
             if fields & Field.notResumable != 0 { guard let s = r.string() else { return nil }; e.notResumable = s }
+            // Lists are read into locals and set once: appended through
+            // the entry's boxed properties, each element copied the list
+            // (a task after 200,000 others took seconds to read).
             if fields & Field.tags != 0 {
                 guard let n = r.varint(), n < 1 << 20 else { return nil }
-                for _ in 0..<n { guard let s = r.string() else { return nil }; e.tags.append(s) }
+                var tags: [String] = []
+                for _ in 0..<n { guard let s = r.string() else { return nil }; tags.append(s) }
+                e.tags = tags
             }
             if fields & Field.after != 0 {
-                guard let n = r.varint(), n < 1 << 24 else { return nil }
-                for _ in 0..<n { guard let a = r.int() else { return nil }; e.after.append(a) }
+                guard let n = r.varint(), n < 1 << 24, n <= UInt64(r.remaining) else { return nil }
+                var after: [Int] = []
+                after.reserveCapacity(Int(n))
+                for _ in 0..<n { guard let a = r.int() else { return nil }; after.append(a) }
+                e.after = after
             }
             if fields & Field.error != 0 {
                 guard let m = r.string(), let k = r.string() else { return nil }
@@ -546,10 +554,12 @@ public enum JournalCodec {
             if fields & Field.value != 0 { guard let s = r.string() else { return nil }; e.value = s }
             if fields & Field.log != 0 {
                 guard let n = r.varint(), n < 1 << 20 else { return nil }
+                var log: [JournalAttempt] = []
                 for _ in 0..<n {
                     guard let a = r.time(), let b = r.time(), let m = r.string(), let k = r.string() else { return nil }
-                    e.attemptLog.append(JournalAttempt(start: a, end: b, error: m.isEmpty ? nil : m, kind: k.isEmpty ? nil : k))
+                    log.append(JournalAttempt(start: a, end: b, error: m.isEmpty ? nil : m, kind: k.isEmpty ? nil : k))
                 }
+                e.attemptLog = log
             }
             out.append(e)
         }

@@ -194,8 +194,9 @@ public final class JournalReader {
         let last = entries.map { $0.ended ?? $0.started ?? $0.added }.max() ?? 0
         var blob: [UInt8]?
         if !lost.isEmpty {
-            blob = []
-            JournalCodec.encode(lost, into: &blob!)
+            var row: [UInt8] = []
+            JournalCodec.encode(lost, into: &row)
+            blob = store.takesQuickRuns ? JournalCodec.checked(row) : row
         }
         try store.settle(run: run.id, lost: blob, ended: run.started + last, counts: counts)
     }

@@ -74,16 +74,20 @@ enum JournalSchema {
         return try hasTables(db)
     }
 
-    /// Applies the migrations the file lacks (in the caller's transaction);
-    /// at this version already, recreates missing tables.
-    static func upgrade(_ db: SQLiteDatabase, path: String) throws(SQLiteError) {
+    /// The first version with every table (a reader that must make them
+    /// makes this one).
+    static let tablesFrom = 1
+
+    /// Applies the migrations the file lacks up to `target` (in the
+    /// caller's transaction); at it already, recreates missing tables.
+    static func upgrade(_ db: SQLiteDatabase, path: String, to target: Int = version) throws(SQLiteError) {
         let found = try checkedVersion(db, path: path)
-        guard found < version else {
+        guard found < target else {
             if try !hasTables(db) { try db.execute(migrations[0]) }
             return
         }
-        for m in migrations[found...] { try db.execute(m) }
-        try db.execute("PRAGMA user_version = \(version)")
+        for m in migrations[found..<target] { try db.execute(m) }
+        try db.execute("PRAGMA user_version = \(target)")
     }
 
     private static func newer(_ found: Int, _ path: String) -> SQLiteError {

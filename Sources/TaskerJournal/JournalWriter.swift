@@ -350,7 +350,8 @@ private struct PendingRows {
                     size += rows[n].blob.count
                     n += 1
                 }
-                try log!.append(encoded: rows[..<n].map(\.blob))
+                let takes = store?.takesQuickRuns == true
+                try log!.append(encoded: rows[..<n].map { takes ? JournalCodec.checked($0.blob) : $0.blob })
                 rows.removeFirst(n)
                 bytes -= size
             }

@@ -124,6 +124,24 @@ extension JournalCodec {
         row.write { $0.word(c) }
     }
 
+    /// A row as a store that takes quick runs keeps it: one of version 2
+    /// (built before the store was open, or a settled run's lost tasks)
+    /// is one of version 3 without quick runs, so it gets that version
+    /// byte and its check; version 3 is checked already.
+    static func checked(_ row: [UInt8]) -> [UInt8] {
+        guard row.first == version else { return row }
+        var r = RowBuilder(capacity: row.count + 8)
+        r.reserve(row.count)
+        row.withUnsafeBytes { b in
+            r.write {
+                $0.byte(quickRunsVersion)
+                $0.bytes(UnsafeRawBufferPointer(rebasing: b[1...]))
+            }
+        }
+        seal(&r)
+        return r.array
+    }
+
     /// The row without its check; nil if the check fails.
     static func unsealed(_ b: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
         guard b.count > 8 else { return nil }

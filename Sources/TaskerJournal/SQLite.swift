@@ -43,7 +43,7 @@ final class SQLiteDatabase {
         if rc != SQLITE_OK {
             let message = err.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
             sqlite3_free(err)
-            throw SQLiteError(code: rc, message: message)
+            throw SQLiteError(code: rc, message: withSystemReason(rc, message))
         }
     }
 
@@ -68,7 +68,19 @@ final class SQLiteDatabase {
     }
 
     func error(_ rc: Int32) -> SQLiteError {
-        SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)))
+        SQLiteError(code: rc, message: withSystemReason(rc, String(cString: sqlite3_errmsg(handle))))
+    }
+
+    /// SQLite's words, with the system's when an I/O error has them: a
+    /// full disk under a missing `-shm` file read "disk I/O error" (SQLite
+    /// reports the failure to grow it as I/O).
+    private func withSystemReason(_ rc: Int32, _ message: String) -> String {
+        let primary = rc & 0xff
+        guard primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_FULL else { return message }
+        let e = sqlite3_system_errno(handle)
+        guard e != 0 else { return message }
+        let reason = String(cString: strerror(e))
+        return message.contains(reason) ? message : "\(message) (\(reason))"
     }
 
     var changes: Int { Int(sqlite3_changes(handle)) }

@@ -432,5 +432,23 @@ import Testing
         #expect(runs.stdout.contains("300 succeeded (journal incomplete: "), "\(runs.stdout)")
         #expect(!runs.stdout.contains("died"))
     }
+
+    /// A full disk where the journal's `-shm` file must be made again:
+    /// SQLite calls that a disk I/O error, and the system's reason is said
+    /// beside it (helper-77: "disk I/O error" alone).
+    @Test func aFullDiskIsSaidWhereSQLiteSaysIOError() async throws {
+        let s = try Scratch(["p.lua": "tasker.add(function() return 1 end)"])
+        defer { s.cleanup() }
+        guard let full = try await Self.tinyDisk(in: s) else { return }
+        defer { _ = umount2(full.path, Int32(MNT_DETACH)) }
+        let first = try await tasker(["run", "--no-progress", "--state", "full/st", "p.lua"], in: s.dir)
+        #expect(first.status == 0, "\(first.stderr)")
+        try FileManager.default.removeItem(at: full.appendingPathComponent("st/journal.db-shm"))
+        _ = try await shell("head -c 2000000 /dev/zero > full/filler 2>/dev/null", in: s.dir)
+        let runs = try await tasker(["runs", "--state", "full/st"], in: s.dir)
+        #expect(runs.status == 2 && runs.stderr.contains("No space left on device"), "\(runs.stderr)")
+        let run = try await tasker(["run", "--no-progress", "--state", "full/st", "p.lua"], in: s.dir)
+        #expect(run.status == 0 && run.stderr.contains("No space left on device"), "\(run.stderr)")
+    }
 }
 

@@ -132,6 +132,20 @@ import Testing
         #expect(tasks.map(\.identity) == [hex(a), hex(a) + "#2", hex(a) + "#3", hex(b), hex(a) + "#4", nil])
     }
 
+    /// A task after 200,000 others (a sum over a whole run) reads back
+    /// whole. Its list was appended to through the entry's boxed fields,
+    /// each append copying it: 3 s to show such a run, and a resume of
+    /// one gave up as if the journal were locked.
+    @Test func aTaskAfterHundredsOfThousandsReadsBackWhole() throws {
+        var e = JournalEntry(id: 200_001, state: .succeeded)
+        e.after = Array(1...200_000)
+        e.tags = (1...1_000).map { "t\($0)" }
+        var blob: [UInt8] = [JournalCodec.version]
+        JournalCodec.encode(e, into: &blob)
+        let d = try #require(blob.withUnsafeBytes { JournalCodec.decode($0) })
+        #expect(d.first?.after == e.after && d.first?.tags == e.tags)
+    }
+
     @Test func entriesRoundTripThroughTheCodec() {
         var e = JournalEntry(id: 300, state: .failed)
         e.identity = .derived(0xdead_beef_0000_0001, occurrence: 3)

@@ -1,4 +1,6 @@
+import CSQLite
 import Foundation
+import Synchronization
 import Testing
 import TaskerCore
 @testable import TaskerJournal
@@ -158,6 +160,66 @@ import TaskerCore
         // the same shapes with possible numbers read
         #expect(sealed([v3, 1, tag, 1, 2] + hash + [1, 0, 0, 0]).withUnsafeBytes { JournalCodec.decode($0) }?.count == 1)
         #expect(([v2, 1, 3, 1 << 2, 1, 0, 0, 1, 5] as [UInt8]).withUnsafeBytes { JournalCodec.decode($0) }?.first?.after == [5])
+    }
+
+    /// The first byte of each of the run's log rows, in order.
+    func rowVersions(_ dir: String) throws -> [UInt8] {
+        let db = try SQLiteDatabase(path: dir + "/" + Journal.fileName, readOnly: true)
+        let s = try db.prepare("SELECT data FROM task_log ORDER BY run, seq")
+        var out: [UInt8] = []
+        while try s.next() { out.append(s.withBlob(0) { $0.first ?? 0 }) }
+        return out
+    }
+
+    /// Rows built while the store would not open yet (another process
+    /// held it as the run began) were version 2, unchecked, in a file that
+    /// takes checked rows: damage to them was reused. They get the check
+    /// as they are written; so does a settled run's row of lost tasks.
+    @Test func everyRowOfAFileThatTakesQuickRunsIsChecked() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let opens = Mutex(false)
+        let w = JournalWriter(run: JournalRun(id: "r", pipeline: "/p.lua", args: [], vars: [:], started: 1, pid: 1)) {
+            guard opens.withLock({ $0 }) else { throw SQLiteError(code: SQLITE_BUSY, message: "database is locked") }
+            return try SQLiteJournalStore(directory: dir, busyTimeout: 100, checkpointsItself: true)
+        }
+        var added = AddedIdentities()
+        added.append(AddedIdentity(id: 1, hash: 5, count: 10))
+        w.submit(identities: &added)
+        var quick = (1...10).map { QuickFinish(id: $0, added: 1, started: 2, ended: 3) }
+        w.submit(quick: &quick, scale: .nanoseconds())
+        w.flush()  // tried: the store did not open, the row waits as it was built
+        opens.withLock { $0 = true }
+        #expect(w.close(ended: 2, exitCode: 0, counts: [:], requests: []) == nil)
+        #expect(try rowVersions(dir) == [JournalCodec.quickRunsVersion])
+        let tasks = try JournalReader(directory: dir).tasks(of: "r")
+        #expect(tasks.count == 10 && tasks.last?.identity == "0000000000000005#10")
+
+        // a run that died with a task running: settling it writes a row
+        let store = try SQLiteJournalStore(directory: dir)
+        try store.insert(JournalRun(id: "s", pipeline: "/p.lua", args: [], vars: [:], started: 1, pid: 999_999_999))
+        var running = JournalEntry(id: 1, state: .running)
+        running.started = 0.5
+        var row: [UInt8] = [JournalCodec.version]
+        JournalCodec.encode(running, into: &row)
+        try store.appendLog(run: "s", seq: 1, data: row)
+        let settled = try JournalReader(directory: dir).tasks(of: "s")
+        #expect(settled.first?.errorKind == "lost")
+        #expect(try rowVersions(dir) == [JournalCodec.quickRunsVersion, JournalCodec.version, JournalCodec.quickRunsVersion])
+    }
+
+    /// An empty journal file (left by a process that died as it made it)
+    /// read by `tasker runs`: its tables are made at the first version
+    /// with tables, which an older tasker reads too.
+    @Test func aReaderMakesAnEmptyFilesTablesAtTheOldestVersion() throws {
+        let dir = tempDir()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: dir + "/" + Journal.fileName, contents: nil)
+        #expect(try JournalReader(directory: dir).runs().isEmpty)
+        let db = try SQLiteDatabase(path: dir + "/" + Journal.fileName)
+        #expect(try JournalSchema.storedVersion(db) == JournalSchema.tablesFrom && JournalSchema.hasTables(db))
+        #expect(try SQLiteJournalStore(directory: dir).takesQuickRuns)  // a writer upgrades it
     }
 
     /// A fresh journal takes quick runs; one left at version 1 because
