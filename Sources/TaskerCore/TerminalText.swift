@@ -8,6 +8,10 @@
 ///
 /// Tab stays (it moves the cursor right, nothing more), unless the caller
 /// measures columns; LF stays only where the caller wants lines (a traceback).
+/// The invisible characters that reorder text on a terminal with bidi
+/// support (U+200E/F, U+202A…E, U+2066…9: `gpj.<U+202E>exe` shows as
+/// `exe.jpg`) and the line and paragraph separators (U+2028/9) are escaped
+/// too, as the HTML report shows them.
 public enum TerminalText {
     /// Whether `u` would be escaped by `escape` with tabs and newlines escaped too.
     @inline(__always)
@@ -43,6 +47,7 @@ public enum TerminalText {
                 }
                 if b == 0x7F { return 1 }
                 if b == 0xC2, i + 1 < bytes.count, bytes[i + 1] <= 0x9F { return 2 }
+                if b == 0xE2, i + 2 < bytes.count, Self.isReordering(bytes[i + 1], bytes[i + 2]) { return 3 }
                 return 0
             }
             var i = 0
@@ -59,22 +64,37 @@ public enum TerminalText {
                     i += 1
                     continue
                 }
-                let value = n == 1 ? bytes[i] : bytes[i + 1]  // C2 xx is U+00xx
-                out.append(0x5C)  // a backslash, then n, r, t or u00XX
+                // C2 xx is U+00xx; E2 yy zz is U+2000 + (yy & 3F) << 6 + (zz & 3F)
+                let value: UInt32 = switch n {
+                case 1: UInt32(bytes[i])
+                case 2: UInt32(bytes[i + 1])
+                default: 0x2000 | UInt32(bytes[i + 1] & 0x3F) << 6 | UInt32(bytes[i + 2] & 0x3F)
+                }
+                out.append(0x5C)  // a backslash, then n, r, t or uXXXX
                 switch value {
                 case 0x0A: out.append(0x6E)
                 case 0x0D: out.append(0x72)
                 case 0x09: out.append(0x74)
                 default:
                     out.append(0x75)
-                    out.append(0x30)
-                    out.append(0x30)
-                    out.append(hex[Int(value >> 4)])
+                    out.append(hex[Int(value >> 12)])
+                    out.append(hex[Int((value >> 8) & 0xF)])
+                    out.append(hex[Int((value >> 4) & 0xF)])
                     out.append(hex[Int(value & 0xF)])
                 }
                 i += n
             }
             return String(decoding: out, as: UTF8.self)
+        }
+    }
+
+    /// Whether E2 `b1` `b2` is U+200E/F, U+2028…202E or U+2066…2069.
+    @inline(__always)
+    private static func isReordering(_ b1: UInt8, _ b2: UInt8) -> Bool {
+        switch b1 {
+        case 0x80: return b2 == 0x8E || b2 == 0x8F || (b2 >= 0xA8 && b2 <= 0xAE)
+        case 0x81: return b2 >= 0xA6 && b2 <= 0xA9
+        default: return false
         }
     }
 

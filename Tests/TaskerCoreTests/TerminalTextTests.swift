@@ -14,6 +14,19 @@ import TaskerCore
         #expect(TerminalText.escapingC1(json: #"{"a":"\#u{85}"}"#) == #"{"a":"\u0085"}"#)
     }
 
+    /// Characters that reorder what a bidi terminal shows (a name that
+    /// reads `exe.jpg` is `gpj.<U+202E>exe`) and the Unicode line breaks
+    /// are escaped as the HTML report shows them; their neighbours stay.
+    @Test func reorderingCharactersAndUnicodeLineBreaksAreEscaped() {
+        #expect(TerminalText.escape("gpj.\u{202E}exe") == #"gpj.\u202eexe"#)
+        let all = "\u{200E}\u{200F}\u{2028}\u{2029}\u{202A}\u{202B}\u{202C}\u{202D}\u{202E}\u{2066}\u{2067}\u{2068}\u{2069}"
+        #expect(TerminalText.escape(all) == #"\u200e\u200f\u2028\u2029\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"#)
+        // the characters next to them in the same block stay as they are
+        let near = "\u{200D}\u{2010}\u{2027}\u{202F}\u{2065}\u{206A}—…€"
+        #expect(TerminalText.escape(near) == near)
+        #expect(TerminalText.escapingC1(json: "\"\u{2066}x\"") == #""\u2066x""#)
+    }
+
     /// Every character escaped, half a megabyte: quadratic appends took
     /// minutes here (a 900 KB task name held a run for over ten).
     @Test func aLargeTextFullOfControlCharactersIsEscapedQuickly() {
