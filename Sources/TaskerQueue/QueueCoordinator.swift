@@ -365,20 +365,28 @@ public final class QueueCoordinator: RemoteQueue {
         guard due else { return }
         let run = self.run
         db.submit({ [self] c, _ in
+            // Taken before the statement: the server's heartbeat is no
+            // earlier. Taken after it, a process paused (SIGSTOP) while its
+            // heartbeat was in flight counted a fresh heartbeat on waking,
+            // and took its swept row for one lost to a crash.
+            let started = Monotonic.now()
             // (stopping meanwhile: the stop's statement ran first)
             let alive = try QueueStore.heartbeat(run: run, c)
+            var resend = false
             if alive != true, !state.withLock({ $0.stopping }) {
                 try QueueStore.register(run: run, host: QueueWorker.hostName, pid: getpid(), lease: lease, c)
                 // A row gone within a lease of the last heartbeat was lost to
                 // a crash (its commit not flushed), not swept after a lapse:
-                // what it waits for is sent again (`resendWaiting`), not failed.
-                let since = Double(Monotonic.now() &- state.withLock { $0.lastHeartbeat }) / 1e9
-                if alive == false || since >= lease { try lapsed(c) }
+                // what it waits for is sent again (`resendWaiting`), not
+                // failed; a job row still there is left alone.
+                let since = Double(started &- state.withLock { $0.lastHeartbeat }) / 1e9
+                if alive == false || since >= lease { try lapsed(c) } else { resend = true }
             }
             state.withLock { s in
                 s.heartbeating = false
-                s.lastHeartbeat = Monotonic.now()
+                s.lastHeartbeat = started
             }
+            if resend { resendWaiting() }
         }, failed: { [self] _ in
             state.withLock { $0.heartbeating = false }
         })

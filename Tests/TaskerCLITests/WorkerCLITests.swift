@@ -134,6 +134,35 @@ import Testing
         #expect(result.stderr.contains("lease had lapsed"), "\(result.stderr)")
     }
 
+    /// The run's lease row and its jobs gone while the run heartbeats (a
+    /// worker swept them, having seen the lease lapse while one of the
+    /// run's heartbeats was in flight as it was paused; or by hand): the
+    /// run queues what it waits for again. It registered again and waited
+    /// for the deleted jobs for ever (a clean-clone CI run hung here).
+    @Test func aRunWhoseRowAndJobsAreSweptWhileItLivesQueuesThemAgain() async throws {
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
+            dofile("defs.lua")
+            local hs = {}
+            for i = 1, 3 do hs[i] = double{args = {n = i, gate = "gate"}} end
+            local sum = 0
+            for _, h in ipairs(hs) do sum = sum + h:await() end
+            print("sum " .. sum)
+            """])
+        defer { s.cleanup() }
+        let w = try Background(["worker", "--store", url, "--lease", "5", "--concurrency", "1", "--var", "name=a", "defs.lua"],
+                               in: s.dir)
+        let run = try Background(["run", "--no-progress", "--store", url, "--lease", "5", "p.lua"], in: s.dir)
+        #expect(await w.waitFor("start 1"))
+        // what a sweep does to a run it took for ended
+        _ = sql("DELETE FROM tasker_queue; DELETE FROM tasker_jobs; DELETE FROM tasker_coordinators")
+        try Data().write(to: s.dir.appendingPathComponent("gate"))
+        let result = await run.finish(within: 60)
+        w.signal(SIGTERM)
+        _ = await w.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("sum 12"), "\(result.stdout)")
+    }
+
     @Test func aKilledWorkersClaimsComeBackAndEveryResultArrivesOnce() async throws {
         let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
             dofile("defs.lua")
