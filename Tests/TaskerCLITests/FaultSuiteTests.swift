@@ -14,7 +14,7 @@ import Testing
         ["pg-stop", "coordinator-kill"],
         ["worker-kill", "pg-restart"],
         ["worker-sigstop", "pg-stop-sigint"],
-        ["journal-locked"],
+        ["journal-locked", "coordinator-sigstop"],
         ["disk-full"],
         ["journal-kill", "sigint"],
     ]
