@@ -12,7 +12,9 @@ public struct JSONEscaping: Sendable, Equatable {
     /// For each ASCII byte: 0 when it is written as it is, else the
     /// character after the backslash (`u`: `\u00XX`).
     private let ascii: [UInt8]
-    /// The C1 controls (UTF-8 `C2 80`…`C2 9F`) as `\u0080`…`\u009f`.
+    /// The C1 controls (UTF-8 `C2 80`…`C2 9F`) as `\u0080`…`\u009f`, and
+    /// the characters that reorder text on a bidi terminal or break a line
+    /// (`TerminalText.isReordering`) as `\u202e`…: the forms for terminals.
     private let c1: Bool
 
     private init(short: String, slash: Bool, del: Bool, c1: Bool) {
@@ -46,7 +48,8 @@ public struct JSONEscaping: Sendable, Equatable {
 
     /// The same with DEL and the C1 controls escaped as well: JSON allows
     /// them raw, a terminal obeys them (the C1 CSI, U+009B, starts an
-    /// escape sequence). Still JSON, with the same meaning.
+    /// escape sequence); and U+200E/F, U+2028…202E, U+2066…2069, which a
+    /// bidi terminal obeys too. Still JSON, with the same meaning.
     public var forTerminal: JSONEscaping {
         var table = ascii
         table[0x7F] = UInt8(ascii: "u")
@@ -75,6 +78,9 @@ public struct JSONEscaping: Sendable, Equatable {
             } else if c1, b == 0xC2, i + 1 < n, bytes[i + 1] <= 0x9F {
                 escape = UInt8(ascii: "u")
                 width = 2
+            } else if c1, b == 0xE2, i + 2 < n, TerminalText.isReordering(bytes[i + 1], bytes[i + 2]) {
+                escape = UInt8(ascii: "u")
+                width = 3
             } else {
                 escape = 0
                 width = 1
@@ -87,11 +93,16 @@ public struct JSONEscaping: Sendable, Equatable {
             out.append(UInt8(ascii: "\\"))
             out.append(escape)
             if escape == UInt8(ascii: "u") {
-                let value = width == 1 ? b : bytes[i + 1]  // C2 xx is U+00xx
-                out.append(UInt8(ascii: "0"))
-                out.append(UInt8(ascii: "0"))
-                out.append(Self.hex[Int(value >> 4)])
-                out.append(Self.hex[Int(value & 0xF)])
+                // C2 xx is U+00xx; E2 yy zz is U+2000 + (yy & 3F) << 6 + (zz & 3F)
+                let value: Int = switch width {
+                case 1: Int(b)
+                case 2: Int(bytes[i + 1])
+                default: 0x2000 | Int(bytes[i + 1] & 0x3F) << 6 | Int(bytes[i + 2] & 0x3F)
+                }
+                out.append(Self.hex[value >> 12])
+                out.append(Self.hex[(value >> 8) & 0xF])
+                out.append(Self.hex[(value >> 4) & 0xF])
+                out.append(Self.hex[value & 0xF])
             }
             i += width
             copied = i
@@ -132,8 +143,9 @@ public struct JSONEscaping: Sendable, Equatable {
         return out
     }
 
-    /// Whether `b` may start an escape (`0xC2` only may, for the C1 controls).
+    /// Whether `b` may start an escape (of the non-ASCII bytes, `0xC2` and
+    /// `0xE2` only may, in the forms for terminals).
     private func needsEscape(_ b: UInt8) -> Bool {
-        b < 0x80 ? ascii[Int(b)] != 0 : (c1 && b == 0xC2)
+        b < 0x80 ? ascii[Int(b)] != 0 : (c1 && (b == 0xC2 || b == 0xE2))
     }
 }

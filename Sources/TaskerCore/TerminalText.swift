@@ -16,7 +16,9 @@ public enum TerminalText {
     /// Whether `u` would be escaped by `escape` with tabs and newlines escaped too.
     @inline(__always)
     public static func isControl(_ u: Unicode.Scalar) -> Bool {
-        u.value < 0x20 || (u.value >= 0x7F && u.value <= 0x9F)
+        let v = u.value
+        return v < 0x20 || (v >= 0x7F && v <= 0x9F)
+            || (v >= 0x200E && v <= 0x206A && (v <= 0x200F || (v >= 0x2028 && v <= 0x202E) || v >= 0x2066 && v <= 0x2069))
     }
 
     public static func escape(_ s: String, keepNewlines: Bool = false, keepTabs: Bool = true) -> String {
@@ -90,7 +92,7 @@ public enum TerminalText {
 
     /// Whether E2 `b1` `b2` is U+200E/F, U+2028…202E or U+2066…2069.
     @inline(__always)
-    private static func isReordering(_ b1: UInt8, _ b2: UInt8) -> Bool {
+    static func isReordering(_ b1: UInt8, _ b2: UInt8) -> Bool {
         switch b1 {
         case 0x80: return b2 == 0x8E || b2 == 0x8F || (b2 >= 0xA8 && b2 <= 0xAE)
         case 0x81: return b2 >= 0xA6 && b2 <= 0xA9

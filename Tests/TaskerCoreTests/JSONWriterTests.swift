@@ -24,8 +24,11 @@ import TaskerCore
         #expect(JSONEscaping.storedValues.quoted(s) == #""q\"b\\s/t\u0008\u000c\u000a\u000d\u0009\u0001\u001f\u007f"# + "\u{85}\u{9B}\u{A2}é😀\u{2028}end\"")
         // events, runs --json, list --json, the JSON summary
         #expect(JSONEscaping.foundation.quoted(s) == #""q\"b\\s\/t\b\f\n\r\t\u0001\u001f"# + "\u{7F}\u{85}\u{9B}\u{A2}é😀\u{2028}end\"")
-        // for a terminal: DEL and C1 too, the rest (U+00A2 is C2 A2) as it is
-        #expect(JSONEscaping.foundation.forTerminal.quoted(s) == #""q\"b\\s\/t\b\f\n\r\t\u0001\u001f\u007f\u0085\u009b"# + "\u{A2}é😀\u{2028}end\"")
+        // for a terminal: DEL, C1 and U+2028 too, the rest (U+00A2 is C2 A2) as it is
+        #expect(JSONEscaping.foundation.forTerminal.quoted(s) == #""q\"b\\s\/t\b\f\n\r\t\u0001\u001f\u007f\u0085\u009b"# + "\u{A2}é😀" + #"\u2028end""#)
+        // the characters that reorder a bidi terminal; their neighbours (E2 80 xx too) stay
+        #expect(JSONEscaping.tasker.forTerminal.quoted("\u{200E}\u{202E}\u{2069}\u{2010}\u{2030}\u{206A}…")
+                == #""\u200e\u202e\u2069"# + "\u{2010}\u{2030}\u{206A}…\"")
         #expect(JSONEscaping.tasker.forTerminal.quoted("x\u{9B}\n\"") == #""x\u009b\n\"""#)
         #expect(JSONEscaping.tasker.quoted("") == #""""#)
         #expect(JSONEscaping.tasker.quoted("plain text") == #""plain text""#)

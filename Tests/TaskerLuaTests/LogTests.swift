@@ -154,6 +154,20 @@ import Testing
         #expect(lines[0].hasSuffix(#","fields":{"f":"x\u007f\n"}}"#), "\(lines[0])")
     }
 
+    /// The characters that reorder a bidi terminal and the Unicode line
+    /// breaks, in both formats: a message, a key, a value.
+    @Test func logLinesEscapeReorderingCharacters() {
+        for format in [LineLogHandler.Format.logfmt, .json] {
+            let sink = TextSink()
+            var logger = Logger(label: "test") { _ in LineLogHandler(level: .info, format: format) { sink.append($0 + "\n") } }
+            logger.logLevel = .info
+            logger.info("gpj.\u{202E}exe\u{2028}x", metadata: ["k\u{2066}": "v\u{200F}"])
+            let line = sink.value
+            #expect(line.contains(#"gpj.\u202eexe\u2028x"#) && line.contains(#"k\u2066"#) && line.contains(#"v\u200f"#), "\(line)")
+            #expect(!line.unicodeScalars.contains { (0x200E...0x2069).contains($0.value) }, "\(line)")
+        }
+    }
+
     /// `stream=true`: a child's `\r` (a progress meter) and ESC are escaped,
     /// lines still split at `\n`, a CRLF line end dropped, tabs kept.
     @Test func streamedLinesCannotRewriteTheStatusLineOrDriveTheTerminal() async throws {
