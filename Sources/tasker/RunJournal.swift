@@ -130,7 +130,9 @@ struct RunJournal {
     /// What a run that stopped early ended with, in words.
     static func howItStopped(_ run: JournalRun) -> String {
         switch run.exitCode {
-        case .some(-1): "killed"
+        // as `runs` and `show` call it: killed, or its end not recorded
+        // (the journal locked or full at its end)
+        case .some(-1): "died"
         case .some(129): "hung up"
         case .some(130): "interrupted"
         case .some(143): "terminated"

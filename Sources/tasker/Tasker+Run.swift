@@ -175,10 +175,10 @@ extension Tasker {
                     }
                     options.reuse = found.reuse
                     if !found.passedOver.isEmpty {
-                        let later = (found.passedOver.count == 1 ? "the later run " : "the later runs ")
-                            + found.passedOver.joined(separator: ", ")
+                        let one = found.passedOver.count == 1
+                        let later = (one ? "the later run " : "the later runs ") + found.passedOver.joined(separator: ", ")
                         StandardError.write("tasker: resuming run \(found.run), with what succeeded in \(later), "
-                                            + "which stopped before their end\n")
+                                            + "which stopped before \(one ? "its" : "their") end\n")
                     }
                     if plan {
                         let (text, code) = ResumePlan.evaluate(file, options: options, earlier: found)

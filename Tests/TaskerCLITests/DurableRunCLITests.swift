@@ -232,7 +232,7 @@ import Testing
         #expect(late.status == 2, "\(late.stderr)")
         let plan = try await tasker(["run", "--resume", "--plan", "m.lua"], in: s.dir)
         #expect(plan.stdout.contains("plan: 2 to reuse, 0 to run again"), "\(plan.stdout)")
-        #expect(plan.stderr.contains("(exit 2), which stopped before their end"), "\(plan.stderr)")
+        #expect(plan.stderr.contains("(exit 2), which stopped before its end"), "\(plan.stderr)")
 
         let fresh = try await tasker(["run", "--no-progress", "--var", "mode=faila,failb,late", "m.lua"], in: s.dir)
         #expect(fresh.status == 2, "\(fresh.stderr)")

@@ -433,6 +433,31 @@ import Testing
         #expect(!runs.stdout.contains("died"))
     }
 
+    /// A resume killed (-9) as it began is gone past by the next resume,
+    /// which names it as `runs` does: died (it said "killed", also of a run
+    /// whose end the journal could not take).
+    @Test func aResumeKilledAsItBeganIsGonePastAndNamedDied() async throws {
+        let s = try Scratch(["p.lua": """
+            tasker.add{id = "a", run = function() return 1 end}
+            tasker.add{id = "b", run = function()
+              if io.open("hold") then io.stdout:write("holding\\n"); io.stdout:flush(); tasker.sleep(60) end
+              error("b fails")
+            end}
+            """])
+        defer { s.cleanup() }
+        let first = try await tasker(["run", "--no-progress", "p.lua"], in: s.dir)
+        #expect(first.status == 1, "\(first.stderr)")
+        try Data().write(to: s.dir.appendingPathComponent("hold"))
+        let held = try Background(["run", "--no-progress", "--resume", "p.lua"], in: s.dir)
+        #expect(await held.waitFor("holding"))
+        held.signal(SIGKILL)
+        _ = await held.finish()
+        try FileManager.default.removeItem(at: s.dir.appendingPathComponent("hold"))
+        let plan = try await tasker(["run", "--resume", "--plan", "p.lua"], in: s.dir)
+        #expect(plan.stderr.contains("(died), which stopped before its end"), "\(plan.stderr)")
+        #expect(plan.stdout.contains("1 to reuse, 1 to run again"), "\(plan.stdout)")
+    }
+
     /// A full disk where the journal's `-shm` file must be made again:
     /// SQLite calls that a disk I/O error, and the system's reason is said
     /// beside it (helper-77: "disk I/O error" alone).
