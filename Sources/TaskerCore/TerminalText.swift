@@ -72,7 +72,7 @@ public enum TerminalText {
                 case 2: UInt32(bytes[i + 1])
                 default: 0x2000 | UInt32(bytes[i + 1] & 0x3F) << 6 | UInt32(bytes[i + 2] & 0x3F)
                 }
-                out.append(0x5C)  // a backslash, then n, r, t or uXXXX
+                out.append(0x5C)  // a backslash, then n, r, t, or u and four hex digits
                 switch value {
                 case 0x0A: out.append(0x6E)
                 case 0x0D: out.append(0x72)

@@ -254,20 +254,15 @@ private struct PendingRows {
         row.reserve(1)
         row.write { $0.byte(quickRuns ? JournalCodec.quickRunsVersion : JournalCodec.version) }
         var previous: (UInt64, Int)?
-        let none = UnsafeRawBufferPointer(start: nil, count: 0)
         for part in batch.quick {
             if quickRuns {
                 JournalCodec.encode(quick: part.entries, scale: part.scale, identities: occurrences, previous: &previous,
                                     masking: masking, into: &row)
-                continue
-            }
-            for q in part.entries {
-                let identity = occurrences.identity(of: q.id)
-                var p = PlainEntry(id: q.id, state: .succeeded, attempts: Int(q.attempts), identityHash: identity.hash,
-                                   occurrence: identity.occurrence, added: q.added, started: q.started, ended: q.ended,
-                                   valueLength: q.hasInteger ? PlainEntry.loneInteger : PlainEntry.noValues)
-                p.integer = q.integer
-                JournalCodec.encode(plain: p, scale: part.scale, values: none, previous: &previous, masking: masking, into: &row)
+            } else {
+                for q in part.entries {
+                    JournalCodec.encodeAsPlain(q, scale: part.scale, identities: occurrences, previous: &previous, masking: masking,
+                                               into: &row)
+                }
             }
         }
         for part in batch.plain {
@@ -344,14 +339,15 @@ private struct PendingRows {
             // of a large backlog held it for that long; either way another
             // run's writer, which SQLite's busy handler lets look again only
             // now and then, hardly ever found it free.
+            // rows built before the store was open are checked as they go
+            let checked = store?.takesQuickRuns == true
             while !rows.isEmpty {
                 var n = 0, size = 0
                 while n < rows.count, n == 0 || size + rows[n].blob.count <= Self.transactionBytes {
                     size += rows[n].blob.count
                     n += 1
                 }
-                let takes = store?.takesQuickRuns == true
-                try log!.append(encoded: rows[..<n].map { takes ? JournalCodec.checked($0.blob) : $0.blob })
+                try log!.append(encoded: rows[..<n].map { checked ? JournalCodec.checked($0.blob) : $0.blob })
                 rows.removeFirst(n)
                 bytes -= size
             }

@@ -61,8 +61,9 @@ extension JournalCodec {
         q.attempts == 1 && q.started > 0 && q.ended > 0 && q.id >= 0 && !(masking && q.hasInteger)
     }
 
-    private static func encodeAsPlain(_ q: QuickFinish, scale: TickScale, identities: OccurrenceTable, previous: inout (UInt64, Int)?,
-                                      masking: Bool, into row: inout RowBuilder) {
+    /// One quick finish as a plain entry (rows of version 2 hold only these).
+    static func encodeAsPlain(_ q: QuickFinish, scale: TickScale, identities: OccurrenceTable, previous: inout (UInt64, Int)?,
+                              masking: Bool, into row: inout RowBuilder) {
         let identity = identities.identity(of: q.id)
         var p = PlainEntry(id: q.id, state: .succeeded, attempts: Int(q.attempts), identityHash: identity.hash,
                            occurrence: identity.occurrence, added: q.added, started: q.started, ended: q.ended,

@@ -35,6 +35,19 @@ import Testing
         end)
         """
 
+    /// `n` doubles that worker a holds until the file `gate` is there;
+    /// prints their sum.
+    static func gatedSum(_ n: Int) -> String {
+        """
+        dofile("defs.lua")
+        local hs = {}
+        for i = 1, \(n) do hs[i] = double{args = {n = i, gate = "gate"}} end
+        local sum = 0
+        for _, h in ipairs(hs) do sum = sum + h:await() end
+        print("sum " .. sum)
+        """
+    }
+
     /// Keeps finished jobs an hour: the tests read them after the run.
     func worker(_ s: Scratch, _ extra: [String] = []) throws -> Background {
         try Background(["worker", "--store", url, "--retain", "1h", "--lease", "1"] + extra + ["defs.lua"], in: s.dir)
@@ -100,14 +113,7 @@ import Testing
     @Test func aCoordinatorPausedPastItsLeaseTriesItsCancelledJobsAgain() async throws {
         // Worker a holds each job until the gate file is there: the run
         // cannot end before the test has paused and resumed it.
-        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
-            dofile("defs.lua")
-            local hs = {}
-            for i = 1, 6 do hs[i] = double{args = {n = i, gate = "gate"}} end
-            local sum = 0
-            for _, h in ipairs(hs) do sum = sum + h:await() end
-            print("sum " .. sum)
-            """])
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.gatedSum(6)])
         defer { s.cleanup() }
         // The default retention (0): once the lease lapses the run looks
         // ended, and its cancelled rows are deleted before it comes back.
@@ -140,14 +146,7 @@ import Testing
     /// run queues what it waits for again. It registered again and waited
     /// for the deleted jobs for ever (a clean-clone CI run hung here).
     @Test func aRunWhoseRowAndJobsAreSweptWhileItLivesQueuesThemAgain() async throws {
-        let s = try Scratch(["defs.lua": Self.defs, "p.lua": """
-            dofile("defs.lua")
-            local hs = {}
-            for i = 1, 3 do hs[i] = double{args = {n = i, gate = "gate"}} end
-            local sum = 0
-            for _, h in ipairs(hs) do sum = sum + h:await() end
-            print("sum " .. sum)
-            """])
+        let s = try Scratch(["defs.lua": Self.defs, "p.lua": Self.gatedSum(3)])
         defer { s.cleanup() }
         let w = try Background(["worker", "--store", url, "--lease", "5", "--concurrency", "1", "--var", "name=a", "defs.lua"],
                                in: s.dir)
